@@ -1,0 +1,1 @@
+//! Criterion benchmarks and sweep binaries for gaspi and allreduce.

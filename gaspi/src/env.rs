@@ -1,0 +1,451 @@
+//! The launcher contract: environment variables that describe a job to each rank.
+//!
+//! The `tarantella` launcher sets these for every rank; they can equally be set by hand,
+//! by `srun` (Slurm variables are understood directly) or by another launcher.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `GASPI_RANK` | this process's rank, `0..GASPI_NRANKS` | `0` when `GASPI_NRANKS` is unset |
+//! | `GASPI_NRANKS` | number of ranks in the job | `1` |
+//! | `GASPI_LOCAL_RANK` | rank among the ranks on this host | `GASPI_RANK` |
+//! | `GASPI_LOCAL_NRANKS` | number of ranks on this host | `GASPI_NRANKS` |
+//! | `GASPI_RENDEZVOUS` | `host:port` where rank 0 listens for the bootstrap | required when `GASPI_NRANKS > 1` |
+//! | `GASPI_JOB_TOKEN` | 32 hex digits (128 bits); peers must present it | derived from the job id (weak) |
+//! | `GASPI_JOB_ID` | job identifier, names shared-memory files | `"local"` |
+//! | `GASPI_INIT_TIMEOUT_MS` | how long init waits for the rendezvous and the peers | `30000` |
+//! | `GASPI_TRANSPORT` | `auto`, `tcp` or `shm` (see [`TransportChoice`]) | `auto` |
+//! | `GASPI_ADDR` | IP address this rank advertises for data connections | the address used to reach the rendezvous |
+//! | `GASPI_LOG` | `tracing` filter for the runtime's own log (e.g. `gaspi=debug`) | `warn` |
+//!
+//! Compatibility with other tooling:
+//! - Slurm: when `GASPI_NRANKS` is unset and `SLURM_PROCID`/`SLURM_NTASKS` are set, rank and
+//!   size come from `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`, and the local count from
+//!   `SLURM_STEP_TASKS_PER_NODE`/`SLURM_TASKS_PER_NODE` (first entry). The rendezvous is the first host of
+//!   `SLURM_STEP_NODELIST` (or `SLURM_JOB_NODELIST`) on port `20000 + (SLURM_JOB_ID*16 + SLURM_STEP_ID) % 40000`,
+//!   and the job id is `slurm-<job>.<step>`.
+//! - The reference implementation's per-rank variables: `GASPI_MASTER` (rank 0's host) and
+//!   `GASPI_SN_PORT` (default 10840) form the rendezvous when `GASPI_RENDEZVOUS` is unset.
+//!   `GASPI_SOCKET` and `GASPI_MFILE` are accepted and ignored.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+use crate::types::Rank;
+
+pub const RANK: &str = "GASPI_RANK";
+pub const NRANKS: &str = "GASPI_NRANKS";
+pub const LOCAL_RANK: &str = "GASPI_LOCAL_RANK";
+pub const LOCAL_NRANKS: &str = "GASPI_LOCAL_NRANKS";
+pub const RENDEZVOUS: &str = "GASPI_RENDEZVOUS";
+pub const JOB_TOKEN: &str = "GASPI_JOB_TOKEN";
+pub const JOB_ID: &str = "GASPI_JOB_ID";
+pub const INIT_TIMEOUT_MS: &str = "GASPI_INIT_TIMEOUT_MS";
+pub const TRANSPORT: &str = "GASPI_TRANSPORT";
+pub const ADDR: &str = "GASPI_ADDR";
+pub const LOG: &str = "GASPI_LOG";
+/// Reference implementation: rank 0's host name.
+pub const MASTER: &str = "GASPI_MASTER";
+/// Reference implementation: the service-network port.
+pub const SN_PORT: &str = "GASPI_SN_PORT";
+
+/// Default init timeout in milliseconds.
+pub const DEFAULT_INIT_TIMEOUT_MS: u64 = 30_000;
+/// Port of the reference implementation's service network.
+pub const DEFAULT_SN_PORT: u16 = 10840;
+
+/// Which transport carries data between ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TransportChoice {
+    /// Shared memory between ranks on one host, TCP between hosts.
+    #[default]
+    Auto,
+    /// TCP for every peer, also on one host.
+    Tcp,
+    /// Shared memory for every peer; init fails if a peer is on another host.
+    Shm,
+}
+
+impl TransportChoice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportChoice::Auto => "auto",
+            TransportChoice::Tcp => "tcp",
+            TransportChoice::Shm => "shm",
+        }
+    }
+}
+
+impl fmt::Display for TransportChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for TransportChoice {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(TransportChoice::Auto),
+            "tcp" | "ethernet" => Ok(TransportChoice::Tcp),
+            "shm" | "shared" | "sharedmem" => Ok(TransportChoice::Shm),
+            other => Err(Error::Env(format!(
+                "{TRANSPORT}={other:?}: expected one of auto, tcp, shm"
+            ))),
+        }
+    }
+}
+
+/// A 128-bit job token that every rank presents to its peers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct JobToken(pub [u8; 16]);
+
+impl JobToken {
+    /// A fresh random token (what a launcher generates per run).
+    pub fn random() -> Result<Self> {
+        let mut b = [0u8; 16];
+        getrandom::fill(&mut b)
+            .map_err(|e| Error::Env(format!("no randomness for a job token: {e}")))?;
+        Ok(JobToken(b))
+    }
+
+    /// A token derived from a job id: for jobs started without a launcher. Not secret.
+    pub fn derived_from(job_id: &str) -> Self {
+        // FNV-1a over the id, twice with different seeds: stable and dependency-free.
+        let mut out = [0u8; 16];
+        for (half, seed) in [0xcbf2_9ce4_8422_2325u64, 0x8422_2325_cbf2_9ce4]
+            .iter()
+            .enumerate()
+        {
+            let mut h = *seed;
+            for b in job_id.bytes() {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x100_0000_01b3);
+            }
+            out[half * 8..half * 8 + 8].copy_from_slice(&h.to_le_bytes());
+        }
+        JobToken(out)
+    }
+
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn from_hex(s: &str) -> Result<Self> {
+        let s = s.trim();
+        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Error::Env(format!(
+                "{JOB_TOKEN} must be 32 hex digits, got {} characters",
+                s.len()
+            )));
+        }
+        let mut out = [0u8; 16];
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("validated hex");
+        }
+        Ok(JobToken(out))
+    }
+}
+
+impl fmt::Debug for JobToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never print the secret itself.
+        f.write_str("JobToken(..)")
+    }
+}
+
+/// Everything a rank needs to know about its job, read from the environment.
+#[derive(Clone, Debug)]
+pub struct JobEnv {
+    pub rank: Rank,
+    pub nranks: u16,
+    pub local_rank: u16,
+    pub local_nranks: u16,
+    /// `host:port` of rank 0's bootstrap listener; `None` for a single-rank job.
+    pub rendezvous: Option<String>,
+    pub token: JobToken,
+    pub job_id: String,
+    pub init_timeout_ms: u64,
+    pub transport: TransportChoice,
+    /// Address to advertise for data connections, when set explicitly.
+    pub addr: Option<String>,
+}
+
+impl JobEnv {
+    /// Reads the job description from the process environment.
+    pub fn from_env() -> Result<Self> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Reads the job description through `get` (testable without touching the process env).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let parse_u64 = |name: &str, v: String| -> Result<u64> {
+            v.trim()
+                .parse::<u64>()
+                .map_err(|_| Error::Env(format!("{name}={v:?} is not a non-negative integer")))
+        };
+        let parse_u16 = |name: &str, v: String| -> Result<u16> {
+            v.trim()
+                .parse::<u16>()
+                .map_err(|_| Error::Env(format!("{name}={v:?} is not an integer in 0..=65535")))
+        };
+
+        let slurm =
+            get(NRANKS).is_none() && get("SLURM_PROCID").is_some() && get("SLURM_NTASKS").is_some();
+        let (rank, nranks, local_rank, local_nranks, mut rendezvous, mut job_id);
+        if slurm {
+            rank = parse_u16("SLURM_PROCID", get("SLURM_PROCID").unwrap_or_default())?;
+            nranks = parse_u16("SLURM_NTASKS", get("SLURM_NTASKS").unwrap_or_default())?;
+            local_rank = match get("SLURM_LOCALID") {
+                Some(v) => parse_u16("SLURM_LOCALID", v)?,
+                None => 0,
+            };
+            let per_node = get("SLURM_STEP_TASKS_PER_NODE").or_else(|| get("SLURM_TASKS_PER_NODE"));
+            local_nranks = match per_node {
+                Some(v) => first_tasks_per_node(&v).unwrap_or(1),
+                None => 1,
+            };
+            let job: u64 = get("SLURM_JOB_ID")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            let step: u64 = get("SLURM_STEP_ID")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            let nodelist = get("SLURM_STEP_NODELIST").or_else(|| get("SLURM_JOB_NODELIST"));
+            let port = 20_000 + (job.wrapping_mul(16).wrapping_add(step) % 40_000);
+            rendezvous = nodelist
+                .and_then(|l| first_slurm_host(&l))
+                .map(|h| format!("{h}:{port}"));
+            job_id = format!("slurm-{job}.{step}");
+        } else {
+            nranks = match get(NRANKS) {
+                Some(v) => parse_u16(NRANKS, v)?,
+                None => 1,
+            };
+            rank = match get(RANK) {
+                Some(v) => parse_u16(RANK, v)?,
+                None => 0,
+            };
+            local_rank = match get(LOCAL_RANK) {
+                Some(v) => parse_u16(LOCAL_RANK, v)?,
+                None => rank,
+            };
+            local_nranks = match get(LOCAL_NRANKS) {
+                Some(v) => parse_u16(LOCAL_NRANKS, v)?,
+                None => nranks,
+            };
+            rendezvous = None;
+            job_id = "local".to_string();
+        }
+        if let Some(r) = get(RENDEZVOUS).filter(|s| !s.trim().is_empty()) {
+            rendezvous = Some(r.trim().to_string());
+        } else if rendezvous.is_none() {
+            if let Some(master) = get(MASTER).filter(|s| !s.trim().is_empty()) {
+                let port = match get(SN_PORT) {
+                    Some(v) => parse_u16(SN_PORT, v)?,
+                    None => DEFAULT_SN_PORT,
+                };
+                rendezvous = Some(format!("{}:{port}", master.trim()));
+            }
+        }
+        if let Some(id) = get(JOB_ID).filter(|s| !s.trim().is_empty()) {
+            job_id = id.trim().to_string();
+        }
+        if !job_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        {
+            return Err(Error::Env(format!(
+                "{JOB_ID}={job_id:?} may only hold letters, digits, '-', '_' and '.'"
+            )));
+        }
+        if nranks == 0 {
+            return Err(Error::Env(format!("{NRANKS} must be at least 1")));
+        }
+        if rank >= nranks {
+            return Err(Error::Env(format!(
+                "rank {rank} is not below the number of ranks {nranks}"
+            )));
+        }
+        if local_nranks == 0 || local_rank >= local_nranks {
+            return Err(Error::Env(format!(
+                "local rank {local_rank} is not below the local number of ranks {local_nranks}"
+            )));
+        }
+        if nranks > 1 && rendezvous.is_none() {
+            return Err(Error::Env(format!(
+                "{NRANKS}={nranks} but {RENDEZVOUS} (host:port of rank 0) is not set"
+            )));
+        }
+        let token = match get(JOB_TOKEN).filter(|s| !s.trim().is_empty()) {
+            Some(t) => JobToken::from_hex(&t)?,
+            None => JobToken::derived_from(&job_id),
+        };
+        let init_timeout_ms = match get(INIT_TIMEOUT_MS) {
+            Some(v) => parse_u64(INIT_TIMEOUT_MS, v)?,
+            None => DEFAULT_INIT_TIMEOUT_MS,
+        };
+        let transport = match get(TRANSPORT) {
+            Some(v) => v.parse()?,
+            None => TransportChoice::Auto,
+        };
+        let addr = get(ADDR).filter(|s| !s.trim().is_empty());
+        Ok(JobEnv {
+            rank: Rank(rank),
+            nranks,
+            local_rank,
+            local_nranks,
+            rendezvous,
+            token,
+            job_id,
+            init_timeout_ms,
+            transport,
+            addr,
+        })
+    }
+
+    /// The variables that describe this job for one rank, in a stable order — what a
+    /// launcher exports. Inverse of [`JobEnv::from_lookup`].
+    pub fn to_vars(&self) -> Vec<(&'static str, String)> {
+        let mut v = vec![
+            (RANK, self.rank.0.to_string()),
+            (NRANKS, self.nranks.to_string()),
+            (LOCAL_RANK, self.local_rank.to_string()),
+            (LOCAL_NRANKS, self.local_nranks.to_string()),
+        ];
+        if let Some(r) = &self.rendezvous {
+            v.push((RENDEZVOUS, r.clone()));
+        }
+        v.push((JOB_TOKEN, self.token.to_hex()));
+        v.push((JOB_ID, self.job_id.clone()));
+        v.push((INIT_TIMEOUT_MS, self.init_timeout_ms.to_string()));
+        v.push((TRANSPORT, self.transport.to_string()));
+        if let Some(a) = &self.addr {
+            v.push((ADDR, a.clone()));
+        }
+        v
+    }
+}
+
+/// `"4(x2),3"` → 4; `"2"` → 2.
+fn first_tasks_per_node(v: &str) -> Option<u16> {
+    let first = v.split(',').next()?;
+    first.split('(').next()?.trim().parse().ok()
+}
+
+/// The first host of a Slurm host list: `"node[03-05,7],login1"` → `"node03"`.
+fn first_slurm_host(list: &str) -> Option<String> {
+    let list = list.trim();
+    let end = list.find([',', '[']).unwrap_or(list.len());
+    let prefix = &list[..end];
+    if list[end..].starts_with('[') {
+        let inner = &list[end + 1..list[end..].find(']').map(|i| end + i)?];
+        let first = inner.split(',').next()?.split('-').next()?;
+        Some(format!("{prefix}{first}"))
+    } else if prefix.is_empty() {
+        None
+    } else {
+        Some(prefix.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> Result<JobEnv> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        JobEnv::from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn single_rank_defaults() {
+        let e = env(&[]).unwrap();
+        assert_eq!(
+            (e.rank, e.nranks, e.local_rank, e.local_nranks),
+            (Rank(0), 1, 0, 1)
+        );
+        assert_eq!(e.transport, TransportChoice::Auto);
+        assert!(e.rendezvous.is_none());
+    }
+
+    #[test]
+    fn roundtrip_through_vars() {
+        let e = env(&[
+            (NRANKS, "4"),
+            (RANK, "3"),
+            (LOCAL_RANK, "1"),
+            (LOCAL_NRANKS, "2"),
+            (RENDEZVOUS, "10.0.0.1:4000"),
+            (JOB_TOKEN, "00112233445566778899aabbccddeeff"),
+            (JOB_ID, "j-1"),
+            (TRANSPORT, "tcp"),
+        ])
+        .unwrap();
+        let vars: HashMap<String, String> = e
+            .to_vars()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let back = JobEnv::from_lookup(|k| vars.get(k).cloned()).unwrap();
+        assert_eq!(back.rank, Rank(3));
+        assert_eq!(back.token, e.token);
+        assert_eq!(back.transport, TransportChoice::Tcp);
+        assert_eq!(back.rendezvous.as_deref(), Some("10.0.0.1:4000"));
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        assert!(env(&[(NRANKS, "2"), (RANK, "2"), (RENDEZVOUS, "h:1")]).is_err());
+        assert!(
+            env(&[(NRANKS, "2"), (RANK, "0")]).is_err(),
+            "missing rendezvous"
+        );
+        assert!(env(&[(TRANSPORT, "carrier-pigeon")]).is_err());
+        assert!(env(&[(JOB_TOKEN, "xyz")]).is_err());
+        assert!(env(&[(NRANKS, "-1")]).is_err());
+        assert!(env(&[(JOB_ID, "../etc")]).is_err());
+    }
+
+    #[test]
+    fn slurm_variables() {
+        let e = env(&[
+            ("SLURM_PROCID", "5"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_LOCALID", "1"),
+            ("SLURM_STEP_TASKS_PER_NODE", "4(x2)"),
+            ("SLURM_STEP_NODELIST", "node[03-04]"),
+            ("SLURM_JOB_ID", "77"),
+            ("SLURM_STEP_ID", "0"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (e.rank, e.nranks, e.local_rank, e.local_nranks),
+            (Rank(5), 8, 1, 4)
+        );
+        assert_eq!(e.rendezvous.as_deref(), Some("node03:21232"));
+        assert_eq!(e.job_id, "slurm-77.0");
+    }
+
+    #[test]
+    fn reference_master_variables() {
+        let e = env(&[
+            (NRANKS, "2"),
+            (RANK, "1"),
+            (MASTER, "head"),
+            (SN_PORT, "999"),
+        ])
+        .unwrap();
+        assert_eq!(e.rendezvous.as_deref(), Some("head:999"));
+    }
+
+    #[test]
+    fn slurm_host_lists() {
+        assert_eq!(first_slurm_host("a1,b2").as_deref(), Some("a1"));
+        assert_eq!(first_slurm_host("n[7,9-10]").as_deref(), Some("n7"));
+        assert_eq!(first_slurm_host("single").as_deref(), Some("single"));
+    }
+}

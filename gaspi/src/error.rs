@@ -1,0 +1,255 @@
+//! The error type. Each variant maps to one GASPI return code ([`Error::code`]), so the C ABI
+//! and the Rust API report the same thing.
+
+use crate::types::{QueueId, Rank, SegmentId};
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The GASPI return codes of the C interface (`gaspi_return_t`).
+#[allow(missing_docs)]
+pub mod code {
+    pub const ERROR: i32 = -1;
+    pub const SUCCESS: i32 = 0;
+    pub const TIMEOUT: i32 = 1;
+    pub const ERR_EMFILE: i32 = 2;
+    pub const ERR_ENV: i32 = 3;
+    pub const ERR_SN_PORT: i32 = 4;
+    pub const ERR_CONFIG: i32 = 5;
+    pub const ERR_NOINIT: i32 = 6;
+    pub const ERR_INITED: i32 = 7;
+    pub const ERR_NULLPTR: i32 = 8;
+    pub const ERR_INV_SEGSIZE: i32 = 9;
+    pub const ERR_INV_SEG: i32 = 10;
+    pub const ERR_INV_GROUP: i32 = 11;
+    pub const ERR_INV_RANK: i32 = 12;
+    pub const ERR_INV_QUEUE: i32 = 13;
+    pub const ERR_INV_LOC_OFF: i32 = 14;
+    pub const ERR_INV_REM_OFF: i32 = 15;
+    pub const ERR_INV_COMMSIZE: i32 = 16;
+    pub const ERR_INV_NOTIF_VAL: i32 = 17;
+    pub const ERR_INV_NOTIF_ID: i32 = 18;
+    pub const ERR_INV_NUM: i32 = 19;
+    pub const ERR_INV_SIZE: i32 = 20;
+    pub const ERR_MANY_SEG: i32 = 21;
+    pub const ERR_MANY_GRP: i32 = 22;
+    pub const QUEUE_FULL: i32 = 23;
+    pub const ERR_UNALIGN_OFF: i32 = 24;
+    pub const ERR_ACTIVE_COLL: i32 = 25;
+    pub const ERR_DEVICE: i32 = 26;
+    pub const ERR_SN: i32 = 27;
+    pub const ERR_MEMALLOC: i32 = 28;
+}
+
+/// Everything a GASPI call can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("timed out")]
+    Timeout,
+    #[error("environment: {0}")]
+    Env(String),
+    #[error("bad configuration: {0}")]
+    Config(String),
+    #[error("GASPI is not initialized")]
+    NotInitialized,
+    #[error("GASPI is already initialized in this process")]
+    AlreadyInitialized,
+    #[error("null pointer passed for {0}")]
+    NullPointer(&'static str),
+    #[error("invalid segment size {size} (must be 1..={max})")]
+    InvalidSegmentSize { size: u64, max: u64 },
+    #[error("segment {segment} does not exist{}", on_rank(*.rank))]
+    InvalidSegment {
+        segment: SegmentId,
+        rank: Option<Rank>,
+    },
+    #[error("segment {segment} already exists")]
+    SegmentExists { segment: SegmentId },
+    #[error("invalid group {group}: {why}")]
+    InvalidGroup { group: u8, why: &'static str },
+    #[error("rank {rank} is out of range (the job has {nranks} ranks)")]
+    InvalidRank { rank: Rank, nranks: u16 },
+    #[error("queue {queue} is out of range or not created ({num} queues)")]
+    InvalidQueue { queue: QueueId, num: u8 },
+    #[error(
+        "local range [{offset}, {offset}+{len}) is past the end of segment {segment} (size {size})"
+    )]
+    LocalOutOfBounds {
+        segment: SegmentId,
+        offset: u64,
+        len: u64,
+        size: u64,
+    },
+    #[error("remote range [{offset}, {offset}+{len}) is past the end of segment {segment} on rank {rank} (size {size})")]
+    RemoteOutOfBounds {
+        rank: Rank,
+        segment: SegmentId,
+        offset: u64,
+        len: u64,
+        size: u64,
+    },
+    #[error("transfer size {size} exceeds the maximum {max}")]
+    InvalidCommSize { size: u64, max: u64 },
+    #[error("notification value must be non-zero")]
+    ZeroNotificationValue,
+    #[error("notification id {id} (+{num}) is out of range (segment has {max})")]
+    NotificationIdOutOfRange { id: u32, num: u32, max: u32 },
+    #[error("invalid number: {0}")]
+    InvalidNumber(String),
+    #[error("invalid size: {0}")]
+    InvalidSize(String),
+    #[error("too many segments (max {max})")]
+    TooManySegments { max: u32 },
+    #[error("too many groups (max {max})")]
+    TooManyGroups { max: u32 },
+    #[error("queue {queue} is full: {entries} entries posted, room for {max}; call wait first")]
+    QueueFull {
+        queue: QueueId,
+        entries: u32,
+        max: u32,
+    },
+    #[error("offset {offset} is not 8-byte aligned")]
+    UnalignedOffset { offset: u64 },
+    #[error("a different collective is active on this group")]
+    ActiveCollective,
+    #[error("device: {0}")]
+    Device(String),
+    #[error("rank {rank} failed (connection lost or protocol error)")]
+    PeerFailed { rank: Rank },
+    #[error("bootstrap: {0}")]
+    Bootstrap(String),
+    #[error("out of memory: {0}")]
+    NoMemory(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+fn on_rank(rank: Option<Rank>) -> String {
+    match rank {
+        Some(r) => format!(" on rank {r} (or was never registered with this rank)"),
+        None => String::new(),
+    }
+}
+
+impl Error {
+    /// The GASPI C return code for this error.
+    pub fn code(&self) -> i32 {
+        use code::*;
+        match self {
+            Error::Timeout => TIMEOUT,
+            Error::Env(_) => ERR_ENV,
+            Error::Config(_) => ERR_CONFIG,
+            Error::NotInitialized => ERR_NOINIT,
+            Error::AlreadyInitialized => ERR_INITED,
+            Error::NullPointer(_) => ERR_NULLPTR,
+            Error::InvalidSegmentSize { .. } => ERR_INV_SEGSIZE,
+            Error::InvalidSegment { .. } | Error::SegmentExists { .. } => ERR_INV_SEG,
+            Error::InvalidGroup { .. } => ERR_INV_GROUP,
+            Error::InvalidRank { .. } => ERR_INV_RANK,
+            Error::InvalidQueue { .. } => ERR_INV_QUEUE,
+            Error::LocalOutOfBounds { .. } => ERR_INV_LOC_OFF,
+            Error::RemoteOutOfBounds { .. } => ERR_INV_REM_OFF,
+            Error::InvalidCommSize { .. } => ERR_INV_COMMSIZE,
+            Error::ZeroNotificationValue => ERR_INV_NOTIF_VAL,
+            Error::NotificationIdOutOfRange { .. } => ERR_INV_NOTIF_ID,
+            Error::InvalidNumber(_) => ERR_INV_NUM,
+            Error::InvalidSize(_) => ERR_INV_SIZE,
+            Error::TooManySegments { .. } => ERR_MANY_SEG,
+            Error::TooManyGroups { .. } => ERR_MANY_GRP,
+            Error::QueueFull { .. } => QUEUE_FULL,
+            Error::UnalignedOffset { .. } => ERR_UNALIGN_OFF,
+            Error::ActiveCollective => ERR_ACTIVE_COLL,
+            Error::Device(_) => ERR_DEVICE,
+            Error::Bootstrap(_) => ERR_SN,
+            Error::NoMemory(_) => ERR_MEMALLOC,
+            Error::PeerFailed { .. } | Error::Other(_) => ERROR,
+        }
+    }
+
+    /// True for [`Error::Timeout`]: the call may be repeated and resumes.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Timeout)
+    }
+}
+
+/// The standard's description of a return code (what `gaspi_error_str` returns).
+pub fn error_str(code: i32) -> &'static str {
+    use code::*;
+    match code {
+        ERROR => "general error",
+        SUCCESS => "success",
+        TIMEOUT => "timeout",
+        ERR_EMFILE => "too many open files",
+        ERR_ENV => "incorrect environment vars",
+        ERR_SN_PORT => "sn port already in use",
+        ERR_CONFIG => "invalid parameter in configuration (gaspi_config_t)",
+        ERR_NOINIT => "invalid function before initialization",
+        ERR_INITED => "invalid function after initialization",
+        ERR_NULLPTR => "null pointer reference",
+        ERR_INV_SEGSIZE => "invalid segment size",
+        ERR_INV_SEG => "invalid segment",
+        ERR_INV_GROUP => "invalid group",
+        ERR_INV_RANK => "invalid rank",
+        ERR_INV_QUEUE => "invalid queue",
+        ERR_INV_LOC_OFF => "invalid local offset",
+        ERR_INV_REM_OFF => "invalid remote offset",
+        ERR_INV_COMMSIZE => "invalid size for communication",
+        ERR_INV_NOTIF_VAL => "invalid notification value",
+        ERR_INV_NOTIF_ID => "invalid notification id",
+        ERR_INV_NUM => "invalid number count",
+        ERR_INV_SIZE => "invalid size",
+        ERR_MANY_SEG => "too many segments",
+        ERR_MANY_GRP => "too many groups",
+        QUEUE_FULL => "queue is full",
+        ERR_UNALIGN_OFF => "unaligned (8 bytes) offset",
+        ERR_ACTIVE_COLL => "other collective is still active",
+        ERR_DEVICE => "device operation error",
+        ERR_SN => "sn operation failed",
+        ERR_MEMALLOC => "memory allocation failed",
+        _ => "unknown error code",
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Other(format!("I/O: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_match_the_standard() {
+        assert_eq!(Error::Timeout.code(), 1);
+        assert_eq!(
+            Error::QueueFull {
+                queue: QueueId(0),
+                entries: 1,
+                max: 1
+            }
+            .code(),
+            23
+        );
+        assert_eq!(Error::ZeroNotificationValue.code(), 17);
+        assert_eq!(Error::PeerFailed { rank: Rank(1) }.code(), -1);
+        assert_eq!(error_str(code::ERR_INV_REM_OFF), "invalid remote offset");
+    }
+
+    #[test]
+    fn messages_carry_context() {
+        let e = Error::RemoteOutOfBounds {
+            rank: Rank(2),
+            segment: SegmentId(3),
+            offset: 10,
+            len: 8,
+            size: 16,
+        };
+        let s = e.to_string();
+        assert!(
+            s.contains("rank 2") && s.contains("segment 3") && s.contains("size 16"),
+            "{s}"
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! The `tarantella` launcher. Not built yet: see the launcher issue.

@@ -1,0 +1,1 @@
+//! Multi-process integration tests across the workspace crates.
