@@ -1,8 +1,66 @@
-//! A GASPI runtime in Rust (work in progress: see the `env` module for the launcher contract).
+//! A GASPI runtime in Rust: partitioned global address space communication with one-sided
+//! writes, reads and notifications, as in the GASPI standard and its reference
+//! implementation GPI-2.
+//!
+//! Each process (rank) creates [`Context`] from the environment the launcher sets (see
+//! [`env`]), allocates *segments* of memory that peers may access, and communicates with
+//! `write_notify` (data, then a notification the target can wait on), `read`, atomics and
+//! collectives. Ranks on one host talk through shared memory, others through TCP; the
+//! choice is made per peer at init (`GASPI_TRANSPORT=auto|tcp|shm`).
+//!
+//! ```
+//! use gaspi::{Alloc, Context, Group, Local, NotificationId, QueueId, Rank, Remote, SegmentId, Timeout};
+//!
+//! # fn main() -> gaspi::Result<()> {
+//! let ctx = Context::init()?; // one rank when started without a launcher
+//! let (me, n) = (ctx.rank(), ctx.num_ranks());
+//! let seg = SegmentId(0);
+//! ctx.segment_create(seg, 1024, Group::ALL, Timeout::BLOCK, Alloc::Initialized)?;
+//! ctx.segment(seg)?.write(0, &[me.0 as u64])?;
+//!
+//! // Send our rank to the right neighbour's slot 8, with notification 0 = 1.
+//! let right = Rank((me.0 + 1) % n);
+//! ctx.write_notify(Local::new(seg, 0), Remote::new(right, seg, 8), 8, NotificationId(0), 1, QueueId(0))?;
+//! let id = ctx.notify_waitsome(seg, NotificationId(0), 1, Timeout::ms(10_000))?;
+//! ctx.notify_reset(seg, id)?;
+//! let from_left: u64 = ctx.segment(seg)?.get(8)?;
+//! assert_eq!(from_left, u64::from((me.0 + n - 1) % n));
+//! ctx.wait(QueueId(0), Timeout::BLOCK)?;
+//! ctx.barrier(Group::ALL, Timeout::BLOCK)?;
+//! ctx.term(Timeout::BLOCK)
+//! # }
+//! ```
+//!
+//! Every blocking call takes a [`Timeout`] (`Timeout::TEST`, `Timeout::BLOCK` or
+//! milliseconds) and can be called again after [`Error::Timeout`]; a failed peer turns into
+//! [`Error::PeerFailed`] and is marked corrupt in [`Context::state_vec`].
 
+mod atomic;
+mod bootstrap;
+pub mod config;
+mod context;
 pub mod env;
 pub mod error;
+mod group;
+mod log;
+mod mem;
+mod notify;
+mod onesided;
+mod passive;
+mod queue;
+mod reduce;
+mod rpc;
+mod segment;
+mod state;
+#[cfg(feature = "testing")]
+pub mod testing;
+mod transport;
 pub mod types;
 
-pub use error::{Error, Result};
+pub use config::Config;
+pub use context::{version, Context};
+pub use error::{error_str, Error, Result};
+pub use onesided::{ListElem, Local, Remote};
+pub use reduce::Reducible;
+pub use segment::Segment;
 pub use types::*;

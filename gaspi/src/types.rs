@@ -95,10 +95,6 @@ impl From<Duration> for Timeout {
 pub(crate) struct Deadline(pub Option<Instant>);
 
 impl Deadline {
-    pub fn never() -> Self {
-        Deadline(None)
-    }
-
     pub fn after(d: Duration) -> Self {
         Deadline(Instant::now().checked_add(d))
     }

@@ -1,0 +1,350 @@
+//! `Context`: one per process, from `init` to `term`. Everything else hangs off it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::bootstrap::{self, host_identity};
+use crate::config::{limits, Config};
+use crate::env::{JobEnv, TransportChoice};
+use crate::error::{Error, Result};
+use crate::group::GroupTable;
+use crate::passive::PassiveInbox;
+use crate::queue::QueueTable;
+use crate::rpc::RpcTable;
+use crate::segment::SegmentTable;
+use crate::state::StateVector;
+use crate::transport::shm::Shm;
+use crate::transport::tcp::wire::{Header, Op};
+use crate::transport::tcp::TcpTransport;
+use crate::transport::{Dest, Route, Routes, Transport};
+use crate::types::{Deadline, Group, NetworkType, PeerState, Rank, Timeout};
+
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// State shared between application threads and the progress thread.
+pub(crate) struct Shared {
+    pub rank: Rank,
+    pub nranks: u16,
+    pub local_rank: u16,
+    pub local_nranks: u16,
+    pub config: Config,
+    pub job: JobEnv,
+    /// `/dev/shm/tnt-<job>-<nonce>` when segments are shared with local peers.
+    pub shm_prefix: Option<String>,
+    pub segments: SegmentTable,
+    pub state: StateVector,
+    pub routes: Routes,
+    pub passive: PassiveInbox,
+    pub rpc: RpcTable,
+}
+
+/// A running GASPI process: created by [`Context::init`], ended by [`Context::term`] (or drop).
+///
+/// `Context` is `Send + Sync`: share it between threads by reference or in an `Arc`.
+pub struct Context {
+    pub(crate) sh: Arc<Shared>,
+    pub(crate) tcp: Option<TcpTransport>,
+    pub(crate) queues: QueueTable,
+    pub(crate) groups: GroupTable,
+    started: Instant,
+    terminated: AtomicBool,
+}
+
+impl Context {
+    /// Initializes from the environment (see [`crate::env`]) with the default [`Config`].
+    pub fn init() -> Result<Context> {
+        Self::init_with(Config::default())
+    }
+
+    /// Initializes with `config` (`gaspi_proc_init` after `gaspi_config_set`). Fails with
+    /// [`Error::AlreadyInitialized`] while another `Context` exists in this process, and with
+    /// a bootstrap error, not a hang, when the job does not assemble within
+    /// `GASPI_INIT_TIMEOUT_MS`.
+    pub fn init_with(config: Config) -> Result<Context> {
+        config.validate()?;
+        let env = JobEnv::from_env()?;
+        Self::init_job(config, env)
+    }
+
+    /// Initializes for an explicit job description (what `init_with` reads from the env).
+    pub fn init_job(config: Config, env: JobEnv) -> Result<Context> {
+        config.validate()?;
+        if INITIALIZED.swap(true, Ordering::SeqCst) {
+            return Err(Error::AlreadyInitialized);
+        }
+        crate::log::init_from_env();
+        Self::start(config, env).inspect_err(|_| INITIALIZED.store(false, Ordering::SeqCst))
+    }
+
+    /// Whether a `Context` exists in this process (`gaspi_initialized`).
+    pub fn initialized() -> bool {
+        INITIALIZED.load(Ordering::SeqCst)
+    }
+
+    fn start(config: Config, env: JobEnv) -> Result<Context> {
+        let deadline = Deadline::after(Duration::from_millis(env.init_timeout_ms));
+        let me = env.rank;
+        let n = env.nranks;
+        let (table, listener) = if n > 1 {
+            let (t, l) = bootstrap::rendezvous(&env, deadline)?;
+            (Some(t), Some(l))
+        } else {
+            (None, None)
+        };
+        let my_host = host_identity();
+        let mut routes = vec![Route::Local; usize::from(n)];
+        if let Some(t) = &table {
+            for (r, route) in routes.iter_mut().enumerate() {
+                if r == me.index() {
+                    continue;
+                }
+                let same_host = t.hosts[r] == my_host;
+                *route = match (env.transport, same_host) {
+                    (TransportChoice::Tcp, _) | (TransportChoice::Auto, false) => Route::Tcp,
+                    (_, true) => Route::Shm,
+                    (TransportChoice::Shm, false) => {
+                        return Err(Error::Env(format!(
+                            "GASPI_TRANSPORT=shm but rank {r} is on another host; use auto or tcp"
+                        )))
+                    }
+                };
+            }
+        }
+        let routes = Routes::new(&routes);
+        let shm_prefix = match &table {
+            Some(t) if routes.any_shm() => {
+                Some(format!("/dev/shm/tnt-{}-{:016x}", env.job_id, t.nonce))
+            }
+            _ => None,
+        };
+        if me.0 == 0 || n == 1 {
+            tracing::info!(
+                "gaspi: {n} ranks, transport {}: shm to {:?}, tcp to {:?}",
+                env.transport,
+                routes.ranks_with(Route::Shm),
+                routes.ranks_with(Route::Tcp)
+            );
+        }
+        let sh = Arc::new(Shared {
+            rank: me,
+            nranks: n,
+            local_rank: env.local_rank,
+            local_nranks: env.local_nranks,
+            passive: PassiveInbox::new(config.passive_queue_size_max),
+            config: config.clone(),
+            job: env.clone(),
+            shm_prefix,
+            segments: SegmentTable::default(),
+            state: StateVector::new(n),
+            routes,
+            rpc: RpcTable::default(),
+        });
+        let tcp = match (table, listener) {
+            (Some(t), Some(l)) => Some(TcpTransport::establish(
+                sh.clone(),
+                l,
+                &t.addrs,
+                env.token,
+                deadline,
+            )?),
+            _ => None,
+        };
+        let ctx = Context {
+            sh,
+            tcp,
+            queues: QueueTable::new(config.queue_num, config.queue_size_max),
+            groups: GroupTable::new(config.group_max),
+            started: Instant::now(),
+            terminated: AtomicBool::new(false),
+        };
+        ctx.commit_group_all(deadline)?;
+        ctx.barrier_deadline(Group::ALL, deadline)
+            .map_err(|e| match e {
+                Error::Timeout => Error::Bootstrap("timed out in the init barrier".into()),
+                other => other,
+            })?;
+        Ok(ctx)
+    }
+
+    /// Ends this process's participation (`gaspi_proc_term`): tells peers goodbye, stops the
+    /// progress thread, and removes this rank's shared-memory files. Call a barrier first if
+    /// peers may still access this rank's segments.
+    pub fn term(self, _timeout: Timeout) -> Result<()> {
+        self.shutdown();
+        Ok(())
+    }
+
+    fn shutdown(&self) {
+        if self.terminated.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if let Some(tcp) = &self.tcp {
+            tcp.shutdown(Duration::from_secs(2));
+        }
+        INITIALIZED.store(false, Ordering::SeqCst);
+    }
+
+    pub(crate) fn tcp(&self) -> Result<&TcpTransport> {
+        self.tcp
+            .as_ref()
+            .ok_or_else(|| Error::Other("single-rank job: there are no peers".into()))
+    }
+
+    /// The transport that reaches `dst`.
+    pub(crate) fn transport_for(&self, dst: &Dest) -> Result<&dyn Transport> {
+        match self.sh.routes.get(dst.rank) {
+            Route::Local => Ok(&Shm),
+            Route::Shm if dst.mem.is_some() => Ok(&Shm),
+            _ => Ok(self.tcp()?),
+        }
+    }
+
+    pub(crate) fn check_rank(&self, rank: Rank) -> Result<()> {
+        if rank.0 >= self.sh.nranks {
+            return Err(Error::InvalidRank {
+                rank,
+                nranks: self.sh.nranks,
+            });
+        }
+        Ok(())
+    }
+
+    /// This process's rank (`gaspi_proc_rank`).
+    pub fn rank(&self) -> Rank {
+        self.sh.rank
+    }
+
+    /// Number of ranks in the job (`gaspi_proc_num`).
+    pub fn num_ranks(&self) -> u16 {
+        self.sh.nranks
+    }
+
+    /// Rank among the ranks on this host (`gaspi_proc_local_rank`).
+    pub fn local_rank(&self) -> u16 {
+        self.sh.local_rank
+    }
+
+    /// Number of ranks on this host (`gaspi_proc_local_num`).
+    pub fn local_num(&self) -> u16 {
+        self.sh.local_nranks
+    }
+
+    /// The configuration in force (`gaspi_config_get`).
+    pub fn config(&self) -> &Config {
+        &self.sh.config
+    }
+
+    /// The job id shared by all ranks.
+    pub fn job_id(&self) -> &str {
+        &self.sh.job.job_id
+    }
+
+    /// Whether `rank` is reached through shared memory.
+    pub fn uses_shm_to(&self, rank: Rank) -> bool {
+        self.sh.routes.get(rank) == Route::Shm
+    }
+
+    /// `gaspi_network_type`: Ethernet (TCP and shared memory).
+    pub fn network_type(&self) -> NetworkType {
+        NetworkType::Ethernet
+    }
+
+    /// Health of every rank as seen from here (`gaspi_state_vec_get`).
+    pub fn state_vec(&self) -> Vec<PeerState> {
+        self.sh.state.snapshot()
+    }
+
+    /// Checks that `rank` answers within `timeout` (`gaspi_proc_ping`).
+    pub fn proc_ping(&self, rank: Rank, timeout: Timeout) -> Result<()> {
+        self.check_rank(rank)?;
+        if rank == self.sh.rank {
+            return Ok(());
+        }
+        self.tcp()?
+            .call(rank, Header::new(Op::Ping), timeout.deadline())
+            .map(|_| ())
+    }
+
+    /// Asks `rank` to terminate at once (`gaspi_proc_kill`); not for this rank itself.
+    pub fn proc_kill(&self, rank: Rank, _timeout: Timeout) -> Result<()> {
+        self.check_rank(rank)?;
+        if rank == self.sh.rank {
+            return Err(Error::InvalidRank {
+                rank,
+                nranks: self.sh.nranks,
+            });
+        }
+        self.tcp()?.post_control(rank, Header::new(Op::Kill))
+    }
+
+    /// Connection set-up is done at init for every peer; kept for compatibility
+    /// (`gaspi_connect`). Fails if the peer is unreachable.
+    pub fn connect(&self, rank: Rank, _timeout: Timeout) -> Result<()> {
+        self.check_rank(rank)?;
+        if self.sh.state.is_unreachable(rank) {
+            return Err(Error::PeerFailed { rank });
+        }
+        Ok(())
+    }
+
+    /// Kept for compatibility (`gaspi_disconnect`): connections live until `term`.
+    pub fn disconnect(&self, rank: Rank, _timeout: Timeout) -> Result<()> {
+        self.check_rank(rank)
+    }
+
+    /// Milliseconds since init (`gaspi_time_get`).
+    pub fn time_ms(&self) -> f64 {
+        self.started.elapsed().as_secs_f64() * 1e3
+    }
+
+    /// A monotonic tick counter in nanoseconds (`gaspi_time_ticks`).
+    pub fn time_ticks(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    /// `gaspi_transfer_size_min`/`max`.
+    pub fn transfer_size_min(&self) -> u64 {
+        1
+    }
+
+    pub fn transfer_size_max(&self) -> u64 {
+        self.sh.config.transfer_size_max
+    }
+
+    /// Notification slots per segment (`gaspi_notification_num`).
+    pub fn notification_num(&self) -> u32 {
+        self.sh.config.notification_num
+    }
+
+    /// `gaspi_rw_list_elem_max`.
+    pub fn rw_list_elem_max(&self) -> u32 {
+        self.sh
+            .config
+            .rw_list_elem_max
+            .min(limits::RW_LIST_ELEM_MAX)
+    }
+
+    /// The data-listener address (for tests that play a hostile client).
+    #[cfg(feature = "testing")]
+    pub fn data_listen_addr(&self) -> Option<std::net::SocketAddr> {
+        self.tcp.as_ref().map(|t| t.listen_addr())
+    }
+
+    /// Test hook: sends raw bytes to `rank` on the data connection, like a faulty peer.
+    #[cfg(feature = "testing")]
+    pub fn send_raw_frame(&self, rank: Rank, bytes: Vec<u8>) -> Result<()> {
+        self.tcp()?.send_raw(rank, bytes)
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The implementation's version (`gaspi_version`).
+pub fn version() -> f32 {
+    1.5
+}

@@ -1,0 +1,454 @@
+//! Segment memory: the only place that touches raw segment pointers.
+//!
+//! A segment is one mapping laid out as
+//! `[control page | notification slots (u32 each), page-rounded | data]`.
+//! The control page holds the futex word that waiters sleep on. When ranks on one host share
+//! the segment, the mapping is a file under `/dev/shm` that every local peer maps; otherwise it
+//! is anonymous. Memory bound from the user (`segment_bind`) keeps its data outside the mapping.
+//!
+//! Every function here checks its bounds itself, so the rest of the crate is safe Rust.
+//! Concurrent access to segment data from peers is the GASPI model (one-sided writes): data
+//! is only ever moved with raw copies, never through Rust references to the data area.
+
+use std::fs::OpenOptions;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use crate::error::{Error, Result};
+
+const PAGE: usize = 4096;
+const MAGIC: u64 = 0x544e_545f_5345_4731; // "TNT_SEG1"
+const OFF_SEQ: usize = 0;
+const OFF_WAITERS: usize = 4;
+const OFF_MAGIC: usize = 8;
+const OFF_DATA_LEN: usize = 16;
+const OFF_NOTIF: usize = 24;
+
+fn round_up(n: usize, to: usize) -> usize {
+    n.div_ceil(to) * to
+}
+
+/// Bytes of the control page plus `notif_count` notification slots, page-rounded.
+fn ctl_len(notif_count: u32) -> usize {
+    PAGE + round_up(notif_count as usize * 4, PAGE)
+}
+
+/// Where the data of a segment lives.
+enum Data {
+    /// Inside the mapping, right after the notification slots.
+    InMapping,
+    /// User memory bound with `segment_bind`; the user keeps it alive and owns it.
+    User { ptr: *mut u8 },
+}
+
+/// One segment's memory (local, or a local peer's mapped through `/dev/shm`).
+pub(crate) struct SegmentMemory {
+    map: MmapRaw,
+    data: Data,
+    data_len: usize,
+    notif_count: u32,
+    /// The `/dev/shm` file, unlinked on drop when this process created it.
+    file: Option<(PathBuf, bool)>,
+}
+
+// SAFETY: the mapping stays valid for the life of the value, every access goes through
+// atomics or raw copies with bounds checks, and the user-bound pointer is documented to stay
+// valid and shared until the segment is deleted (the `unsafe` contract of `segment_bind`).
+unsafe impl Send for SegmentMemory {}
+// SAFETY: as above; no method hands out a Rust reference to the data area.
+unsafe impl Sync for SegmentMemory {}
+
+impl SegmentMemory {
+    /// Anonymous (process-private) segment memory, zeroed.
+    pub fn anonymous(data_len: usize, notif_count: u32) -> Result<Self> {
+        let total = ctl_len(notif_count) + round_up(data_len.max(1), PAGE);
+        let map = MmapOptions::new()
+            .len(total)
+            .map_anon()
+            .map_err(|e| Error::NoMemory(format!("mapping {total} bytes: {e}")))?;
+        let mem = SegmentMemory {
+            map: MmapRaw::from(map),
+            data: Data::InMapping,
+            data_len,
+            notif_count,
+            file: None,
+        };
+        mem.write_header();
+        Ok(mem)
+    }
+
+    /// Segment memory in a new file at `path` (under `/dev/shm`) that local peers can map.
+    pub fn create_shared(path: &Path, data_len: usize, notif_count: u32) -> Result<Self> {
+        let total = ctl_len(notif_count) + round_up(data_len.max(1), PAGE);
+        check_free_space(path, total)?;
+        let file = match open_new(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // A crashed job with the same id left it behind: its owner is gone.
+                tracing::warn!(path = %path.display(), "removing a stale shared-memory file");
+                let _ = std::fs::remove_file(path);
+                open_new(path)
+            }
+            other => other,
+        }
+        .map_err(|e| Error::NoMemory(format!("creating {}: {e}", path.display())))?;
+        file.set_len(total as u64).map_err(|e| {
+            Error::NoMemory(format!("sizing {} to {total} bytes: {e}", path.display()))
+        })?;
+        let map = MmapOptions::new()
+            .len(total)
+            .map_raw(&file)
+            .map_err(|e| Error::NoMemory(format!("mapping {}: {e}", path.display())))?;
+        let mem = SegmentMemory {
+            map,
+            data: Data::InMapping,
+            data_len,
+            notif_count,
+            file: Some((path.to_path_buf(), true)),
+        };
+        mem.write_header();
+        Ok(mem)
+    }
+
+    /// Maps a local peer's segment file. The sizes must match what the peer announced.
+    pub fn open_shared(path: &Path, data_len: usize, notif_count: u32) -> Result<Self> {
+        let total = ctl_len(notif_count) + round_up(data_len.max(1), PAGE);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::Device(format!("opening peer segment {}: {e}", path.display())))?;
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if len != total as u64 {
+            return Err(Error::Device(format!(
+                "peer segment {} has {len} bytes, expected {total}",
+                path.display()
+            )));
+        }
+        let map = MmapOptions::new()
+            .len(total)
+            .map_raw(&file)
+            .map_err(|e| Error::Device(format!("mapping peer segment {}: {e}", path.display())))?;
+        let mem = SegmentMemory {
+            map,
+            data: Data::InMapping,
+            data_len,
+            notif_count,
+            file: Some((path.to_path_buf(), false)),
+        };
+        let magic = mem.ctl_u64(OFF_MAGIC).load(Ordering::Acquire);
+        let announced = mem.ctl_u64(OFF_DATA_LEN).load(Ordering::Acquire);
+        if magic != MAGIC || announced != data_len as u64 {
+            return Err(Error::Device(format!(
+                "peer segment {} has a foreign layout",
+                path.display()
+            )));
+        }
+        Ok(mem)
+    }
+
+    /// Control page and notifications in `ctl`, data in user memory.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be valid for reads and writes, and stay so (and not be used through
+    /// Rust references that assume exclusivity) until this value is dropped.
+    pub unsafe fn with_user_data(ctl: SegmentMemory, ptr: *mut u8, len: usize) -> Self {
+        let mut mem = ctl;
+        mem.data = Data::User { ptr };
+        mem.data_len = len;
+        mem.ctl_u64(OFF_DATA_LEN)
+            .store(len as u64, Ordering::Release);
+        mem
+    }
+
+    fn write_header(&self) {
+        self.ctl_u64(OFF_DATA_LEN)
+            .store(self.data_len as u64, Ordering::Relaxed);
+        self.ctl_u32(OFF_NOTIF)
+            .store(self.notif_count, Ordering::Relaxed);
+        self.ctl_u64(OFF_MAGIC).store(MAGIC, Ordering::Release);
+    }
+
+    pub fn len(&self) -> usize {
+        self.data_len
+    }
+
+    pub fn notif_count(&self) -> u32 {
+        self.notif_count
+    }
+
+    /// Whether local peers can map this segment's data (false for user-bound memory).
+    pub fn data_shareable(&self) -> bool {
+        self.file.is_some() && matches!(self.data, Data::InMapping)
+    }
+
+    fn ctl_u32(&self, off: usize) -> &AtomicU32 {
+        assert!(off + 4 <= PAGE && off % 4 == 0);
+        // SAFETY: in bounds of the control page (asserted), 4-aligned (the mapping is
+        // page-aligned), and only ever accessed atomically, also by other processes.
+        unsafe { &*(self.map.as_mut_ptr().add(off) as *const AtomicU32) }
+    }
+
+    fn ctl_u64(&self, off: usize) -> &AtomicU64 {
+        assert!(off + 8 <= PAGE && off % 8 == 0);
+        // SAFETY: as for `ctl_u32`, with 8-byte alignment.
+        unsafe { &*(self.map.as_mut_ptr().add(off) as *const AtomicU64) }
+    }
+
+    /// The notification slot `id`. Panics if out of range: callers validate ids first.
+    pub fn slot(&self, id: u32) -> &AtomicU32 {
+        assert!(
+            id < self.notif_count,
+            "notification {id} out of range {}",
+            self.notif_count
+        );
+        // SAFETY: slot `id` lies in the notification area (asserted), is 4-aligned, and
+        // notification slots are only accessed atomically.
+        unsafe { &*(self.map.as_mut_ptr().add(PAGE + id as usize * 4) as *const AtomicU32) }
+    }
+
+    fn data_ptr(&self) -> *mut u8 {
+        match self.data {
+            // SAFETY: the data area starts right after the control and notification pages,
+            // inside the mapping (its length was computed from the same numbers).
+            Data::InMapping => unsafe { self.map.as_mut_ptr().add(ctl_len(self.notif_count)) },
+            Data::User { ptr } => ptr,
+        }
+    }
+
+    fn check(&self, off: usize, len: usize) {
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.data_len),
+            "segment access [{off}, +{len}) past {}",
+            self.data_len
+        );
+    }
+
+    /// Copies `src` into the data area at `off`.
+    pub fn copy_in(&self, off: usize, src: &[u8]) {
+        self.check(off, src.len());
+        // SAFETY: destination range checked above; `src` is a distinct Rust slice, so the
+        // ranges cannot overlap unless the caller derived it from segment memory through
+        // `unsafe` views, which document that contract.
+        unsafe { std::ptr::copy(src.as_ptr(), self.data_ptr().add(off), src.len()) }
+    }
+
+    /// Copies the data area at `off` into `dst`.
+    pub fn copy_out(&self, off: usize, dst: &mut [u8]) {
+        self.check(off, dst.len());
+        // SAFETY: source range checked above; see `copy_in` on overlap.
+        unsafe { std::ptr::copy(self.data_ptr().add(off), dst.as_mut_ptr(), dst.len()) }
+    }
+
+    /// Copies between two segments' data areas (possibly the same one; overlap allowed).
+    pub fn copy_between(
+        src: &SegmentMemory,
+        src_off: usize,
+        dst: &SegmentMemory,
+        dst_off: usize,
+        len: usize,
+    ) {
+        src.check(src_off, len);
+        dst.check(dst_off, len);
+        // SAFETY: both ranges checked; `ptr::copy` has memmove semantics.
+        unsafe {
+            std::ptr::copy(
+                src.data_ptr().add(src_off),
+                dst.data_ptr().add(dst_off),
+                len,
+            )
+        }
+    }
+
+    /// The 8-byte word at `off` as an atomic. `off` must be 8-aligned and in bounds.
+    pub fn atomic_u64(&self, off: usize) -> Result<&AtomicU64> {
+        if off % 8 != 0 || (self.data_ptr() as usize) % 8 != 0 {
+            return Err(Error::UnalignedOffset { offset: off as u64 });
+        }
+        if off.checked_add(8).is_none_or(|e| e > self.data_len) {
+            return Err(Error::InvalidSize(format!(
+                "atomic at {off} past segment size {}",
+                self.data_len
+            )));
+        }
+        // SAFETY: aligned and in bounds (checked above); GASPI atomics treat the word as
+        // shared between processes, which is what `AtomicU64` on shared memory provides.
+        Ok(unsafe { &*(self.data_ptr().add(off) as *const AtomicU64) })
+    }
+
+    /// An `iovec` over `[off, off+len)` of the data area, for vectored socket I/O.
+    pub fn iovec(&self, off: usize, len: usize) -> libc::iovec {
+        self.check(off, len);
+        // SAFETY: in bounds (checked); the pointer is only handed to the kernel.
+        libc::iovec {
+            iov_base: unsafe { self.data_ptr().add(off) } as *mut libc::c_void,
+            iov_len: len,
+        }
+    }
+
+    /// Raw address of the data area (for the C ABI's `gaspi_segment_ptr` and typed views).
+    pub fn data_addr(&self) -> *mut u8 {
+        self.data_ptr()
+    }
+
+    // ---- notification wake-ups (futex on the control page) ----
+
+    /// Publishes a notification: the data written before is visible to whoever sees it.
+    pub fn notify(&self, id: u32, value: u32) {
+        self.slot(id).store(value, Ordering::Release);
+        self.wake();
+    }
+
+    /// Wakes every waiter of this segment (after a notification or a peer failure).
+    pub fn wake(&self) {
+        self.ctl_u32(OFF_SEQ).fetch_add(1, Ordering::SeqCst);
+        if self.ctl_u32(OFF_WAITERS).load(Ordering::SeqCst) > 0 {
+            futex_wake(self.ctl_u32(OFF_SEQ));
+        }
+    }
+
+    /// Sleeps until [`wake`](Self::wake) is called after `ready` was checked, or `max` passes.
+    /// `ready` is re-checked after announcing the waiter, so no wake-up is lost.
+    pub fn sleep_unless(&self, max: Duration, ready: impl Fn() -> bool) {
+        let waiters = self.ctl_u32(OFF_WAITERS);
+        waiters.fetch_add(1, Ordering::SeqCst);
+        let seq = self.ctl_u32(OFF_SEQ).load(Ordering::SeqCst);
+        if !ready() {
+            futex_wait(self.ctl_u32(OFF_SEQ), seq, max);
+        }
+        waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Drop for SegmentMemory {
+    fn drop(&mut self) {
+        if let Some((path, true)) = &self.file {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+fn open_new(path: &Path) -> std::io::Result<std::fs::File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
+fn check_free_space(path: &Path, need: usize) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("/dev/shm"));
+    if let Ok(st) = nix::sys::statvfs::statvfs(dir) {
+        let free = st.blocks_available() as u128 * st.fragment_size() as u128;
+        if free < need as u128 {
+            return Err(Error::NoMemory(format!(
+                "{} has {free} bytes free, the segment needs {need}; free space there or use GASPI_TRANSPORT=tcp",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn futex_wait(word: &AtomicU32, expected: u32, max: Duration) {
+    let ts = libc::timespec {
+        tv_sec: max.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: max.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: FUTEX_WAIT (shared, not PRIVATE: the word may live in a mapping shared with
+    // other processes) on a valid, aligned u32 with a valid timespec; spurious returns
+    // (EAGAIN, EINTR, ETIMEDOUT) are fine because every caller re-checks its condition.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            &ts as *const libc::timespec,
+        );
+    }
+}
+
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE on a valid, aligned u32; wakes all sleepers on it.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
+    }
+}
+
+/// Vectored non-blocking write of `iov` to a socket: bytes written, or the I/O error
+/// (`WouldBlock` when the socket buffer is full).
+pub(crate) fn writev(fd: &impl AsRawFd, iov: &[libc::iovec]) -> std::io::Result<usize> {
+    // SAFETY: every iovec points to live memory (segment data checked by `iovec`, or Rust
+    // buffers owned by the caller for the duration of the call).
+    let n = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int) };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Non-blocking read from a socket straight into segment data `[off, off+len)`.
+pub(crate) fn read_into(
+    fd: &impl AsRawFd,
+    mem: &SegmentMemory,
+    off: usize,
+    len: usize,
+) -> std::io::Result<usize> {
+    let iov = mem.iovec(off, len);
+    // SAFETY: `iov` covers checked segment memory; the kernel writes at most `len` bytes.
+    let n = unsafe { libc::read(fd.as_raw_fd(), iov.iov_base, iov.iov_len) };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_and_copies() {
+        let m = SegmentMemory::anonymous(100, 8).unwrap();
+        m.copy_in(10, b"hello");
+        let mut out = [0u8; 5];
+        m.copy_out(10, &mut out);
+        assert_eq!(&out, b"hello");
+        m.notify(7, 42);
+        assert_eq!(m.slot(7).load(Ordering::Acquire), 42);
+        assert!(m.atomic_u64(3).is_err());
+        assert!(m.atomic_u64(96).is_err());
+        m.atomic_u64(88).unwrap().fetch_add(5, Ordering::SeqCst);
+    }
+
+    #[test]
+    #[should_panic]
+    fn out_of_bounds_copy_panics_instead_of_writing() {
+        let m = SegmentMemory::anonymous(16, 1).unwrap();
+        m.copy_in(10, &[0u8; 7]);
+    }
+
+    #[test]
+    fn shared_file_roundtrip() {
+        let path = std::env::temp_dir().join(format!("tnt-memtest-{}", std::process::id()));
+        let a = SegmentMemory::create_shared(&path, 64, 4).unwrap();
+        let b = SegmentMemory::open_shared(&path, 64, 4).unwrap();
+        a.copy_in(0, &[9; 8]);
+        let mut out = [0u8; 8];
+        b.copy_out(0, &mut out);
+        assert_eq!(out, [9; 8]);
+        b.notify(3, 1);
+        assert_eq!(a.slot(3).load(Ordering::Acquire), 1);
+        assert!(SegmentMemory::open_shared(&path, 65, 4).is_err());
+        drop(a);
+        assert!(!path.exists());
+    }
+}

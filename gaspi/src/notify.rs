@@ -1,0 +1,158 @@
+//! Notifications: `notify`, `notify_waitsome`, `notify_reset`, and the waiting strategy every
+//! blocking wait on segment state uses (spin briefly, then yield, then sleep on the segment's
+//! futex, so oversubscribed ranks never burn a core for long).
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::mem::SegmentMemory;
+use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
+
+/// How long a waiter polls before it sleeps. Long enough to catch a reply from a peer with a
+/// core of its own (shared-memory round trips take a few µs), short enough not to matter
+/// when ranks share cores.
+const SPIN_ITERS: u32 = 200;
+const YIELD_FOR: Duration = Duration::from_micros(50);
+/// A sleeping waiter re-checks at least this often (defensive; every change also wakes it).
+const MAX_SLEEP: Duration = Duration::from_millis(200);
+
+/// Which peers' failure ends a wait.
+pub(crate) enum Watch<'a> {
+    /// Any rank of the job.
+    All,
+    Ranks(&'a [Rank]),
+}
+
+impl Context {
+    /// Waits on `mem` until `check` yields a value, the deadline passes ([`Error::Timeout`]),
+    /// or a watched peer fails ([`Error::PeerFailed`]).
+    pub(crate) fn wait_on<T>(
+        &self,
+        mem: &SegmentMemory,
+        deadline: Deadline,
+        watch: Watch<'_>,
+        check: impl Fn() -> Option<T>,
+    ) -> Result<T> {
+        let failed = || match &watch {
+            Watch::All => self.sh.state.any_corrupt(),
+            Watch::Ranks(r) => self.sh.state.first_corrupt(r.iter().copied()),
+        };
+        let start = Instant::now();
+        let mut iter = 0u32;
+        loop {
+            if let Some(v) = check() {
+                return Ok(v);
+            }
+            if let Some(rank) = failed() {
+                return Err(Error::PeerFailed { rank });
+            }
+            let left = deadline.remaining();
+            if left.is_some_and(|d| d.is_zero()) {
+                return Err(Error::Timeout);
+            }
+            iter += 1;
+            if iter < SPIN_ITERS {
+                for _ in 0..32 {
+                    std::hint::spin_loop();
+                }
+            } else if start.elapsed() < YIELD_FOR {
+                std::thread::yield_now();
+            } else {
+                let nap = left.map_or(MAX_SLEEP, |d| d.min(MAX_SLEEP));
+                mem.sleep_unless(nap, || check().is_some() || failed().is_some());
+            }
+        }
+    }
+
+    fn check_notification(
+        &self,
+        mem: &SegmentMemory,
+        seg: SegmentId,
+        first: u32,
+        num: u32,
+    ) -> Result<()> {
+        let max = mem.notif_count();
+        if first.checked_add(num).is_none_or(|end| end > max) {
+            return Err(Error::NotificationIdOutOfRange {
+                id: first,
+                num,
+                max,
+            });
+        }
+        let _ = seg;
+        Ok(())
+    }
+
+    /// Sets notification `id` of `rank`'s segment `seg` to `value` (`gaspi_notify`), ordered
+    /// after everything posted before on `queue` to that rank.
+    pub fn notify(
+        &self,
+        seg: SegmentId,
+        rank: Rank,
+        id: NotificationId,
+        value: u32,
+        queue: QueueId,
+    ) -> Result<()> {
+        let q = self.queues.get(queue)?;
+        self.check_rank(rank)?;
+        if value == 0 {
+            return Err(Error::ZeroNotificationValue);
+        }
+        let key = self.user_key(seg)?;
+        let dst = self.dest(rank, key, 0, 0)?;
+        if id.0 >= dst.notif_count {
+            return Err(Error::NotificationIdOutOfRange {
+                id: id.0,
+                num: 1,
+                max: dst.notif_count,
+            });
+        }
+        self.check_reachable(rank)?;
+        q.reserve(1)?;
+        self.transport_for(&dst)?
+            .notify(&dst, id.0, value, Some(&q))
+            .inspect_err(|_| q.unreserve(1))
+    }
+
+    /// Waits until one of notifications `first..first+num` of local segment `seg` is non-zero
+    /// and returns the lowest such id, without resetting it (`gaspi_notify_waitsome`).
+    /// Returns [`Error::PeerFailed`] if nothing is set and some rank has failed.
+    pub fn notify_waitsome(
+        &self,
+        seg: SegmentId,
+        first: NotificationId,
+        num: u32,
+        timeout: Timeout,
+    ) -> Result<NotificationId> {
+        let local = self.local_segment(seg)?;
+        if num == 0 {
+            return Err(Error::InvalidNumber(
+                "notify_waitsome over 0 notifications".into(),
+            ));
+        }
+        self.check_notification(&local.mem, seg, first.0, num)?;
+        let mem = &local.mem;
+        self.wait_on(mem, timeout.deadline(), Watch::All, || {
+            (first.0..first.0 + num)
+                .find(|id| mem.slot(*id).load(Ordering::Acquire) != 0)
+                .map(NotificationId)
+        })
+    }
+
+    /// Atomically sets notification `id` of local segment `seg` to 0 and returns its old
+    /// value (`gaspi_notify_reset`): of two concurrent resets exactly one sees the value.
+    pub fn notify_reset(&self, seg: SegmentId, id: NotificationId) -> Result<u32> {
+        let local = self.local_segment(seg)?;
+        self.check_notification(&local.mem, seg, id.0, 1)?;
+        Ok(local.mem.slot(id.0).swap(0, Ordering::AcqRel))
+    }
+
+    pub(crate) fn check_reachable(&self, rank: Rank) -> Result<()> {
+        if rank != self.sh.rank && self.sh.state.is_unreachable(rank) {
+            return Err(Error::PeerFailed { rank });
+        }
+        Ok(())
+    }
+}

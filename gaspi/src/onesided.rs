@@ -1,0 +1,343 @@
+//! One-sided communication: `write`, `read`, their `_notify` and `_list` forms.
+//!
+//! Every argument is checked before anything is posted (queue, rank, both segments and
+//! ranges, transfer size, notification id and value); a rejected call posts nothing and
+//! takes no queue entry.
+
+use std::sync::Arc;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::mem::SegmentMemory;
+use crate::queue::QueueState;
+use crate::transport::{Dest, Xfer};
+use crate::types::{NotificationId, QueueId, Rank, SegmentId};
+
+/// A place in a local segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Local {
+    pub segment: SegmentId,
+    pub offset: u64,
+}
+
+impl Local {
+    pub fn new(segment: SegmentId, offset: u64) -> Self {
+        Local { segment, offset }
+    }
+}
+
+/// A place in a segment of another rank (or of this one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Remote {
+    pub rank: Rank,
+    pub segment: SegmentId,
+    pub offset: u64,
+}
+
+impl Remote {
+    pub fn new(rank: Rank, segment: SegmentId, offset: u64) -> Self {
+        Remote {
+            rank,
+            segment,
+            offset,
+        }
+    }
+}
+
+/// One element of a list operation; all elements of a list go to the same rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListElem {
+    pub local: Local,
+    pub remote_segment: SegmentId,
+    pub remote_offset: u64,
+    pub size: u64,
+}
+
+/// A checked transfer, ready to post.
+struct Checked {
+    local: Arc<SegmentMemory>,
+    local_off: usize,
+    dest: Dest,
+    remote_off: usize,
+    len: usize,
+}
+
+impl Checked {
+    fn xfer(&self) -> Xfer<'_> {
+        Xfer {
+            local: &self.local,
+            local_off: self.local_off,
+            remote: &self.dest,
+            remote_off: self.remote_off,
+            len: self.len,
+        }
+    }
+}
+
+impl Context {
+    fn check_transfer(&self, local: Local, remote: Remote, size: u64) -> Result<Checked> {
+        self.check_rank(remote.rank)?;
+        if size > self.sh.config.transfer_size_max {
+            return Err(Error::InvalidCommSize {
+                size,
+                max: self.sh.config.transfer_size_max,
+            });
+        }
+        let l = self.local_segment(local.segment)?;
+        let lsize = l.mem.len() as u64;
+        if local.offset.checked_add(size).is_none_or(|e| e > lsize) {
+            return Err(Error::LocalOutOfBounds {
+                segment: local.segment,
+                offset: local.offset,
+                len: size,
+                size: lsize,
+            });
+        }
+        let key = self.user_key(remote.segment)?;
+        let dest = self.dest(remote.rank, key, remote.offset, size)?;
+        Ok(Checked {
+            local: l.mem.clone(),
+            local_off: local.offset as usize,
+            dest,
+            remote_off: remote.offset as usize,
+            len: size as usize,
+        })
+    }
+
+    fn check_notify_target(dest: &Dest, id: NotificationId, value: u32) -> Result<()> {
+        if value == 0 {
+            return Err(Error::ZeroNotificationValue);
+        }
+        if id.0 >= dest.notif_count {
+            return Err(Error::NotificationIdOutOfRange {
+                id: id.0,
+                num: 1,
+                max: dest.notif_count,
+            });
+        }
+        Ok(())
+    }
+
+    /// Takes `entries` on `q` and runs `post`, giving the entries back if it fails.
+    fn posting(
+        &self,
+        q: &Arc<QueueState>,
+        entries: u32,
+        post: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        q.reserve(entries)?;
+        post().inspect_err(|_| q.unreserve(entries))
+    }
+
+    /// Writes `size` bytes from `local` to `remote` (`gaspi_write`).
+    pub fn write(&self, local: Local, remote: Remote, size: u64, queue: QueueId) -> Result<()> {
+        let q = self.queues.get(queue)?;
+        let c = self.check_transfer(local, remote, size)?;
+        self.check_reachable(remote.rank)?;
+        if size == 0 {
+            return Ok(());
+        }
+        let t = self.transport_for(&c.dest)?;
+        self.posting(&q, 1, || t.write(&c.xfer(), None, Some(&q)))
+    }
+
+    /// Writes, then sets notification `id` of the remote segment to `value`: a peer that
+    /// sees the notification sees the data (`gaspi_write_notify`). Counts 2 queue entries.
+    pub fn write_notify(
+        &self,
+        local: Local,
+        remote: Remote,
+        size: u64,
+        id: NotificationId,
+        value: u32,
+        queue: QueueId,
+    ) -> Result<()> {
+        let q = self.queues.get(queue)?;
+        let c = self.check_transfer(local, remote, size)?;
+        Self::check_notify_target(&c.dest, id, value)?;
+        self.check_reachable(remote.rank)?;
+        let t = self.transport_for(&c.dest)?;
+        if size == 0 {
+            return self.posting(&q, 1, || t.notify(&c.dest, id.0, value, Some(&q)));
+        }
+        self.posting(&q, 2, || t.write(&c.xfer(), Some((id.0, value)), Some(&q)))
+    }
+
+    /// Reads `size` bytes of `remote` into `local` (`gaspi_read`); the data is there after
+    /// `wait` on `queue`.
+    pub fn read(&self, local: Local, remote: Remote, size: u64, queue: QueueId) -> Result<()> {
+        let q = self.queues.get(queue)?;
+        let c = self.check_transfer(local, remote, size)?;
+        self.check_reachable(remote.rank)?;
+        if size == 0 {
+            return Ok(());
+        }
+        let t = self.transport_for(&c.dest)?;
+        self.posting(&q, 1, || t.read(&c.xfer(), None, Some(&q)))
+    }
+
+    /// Reads, then sets notification `id` of the *local* segment to 1 once the data has
+    /// arrived (`gaspi_read_notify`). Counts 2 queue entries.
+    pub fn read_notify(
+        &self,
+        local: Local,
+        remote: Remote,
+        size: u64,
+        id: NotificationId,
+        queue: QueueId,
+    ) -> Result<()> {
+        let q = self.queues.get(queue)?;
+        let c = self.check_transfer(local, remote, size)?;
+        if id.0 >= c.local.notif_count() {
+            return Err(Error::NotificationIdOutOfRange {
+                id: id.0,
+                num: 1,
+                max: c.local.notif_count(),
+            });
+        }
+        self.check_reachable(remote.rank)?;
+        if size == 0 {
+            c.local.notify(id.0, 1);
+            return Ok(());
+        }
+        let t = self.transport_for(&c.dest)?;
+        self.posting(&q, 2, || t.read(&c.xfer(), Some(id.0), Some(&q)))
+    }
+
+    fn check_list(&self, rank: Rank, elems: &[ListElem]) -> Result<Vec<Checked>> {
+        let max = self.rw_list_elem_max();
+        if elems.is_empty() || elems.len() > max as usize {
+            return Err(Error::InvalidNumber(format!(
+                "list of {} elements (1..={max})",
+                elems.len()
+            )));
+        }
+        elems
+            .iter()
+            .map(|e| {
+                self.check_transfer(
+                    e.local,
+                    Remote::new(rank, e.remote_segment, e.remote_offset),
+                    e.size,
+                )
+            })
+            .collect()
+    }
+
+    /// Several writes to one rank (`gaspi_write_list`); one queue entry per element.
+    pub fn write_list(&self, rank: Rank, elems: &[ListElem], queue: QueueId) -> Result<()> {
+        self.write_list_inner(rank, elems, None, queue)
+    }
+
+    /// Several writes to one rank, then notification `id` = `value` on its segment
+    /// `notif_segment`, after all of them (`gaspi_write_list_notify`).
+    pub fn write_list_notify(
+        &self,
+        rank: Rank,
+        elems: &[ListElem],
+        notif_segment: SegmentId,
+        id: NotificationId,
+        value: u32,
+        queue: QueueId,
+    ) -> Result<()> {
+        self.write_list_inner(rank, elems, Some((notif_segment, id, value)), queue)
+    }
+
+    fn write_list_inner(
+        &self,
+        rank: Rank,
+        elems: &[ListElem],
+        notify: Option<(SegmentId, NotificationId, u32)>,
+        queue: QueueId,
+    ) -> Result<()> {
+        let q = self.queues.get(queue)?;
+        let checked = self.check_list(rank, elems)?;
+        let notif_dest = match notify {
+            Some((seg, id, value)) => {
+                let dest = self.dest(rank, self.user_key(seg)?, 0, 0)?;
+                Self::check_notify_target(&dest, id, value)?;
+                Some((dest, id.0, value))
+            }
+            None => None,
+        };
+        self.check_reachable(rank)?;
+        let entries = checked.len() as u32 + u32::from(notif_dest.is_some());
+        self.posting(&q, entries, || {
+            for c in checked.iter().filter(|c| c.len > 0) {
+                self.transport_for(&c.dest)?
+                    .write(&c.xfer(), None, Some(&q))?;
+            }
+            if let Some((dest, id, value)) = &notif_dest {
+                self.transport_for(dest)?
+                    .notify(dest, *id, *value, Some(&q))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Several reads from one rank (`gaspi_read_list`).
+    pub fn read_list(&self, rank: Rank, elems: &[ListElem], queue: QueueId) -> Result<()> {
+        self.read_list_inner(rank, elems, None, queue)
+    }
+
+    /// Several reads from one rank, then local notification `id` of `notif_segment` = 1 once
+    /// all of them have arrived (`gaspi_read_list_notify`).
+    pub fn read_list_notify(
+        &self,
+        rank: Rank,
+        elems: &[ListElem],
+        notif_segment: SegmentId,
+        id: NotificationId,
+        queue: QueueId,
+    ) -> Result<()> {
+        self.read_list_inner(rank, elems, Some((notif_segment, id)), queue)
+    }
+
+    fn read_list_inner(
+        &self,
+        rank: Rank,
+        elems: &[ListElem],
+        notify: Option<(SegmentId, NotificationId)>,
+        queue: QueueId,
+    ) -> Result<()> {
+        let q = self.queues.get(queue)?;
+        let checked = self.check_list(rank, elems)?;
+        let notif = match notify {
+            Some((seg, id)) => {
+                let mem = self.local_segment(seg)?.mem.clone();
+                if id.0 >= mem.notif_count() {
+                    return Err(Error::NotificationIdOutOfRange {
+                        id: id.0,
+                        num: 1,
+                        max: mem.notif_count(),
+                    });
+                }
+                Some((mem, id.0))
+            }
+            None => None,
+        };
+        self.check_reachable(rank)?;
+        let entries = checked.len() as u32 + u32::from(notif.is_some());
+        self.posting(&q, entries, || {
+            for c in checked.iter().filter(|c| c.len > 0) {
+                self.transport_for(&c.dest)?
+                    .read(&c.xfer(), None, Some(&q))?;
+            }
+            if let Some((mem, id)) = &notif {
+                // Responses from one rank arrive in order: an empty read posted after the
+                // others completes after them and carries the notification.
+                let last = checked.last().expect("lists are non-empty");
+                let x = Xfer {
+                    local: mem,
+                    local_off: 0,
+                    remote: &last.dest,
+                    remote_off: 0,
+                    len: 0,
+                };
+                self.transport_for(&last.dest)?
+                    .read(&x, Some(*id), Some(&q))?;
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,223 @@
+//! Queues: where one-sided operations are posted, and `wait` for their local completion.
+//!
+//! Accounting follows GPI-2: a queue counts the entries posted since the last successful
+//! `wait`; a `write_notify`/`read_notify` counts 2 (data + notification), every other op 1,
+//! a list op 1 per element (+1 for its notification). Posting past `queue_size_max` returns
+//! [`Error::QueueFull`] and posts nothing. `wait` resets the count once every op is locally
+//! complete.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::config::limits;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::types::{Deadline, QueueId, Rank, Timeout};
+
+/// One queue's bookkeeping, shared with the transports that complete its ops later.
+pub(crate) struct QueueState {
+    id: QueueId,
+    entries: AtomicU32,
+    max: u32,
+    inner: Mutex<Outstanding>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct Outstanding {
+    /// Ops handed to a transport that are not locally complete yet.
+    ops: u64,
+    /// The first peer an op failed on since the last `wait`.
+    failed: Option<Rank>,
+}
+
+impl QueueState {
+    pub fn new(id: QueueId, max: u32) -> Self {
+        QueueState {
+            id,
+            entries: AtomicU32::new(0),
+            max,
+            inner: Mutex::default(),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// Takes `n` entries, or fails with `QueueFull` taking none.
+    pub fn reserve(&self, n: u32) -> Result<()> {
+        self.entries
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |e| {
+                e.checked_add(n).filter(|t| *t <= self.max)
+            })
+            .map(|_| ())
+            .map_err(|e| Error::QueueFull {
+                queue: self.id,
+                entries: e,
+                max: self.max,
+            })
+    }
+
+    /// Gives back entries of an op that could not be posted.
+    pub fn unreserve(&self, n: u32) {
+        self.entries.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    pub fn entries(&self) -> u32 {
+        self.entries.load(Ordering::Acquire)
+    }
+
+    /// An op was handed to a transport and completes later ([`complete`](Self::complete)).
+    pub fn begin_async(&self) {
+        self.inner.lock().ops += 1;
+    }
+
+    /// A transport finished an op (`failed` = the peer it failed on).
+    pub fn complete(&self, failed: Option<Rank>) {
+        let mut o = self.inner.lock();
+        o.ops -= 1;
+        if o.failed.is_none() {
+            o.failed = failed;
+        }
+        if o.ops == 0 || failed.is_some() {
+            self.cv.notify_all();
+        }
+    }
+
+    /// Waits until every op posted so far is locally complete.
+    pub fn wait(&self, deadline: Deadline) -> Result<()> {
+        let mut o = self.inner.lock();
+        loop {
+            if let Some(rank) = o.failed.take() {
+                // Report the failure once; ops still in flight towards others continue.
+                if o.ops == 0 {
+                    self.entries.store(0, Ordering::Release);
+                }
+                return Err(Error::PeerFailed { rank });
+            }
+            if o.ops == 0 {
+                self.entries.store(0, Ordering::Release);
+                return Ok(());
+            }
+            match deadline.remaining() {
+                None => self.cv.wait(&mut o),
+                Some(d) if d.is_zero() => return Err(Error::Timeout),
+                Some(d) => {
+                    self.cv.wait_for(&mut o, d);
+                }
+            }
+        }
+    }
+}
+
+/// The user-visible queues; ids `0..queue_num` exist from init, more can be created.
+pub(crate) struct QueueTable {
+    queues: RwLock<Vec<Option<Arc<QueueState>>>>,
+    size_max: u32,
+}
+
+impl QueueTable {
+    pub fn new(initial: u32, size_max: u32) -> Self {
+        let mut v: Vec<Option<Arc<QueueState>>> = vec![None; limits::QUEUE_NUM_MAX as usize];
+        for (i, slot) in v.iter_mut().enumerate().take(initial as usize) {
+            *slot = Some(Arc::new(QueueState::new(QueueId(i as u8), size_max)));
+        }
+        QueueTable {
+            queues: RwLock::new(v),
+            size_max,
+        }
+    }
+
+    pub fn get(&self, q: QueueId) -> Result<Arc<QueueState>> {
+        let v = self.queues.read();
+        v.get(usize::from(q.0))
+            .and_then(|s| s.clone())
+            .ok_or(Error::InvalidQueue {
+                queue: q,
+                num: v.iter().filter(|s| s.is_some()).count() as u8,
+            })
+    }
+
+    pub fn count(&self) -> u32 {
+        self.queues.read().iter().filter(|s| s.is_some()).count() as u32
+    }
+
+    fn create(&self) -> Result<QueueId> {
+        let mut v = self.queues.write();
+        let free = v.iter().position(|s| s.is_none()).ok_or_else(|| {
+            Error::InvalidNumber(format!(
+                "all {} queues exist already",
+                limits::QUEUE_NUM_MAX
+            ))
+        })?;
+        let id = QueueId(free as u8);
+        v[free] = Some(Arc::new(QueueState::new(id, self.size_max)));
+        Ok(id)
+    }
+
+    fn delete(&self, q: QueueId) -> Result<()> {
+        let num = self.count() as u8;
+        let mut v = self.queues.write();
+        match v.get_mut(usize::from(q.0)) {
+            Some(slot @ Some(_)) => {
+                let st = slot.as_ref().expect("checked");
+                if st.entries() > 0 {
+                    return Err(Error::Other(format!(
+                        "queue {q} has {} entries; wait on it before deleting",
+                        st.entries()
+                    )));
+                }
+                *slot = None;
+                Ok(())
+            }
+            _ => Err(Error::InvalidQueue { queue: q, num }),
+        }
+    }
+}
+
+impl Context {
+    /// Waits until every operation posted on `queue` is locally complete (`gaspi_wait`).
+    /// A failed operation returns [`Error::PeerFailed`] (once) and marks the peer CORRUPT.
+    pub fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+        self.queues.get(queue)?.wait(timeout.deadline())
+    }
+
+    /// Entries posted on `queue` since its last `wait` (`gaspi_queue_size`).
+    pub fn queue_size(&self, queue: QueueId) -> Result<u32> {
+        Ok(self.queues.get(queue)?.entries())
+    }
+
+    /// Number of queues that exist (`gaspi_queue_num`).
+    pub fn queue_num(&self) -> u32 {
+        self.queues.count()
+    }
+
+    /// `gaspi_queue_size_max`.
+    pub fn queue_size_max(&self) -> u32 {
+        self.sh.config.queue_size_max
+    }
+
+    /// `gaspi_queue_max`: how many queues can exist at once.
+    pub fn queue_max(&self) -> u32 {
+        limits::QUEUE_NUM_MAX
+    }
+
+    /// Creates a new queue (`gaspi_queue_create`).
+    pub fn queue_create(&self) -> Result<QueueId> {
+        self.queues.create()
+    }
+
+    /// Deletes an empty queue (`gaspi_queue_delete`).
+    pub fn queue_delete(&self, queue: QueueId) -> Result<()> {
+        self.queues.delete(queue)
+    }
+
+    /// Drops a queue's error state and waits for what is in flight (`gaspi_queue_purge`).
+    pub fn queue_purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+        let q = self.queues.get(queue)?;
+        match q.wait(timeout.deadline()) {
+            Ok(()) | Err(Error::PeerFailed { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}

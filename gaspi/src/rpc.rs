@@ -1,0 +1,80 @@
+//! Request/response slots for calls that wait for a peer's answer (atomics, pings, segment
+//! registration, passive sends). The progress thread fills a slot; the caller waits on it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::{Error, Result};
+use crate::types::{Deadline, Rank};
+
+#[derive(Default)]
+pub(crate) struct RpcSlot {
+    value: Mutex<Option<Result<u64>>>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+pub(crate) struct RpcTable {
+    next: AtomicU64,
+    slots: Mutex<HashMap<u64, (Rank, Arc<RpcSlot>)>>,
+}
+
+impl RpcTable {
+    /// A new request id towards `rank`, with the slot its answer lands in.
+    pub fn begin(&self, rank: Rank) -> (u64, Arc<RpcSlot>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let slot = Arc::new(RpcSlot::default());
+        self.slots.lock().insert(id, (rank, slot.clone()));
+        (id, slot)
+    }
+
+    /// Delivers the answer to request `id` (ignored if the caller gave up).
+    pub fn complete(&self, id: u64, value: Result<u64>) {
+        if let Some((_, slot)) = self.slots.lock().remove(&id) {
+            *slot.value.lock() = Some(value);
+            slot.cv.notify_all();
+        }
+    }
+
+    /// Fails every request waiting on `rank`.
+    pub fn fail_rank(&self, rank: Rank) {
+        let failed: Vec<_> = {
+            let mut slots = self.slots.lock();
+            let ids: Vec<u64> = slots
+                .iter()
+                .filter(|(_, (r, _))| *r == rank)
+                .map(|(id, _)| *id)
+                .collect();
+            ids.into_iter().filter_map(|id| slots.remove(&id)).collect()
+        };
+        for (_, slot) in failed {
+            *slot.value.lock() = Some(Err(Error::PeerFailed { rank }));
+            slot.cv.notify_all();
+        }
+    }
+
+    /// Waits for the answer to `id` until `deadline`; on timeout the request is forgotten.
+    pub fn wait(&self, id: u64, slot: &RpcSlot, deadline: Deadline) -> Result<u64> {
+        let mut v = slot.value.lock();
+        loop {
+            if let Some(r) = v.take() {
+                return r;
+            }
+            match deadline.remaining() {
+                None => slot.cv.wait(&mut v),
+                Some(d) if d.is_zero() => {
+                    drop(v);
+                    self.slots.lock().remove(&id);
+                    // The answer may have landed between the check and the removal.
+                    return slot.value.lock().take().unwrap_or(Err(Error::Timeout));
+                }
+                Some(d) => {
+                    slot.cv.wait_for(&mut v, d);
+                }
+            }
+        }
+    }
+}

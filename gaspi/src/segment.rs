@@ -1,0 +1,618 @@
+//! Segments: memory that peers read and write one-sidedly.
+//!
+//! A segment exists locally after `segment_alloc` (or `segment_bind`) and becomes visible to
+//! a peer with `segment_register(seg, rank)`; `segment_create` does both for a whole group
+//! and synchronizes it. A peer may only write to a segment registered with it: the receiver
+//! checks every incoming operation against this table before it touches memory.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bytemuck::Pod;
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::context::{Context, Shared};
+use crate::error::{Error, Result};
+use crate::mem::SegmentMemory;
+use crate::transport::tcp::wire::{Header, Op, FLAG_SHM_DATA};
+use crate::transport::{Dest, Route};
+use crate::types::{Alloc, Deadline, Group, Rank, SegmentId, Timeout};
+
+/// Segment key inside the runtime: user segments `0..=254`, internal ones (group
+/// collectives) from [`INTERNAL_BASE`].
+pub(crate) type SegKey = u16;
+pub(crate) const INTERNAL_BASE: SegKey = 256;
+
+pub(crate) struct LocalSegment {
+    pub mem: Arc<SegmentMemory>,
+    /// Announced with the registration (group segments: a digest of the member list).
+    pub tag: u64,
+    /// Ranks this segment is registered with (allowed to access it).
+    allowed: Vec<AtomicBool>,
+}
+
+impl LocalSegment {
+    pub fn allows(&self, rank: Rank) -> bool {
+        self.allowed
+            .get(rank.index())
+            .is_some_and(|a| a.load(Ordering::Acquire))
+    }
+
+    fn allow(&self, rank: Rank) {
+        self.allowed[rank.index()].store(true, Ordering::Release);
+    }
+}
+
+/// What a peer told us about one of its segments.
+pub(crate) struct RemoteSegment {
+    pub size: u64,
+    pub tag: u64,
+    pub notif_count: u32,
+    /// The peer's segment mapped here, when it is on this host and shareable.
+    pub mem: Option<Arc<SegmentMemory>>,
+}
+
+#[derive(Default)]
+pub(crate) struct SegmentTable {
+    local: RwLock<HashMap<SegKey, Arc<LocalSegment>>>,
+    remote: RwLock<HashMap<(u16, SegKey), Arc<RemoteSegment>>>,
+    registered: Mutex<()>,
+    registered_cv: Condvar,
+}
+
+impl SegmentTable {
+    pub fn local(&self, key: SegKey) -> Option<Arc<LocalSegment>> {
+        self.local.read().get(&key).cloned()
+    }
+
+    pub fn remote(&self, rank: Rank, key: SegKey) -> Option<Arc<RemoteSegment>> {
+        self.remote.read().get(&(rank.0, key)).cloned()
+    }
+
+    pub fn remove_local(&self, key: SegKey) -> Option<Arc<LocalSegment>> {
+        self.local.write().remove(&key)
+    }
+
+    pub fn for_each_local(&self, mut f: impl FnMut(&LocalSegment)) {
+        for s in self.local.read().values() {
+            f(s);
+        }
+    }
+}
+
+impl Shared {
+    /// Path of the shared-memory file of `rank`'s segment `key` (when shm is in use).
+    pub(crate) fn shm_path(&self, rank: Rank, key: SegKey) -> Option<PathBuf> {
+        self.shm_prefix
+            .as_ref()
+            .map(|p| PathBuf::from(format!("{p}-r{}-s{key}", rank.0)))
+    }
+
+    /// Fresh, zeroed memory for a local segment: shared with local peers when any exist.
+    pub(crate) fn new_memory(
+        &self,
+        key: SegKey,
+        size: usize,
+        notif_count: u32,
+    ) -> Result<SegmentMemory> {
+        match self.shm_path(self.rank, key) {
+            Some(path) => SegmentMemory::create_shared(&path, size, notif_count),
+            None => SegmentMemory::anonymous(size, notif_count),
+        }
+    }
+
+    pub(crate) fn insert_local(
+        &self,
+        key: SegKey,
+        mem: SegmentMemory,
+    ) -> Result<Arc<LocalSegment>> {
+        self.insert_local_tagged(key, mem, 0)
+    }
+
+    pub(crate) fn insert_local_tagged(
+        &self,
+        key: SegKey,
+        mem: SegmentMemory,
+        tag: u64,
+    ) -> Result<Arc<LocalSegment>> {
+        let mut t = self.segments.local.write();
+        if t.contains_key(&key) {
+            return Err(Error::SegmentExists {
+                segment: SegmentId(key as u8),
+            });
+        }
+        let seg = Arc::new(LocalSegment {
+            mem: Arc::new(mem),
+            tag,
+            allowed: (0..self.nranks)
+                .map(|r| AtomicBool::new(r == self.rank.0))
+                .collect(),
+        });
+        t.insert(key, seg.clone());
+        Ok(seg)
+    }
+
+    /// A peer announced a segment (called by the TCP progress thread).
+    pub(crate) fn on_remote_register(
+        &self,
+        from: Rank,
+        key: SegKey,
+        size: u64,
+        notif_count: u32,
+        shm_data: bool,
+        tag: u64,
+    ) -> Result<()> {
+        let mut mem = None;
+        if self.routes.get(from) == Route::Shm {
+            if shm_data {
+                let path = self
+                    .shm_path(from, key)
+                    .ok_or_else(|| Error::Device("no shared-memory prefix".into()))?;
+                mem = Some(Arc::new(SegmentMemory::open_shared(
+                    &path,
+                    size as usize,
+                    notif_count,
+                )?));
+            } else {
+                tracing::info!(
+                    rank = from.0,
+                    segment = key,
+                    "peer registered user memory: using TCP to it from now on"
+                );
+                self.routes.demote_to_tcp(from);
+            }
+        }
+        self.segments.remote.write().insert(
+            (from.0, key),
+            Arc::new(RemoteSegment {
+                size,
+                tag,
+                notif_count,
+                mem,
+            }),
+        );
+        let _g = self.segments.registered.lock();
+        self.segments.registered_cv.notify_all();
+        Ok(())
+    }
+
+    pub(crate) fn on_remote_delete(&self, from: Rank, key: SegKey) {
+        self.segments.remote.write().remove(&(from.0, key));
+    }
+
+    /// Waits until `rank` has registered its segment `key` with us.
+    pub(crate) fn wait_remote(&self, rank: Rank, key: SegKey, deadline: Deadline) -> Result<()> {
+        let mut g = self.segments.registered.lock();
+        loop {
+            if self.segments.remote(rank, key).is_some() {
+                return Ok(());
+            }
+            if self.state.is_unreachable(rank) {
+                return Err(Error::PeerFailed { rank });
+            }
+            match deadline.remaining() {
+                None => {
+                    self.segments.registered_cv.wait(&mut g);
+                }
+                Some(d) if d.is_zero() => return Err(Error::Timeout),
+                Some(d) => {
+                    self.segments.registered_cv.wait_for(&mut g, d);
+                }
+            }
+        }
+    }
+
+    /// Wakes everything that waits on local state (after a peer failure).
+    pub(crate) fn wake_all(&self) {
+        self.segments.for_each_local(|s| s.mem.wake());
+        let _g = self.segments.registered.lock();
+        self.segments.registered_cv.notify_all();
+    }
+}
+
+/// A handle to a local segment's memory with typed, bounds-checked access.
+///
+/// Peers may write into a segment at any time (that is the point of one-sided
+/// communication), so the safe accessors copy; the zero-copy views are `unsafe` and need the
+/// caller's protocol (notifications, barriers) to rule out concurrent remote writes.
+#[derive(Clone)]
+pub struct Segment {
+    id: SegmentId,
+    mem: Arc<SegmentMemory>,
+}
+
+impl Segment {
+    pub fn id(&self) -> SegmentId {
+        self.id
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> u64 {
+        self.mem.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.mem.len() == 0
+    }
+
+    fn range(&self, offset: u64, bytes: usize) -> Result<usize> {
+        match offset.checked_add(bytes as u64) {
+            Some(end) if end <= self.len() => Ok(offset as usize),
+            _ => Err(Error::LocalOutOfBounds {
+                segment: self.id,
+                offset,
+                len: bytes as u64,
+                size: self.len(),
+            }),
+        }
+    }
+
+    /// Copies `src` into the segment at byte `offset`.
+    pub fn write<T: Pod>(&self, offset: u64, src: &[T]) -> Result<()> {
+        let bytes: &[u8] = bytemuck::cast_slice(src);
+        let off = self.range(offset, bytes.len())?;
+        self.mem.copy_in(off, bytes);
+        Ok(())
+    }
+
+    /// Copies from the segment at byte `offset` into `dst`.
+    pub fn read<T: Pod>(&self, offset: u64, dst: &mut [T]) -> Result<()> {
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
+        let off = self.range(offset, bytes.len())?;
+        self.mem.copy_out(off, bytes);
+        Ok(())
+    }
+
+    /// Reads one value at byte `offset`.
+    pub fn get<T: Pod>(&self, offset: u64) -> Result<T> {
+        let mut v = [T::zeroed()];
+        self.read(offset, &mut v)?;
+        Ok(v[0])
+    }
+
+    /// Fills `[offset, offset+len)` with `byte`.
+    pub fn fill(&self, offset: u64, len: u64, byte: u8) -> Result<()> {
+        let off = self.range(offset, len as usize)?;
+        let chunk = vec![byte; (len as usize).min(1 << 20)];
+        let mut done = 0;
+        while done < len as usize {
+            let n = chunk.len().min(len as usize - done);
+            self.mem.copy_in(off + done, &chunk[..n]);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Start of the segment's data.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.mem.data_addr()
+    }
+
+    /// The whole segment as a slice of `T`.
+    ///
+    /// # Safety
+    /// No peer (or other thread) may write the viewed memory while the slice lives, and the
+    /// segment must not be deleted. The segment's size must be a multiple of `size_of::<T>()`.
+    pub unsafe fn as_slice<T: Pod>(&self) -> &[T] {
+        // SAFETY: the mapping is page-aligned, valid for `len` bytes while `self.mem` lives;
+        // exclusivity is the caller's contract.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.as_ptr() as *const T,
+                self.mem.len() / std::mem::size_of::<T>(),
+            )
+        }
+    }
+
+    /// The whole segment as a mutable slice of `T`.
+    ///
+    /// # Safety
+    /// As for [`as_slice`](Self::as_slice), and no other view of the segment may be alive.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn as_mut_slice<T: Pod>(&self) -> &mut [T] {
+        // SAFETY: as above; uniqueness is the caller's contract.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.as_ptr() as *mut T,
+                self.mem.len() / std::mem::size_of::<T>(),
+            )
+        }
+    }
+}
+
+impl Context {
+    pub(crate) fn user_key(&self, seg: SegmentId) -> Result<SegKey> {
+        if u32::from(seg.0) >= self.sh.config.segment_max {
+            return Err(Error::InvalidSegment {
+                segment: seg,
+                rank: None,
+            });
+        }
+        Ok(SegKey::from(seg.0))
+    }
+
+    pub(crate) fn local_segment(&self, seg: SegmentId) -> Result<Arc<LocalSegment>> {
+        let key = self.user_key(seg)?;
+        self.sh.segments.local(key).ok_or(Error::InvalidSegment {
+            segment: seg,
+            rank: None,
+        })
+    }
+
+    /// Resolves `rank`'s segment for an access of `[offset, offset+len)`, checking bounds.
+    pub(crate) fn dest(&self, rank: Rank, key: SegKey, offset: u64, len: u64) -> Result<Dest> {
+        let seg = SegmentId(key as u8);
+        let oob = |size| Error::RemoteOutOfBounds {
+            rank,
+            segment: seg,
+            offset,
+            len,
+            size,
+        };
+        if rank == self.sh.rank {
+            let local = self.sh.segments.local(key).ok_or(Error::InvalidSegment {
+                segment: seg,
+                rank: Some(rank),
+            })?;
+            let size = local.mem.len() as u64;
+            if offset.checked_add(len).is_none_or(|e| e > size) {
+                return Err(oob(size));
+            }
+            return Ok(Dest {
+                rank,
+                key,
+                notif_count: local.mem.notif_count(),
+                mem: Some(local.mem.clone()),
+            });
+        }
+        let remote = self
+            .sh
+            .segments
+            .remote(rank, key)
+            .ok_or(Error::InvalidSegment {
+                segment: seg,
+                rank: Some(rank),
+            })?;
+        if offset.checked_add(len).is_none_or(|e| e > remote.size) {
+            return Err(oob(remote.size));
+        }
+        Ok(Dest {
+            rank,
+            key,
+            notif_count: remote.notif_count,
+            mem: remote.mem.clone(),
+        })
+    }
+
+    /// Allocates local segment `seg` of `size` bytes (`gaspi_segment_alloc`). Memory is zeroed.
+    pub fn segment_alloc(&self, seg: SegmentId, size: u64, _alloc: Alloc) -> Result<()> {
+        let key = self.user_key(seg)?;
+        let max = self.sh.config.transfer_size_max.max(1 << 40);
+        if size == 0 || size > max {
+            return Err(Error::InvalidSegmentSize { size, max });
+        }
+        if self.sh.segments.local.read().len()
+            >= self.sh.config.segment_max as usize + self.internal_segments()
+        {
+            return Err(Error::TooManySegments {
+                max: self.sh.config.segment_max,
+            });
+        }
+        if self.sh.segments.local(key).is_some() {
+            return Err(Error::SegmentExists { segment: seg });
+        }
+        let mem = self
+            .sh
+            .new_memory(key, size as usize, self.sh.config.notification_num)?;
+        self.sh.insert_local(key, mem)?;
+        Ok(())
+    }
+
+    fn internal_segments(&self) -> usize {
+        self.sh
+            .segments
+            .local
+            .read()
+            .keys()
+            .filter(|k| **k >= INTERNAL_BASE)
+            .count()
+    }
+
+    /// Binds user memory as segment `seg` (`gaspi_segment_bind`). Local peers reach it over
+    /// TCP (it cannot be mapped by other processes).
+    ///
+    /// # Safety
+    /// `ptr..ptr+size` must stay valid for reads and writes by the runtime and its peers until
+    /// the segment is deleted, and must not be accessed through Rust references that assume
+    /// exclusivity while peers may write to it.
+    pub unsafe fn segment_bind(&self, seg: SegmentId, ptr: *mut u8, size: u64) -> Result<()> {
+        let key = self.user_key(seg)?;
+        if ptr.is_null() {
+            return Err(Error::NullPointer("segment memory"));
+        }
+        if size == 0 {
+            return Err(Error::InvalidSegmentSize {
+                size,
+                max: u64::MAX,
+            });
+        }
+        if self.sh.segments.local(key).is_some() {
+            return Err(Error::SegmentExists { segment: seg });
+        }
+        let ctl = SegmentMemory::anonymous(0, self.sh.config.notification_num)?;
+        // SAFETY: forwarded from this function's contract.
+        let mem = unsafe { SegmentMemory::with_user_data(ctl, ptr, size as usize) };
+        self.sh.insert_local(key, mem)?;
+        Ok(())
+    }
+
+    /// Binds user memory and registers it with `group` (`gaspi_segment_use`).
+    ///
+    /// # Safety
+    /// As for [`segment_bind`](Self::segment_bind).
+    pub unsafe fn segment_use(
+        &self,
+        seg: SegmentId,
+        ptr: *mut u8,
+        size: u64,
+        group: Group,
+        timeout: Timeout,
+    ) -> Result<()> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.segment_bind(seg, ptr, size)? };
+        self.register_with_group(seg, group, timeout)
+    }
+
+    /// Makes local segment `seg` visible to `rank` (`gaspi_segment_register`).
+    pub fn segment_register(&self, seg: SegmentId, rank: Rank, timeout: Timeout) -> Result<()> {
+        self.check_rank(rank)?;
+        let key = self.user_key(seg)?;
+        self.register_key(key, rank, timeout.deadline())
+    }
+
+    pub(crate) fn register_key(&self, key: SegKey, rank: Rank, deadline: Deadline) -> Result<()> {
+        let local = self.sh.segments.local(key).ok_or(Error::InvalidSegment {
+            segment: SegmentId(key as u8),
+            rank: None,
+        })?;
+        local.allow(rank);
+        if rank == self.sh.rank {
+            return Ok(());
+        }
+        let mut h = Header::new(Op::SegRegister);
+        h.seg = key;
+        h.len = local.mem.len() as u64;
+        h.notif_id = local.mem.notif_count();
+        h.a = local.tag;
+        if local.mem.data_shareable() {
+            h.flags |= FLAG_SHM_DATA;
+        }
+        self.tcp()?.call(rank, h, deadline).map(|_| ())
+    }
+
+    /// Allocates `seg` on every member of `group` and registers it with all of them
+    /// (`gaspi_segment_create`); returns when every member's segment is registered here.
+    pub fn segment_create(
+        &self,
+        seg: SegmentId,
+        size: u64,
+        group: Group,
+        timeout: Timeout,
+        alloc: Alloc,
+    ) -> Result<()> {
+        let members = self.group_members(group)?;
+        self.segment_alloc(seg, size, alloc)?;
+        self.register_with_group(seg, group, timeout)
+            .inspect_err(|_| {
+                let _ = self.segment_delete(seg);
+            })?;
+        debug_assert!(!members.is_empty());
+        Ok(())
+    }
+
+    fn register_with_group(&self, seg: SegmentId, group: Group, timeout: Timeout) -> Result<()> {
+        let deadline = timeout.deadline();
+        let key = self.user_key(seg)?;
+        let members = self.group_members(group)?;
+        for &r in &members {
+            self.register_key(key, r, deadline)?;
+        }
+        for &r in &members {
+            if r != self.sh.rank {
+                self.sh.wait_remote(r, key, deadline)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes local segment `seg` (`gaspi_segment_delete`); peers it was registered with are
+    /// told, so their later accesses fail locally instead of reaching freed memory.
+    pub fn segment_delete(&self, seg: SegmentId) -> Result<()> {
+        let key = self.user_key(seg)?;
+        let removed = self.sh.segments.remove_local(key);
+        let local = removed.ok_or(Error::InvalidSegment {
+            segment: seg,
+            rank: None,
+        })?;
+        if let Ok(tcp) = self.tcp() {
+            for r in 0..self.sh.nranks {
+                let r = Rank(r);
+                if r != self.sh.rank && local.allows(r) && !self.sh.state.is_unreachable(r) {
+                    let mut h = Header::new(Op::SegDelete);
+                    h.seg = key;
+                    let _ = tcp.post_control(r, h);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of local user segments (`gaspi_segment_num`).
+    pub fn segment_num(&self) -> u32 {
+        self.segment_list().len() as u32
+    }
+
+    /// Ids of the local user segments, ascending (`gaspi_segment_list`).
+    pub fn segment_list(&self) -> Vec<SegmentId> {
+        let mut v: Vec<SegmentId> = self
+            .sh
+            .segments
+            .local
+            .read()
+            .keys()
+            .filter(|k| **k < INTERNAL_BASE)
+            .map(|k| SegmentId(*k as u8))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// `gaspi_segment_max`.
+    pub fn segment_max(&self) -> u32 {
+        self.sh.config.segment_max
+    }
+
+    /// The lowest unused segment id (`gaspi_segment_avail_local`).
+    pub fn segment_avail_local(&self) -> Result<SegmentId> {
+        let t = self.sh.segments.local.read();
+        (0..self.sh.config.segment_max)
+            .map(|s| s as SegKey)
+            .find(|k| !t.contains_key(k))
+            .map(|k| SegmentId(k as u8))
+            .ok_or(Error::TooManySegments {
+                max: self.sh.config.segment_max,
+            })
+    }
+
+    /// Size of `rank`'s segment `seg` as known here (`gaspi_segment_size`).
+    pub fn segment_size(&self, seg: SegmentId, rank: Rank) -> Result<u64> {
+        self.check_rank(rank)?;
+        let key = self.user_key(seg)?;
+        if rank == self.sh.rank {
+            return Ok(self.local_segment(seg)?.mem.len() as u64);
+        }
+        self.sh
+            .segments
+            .remote(rank, key)
+            .map(|r| r.size)
+            .ok_or(Error::InvalidSegment {
+                segment: seg,
+                rank: Some(rank),
+            })
+    }
+
+    /// Start address of local segment `seg` (`gaspi_segment_ptr`).
+    pub fn segment_ptr(&self, seg: SegmentId) -> Result<*mut u8> {
+        Ok(self.local_segment(seg)?.mem.data_addr())
+    }
+
+    /// A handle to local segment `seg` for typed access.
+    pub fn segment(&self, seg: SegmentId) -> Result<Segment> {
+        Ok(Segment {
+            id: seg,
+            mem: self.local_segment(seg)?.mem.clone(),
+        })
+    }
+}

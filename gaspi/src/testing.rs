@@ -1,0 +1,309 @@
+//! A small job runner for multi-process tests (feature `testing`): starts N ranks as
+//! processes with the job environment, waits for them with a deadline (killing all of them
+//! when it passes), and reports each rank's exit status and output.
+//!
+//! [`spmd`] runs a test body on every rank by re-executing the current test binary: the
+//! parent starts `N` copies filtered to the same test, each copy sees `GASPI_TEST_CASE` and
+//! runs the body with an initialized [`Context`].
+
+use std::io::Read;
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::env::{JobEnv, JobToken, TransportChoice};
+use crate::types::Rank;
+use crate::{Config, Context};
+
+/// Environment variable naming the test case a child process runs.
+pub const TEST_CASE: &str = "GASPI_TEST_CASE";
+
+/// What happened to one rank.
+#[derive(Debug)]
+pub struct RankOutcome {
+    pub rank: u16,
+    pub pid: u32,
+    /// `None` when the rank was killed at the deadline.
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// What happened to the job.
+#[derive(Debug)]
+pub struct JobOutcome {
+    pub ranks: Vec<RankOutcome>,
+    pub timed_out: bool,
+    pub elapsed: Duration,
+}
+
+impl JobOutcome {
+    /// A readable account of every rank, for failure messages.
+    pub fn report(&self) -> String {
+        let mut s = format!(
+            "job took {:?}{}\n",
+            self.elapsed,
+            if self.timed_out { " and TIMED OUT" } else { "" }
+        );
+        for r in &self.ranks {
+            s += &format!(
+                "--- rank {} (pid {}): {:?}\n[stdout]\n{}\n[stderr]\n{}\n",
+                r.rank, r.pid, r.status, r.stdout, r.stderr
+            );
+        }
+        s
+    }
+
+    /// Panics with the full report unless every rank exited 0 before the deadline.
+    pub fn assert_success(&self) {
+        let ok = !self.timed_out
+            && self
+                .ranks
+                .iter()
+                .all(|r| r.status.is_some_and(|s| s.success()));
+        assert!(ok, "job failed:\n{}", self.report());
+    }
+}
+
+/// A job to start: N ranks of one program.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub nranks: u16,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub transport: TransportChoice,
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+    /// IP address rank 0 listens on for the rendezvous.
+    pub rendezvous_ip: IpAddr,
+    /// Command prefix per rank (e.g. `ip netns exec ns1`).
+    pub wrapper: Option<fn(u16) -> Vec<String>>,
+    /// Per-rank environment overrides (e.g. a wrong token for one rank).
+    pub rank_env: Vec<(u16, String, String)>,
+}
+
+/// A free TCP port on `ip` (the kernel's choice; released before use).
+pub fn free_port(ip: IpAddr) -> u16 {
+    TcpListener::bind((ip, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl Job {
+    pub fn new(nranks: u16, program: impl Into<PathBuf>) -> Job {
+        Job {
+            nranks,
+            program: program.into(),
+            args: Vec::new(),
+            transport: TransportChoice::Auto,
+            env: Vec::new(),
+            timeout: Duration::from_secs(60),
+            rendezvous_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            wrapper: None,
+            rank_env: Vec::new(),
+        }
+    }
+
+    /// The environment of every rank (what a launcher would export).
+    pub fn rank_vars(
+        &self,
+        port: u16,
+        token: JobToken,
+        job_id: &str,
+    ) -> Vec<Vec<(String, String)>> {
+        (0..self.nranks)
+            .map(|r| {
+                let env = JobEnv {
+                    rank: Rank(r),
+                    nranks: self.nranks,
+                    local_rank: r,
+                    local_nranks: self.nranks,
+                    rendezvous: Some(format!("{}:{port}", self.rendezvous_ip)),
+                    token,
+                    job_id: job_id.to_string(),
+                    init_timeout_ms: self.timeout.as_millis().min(30_000) as u64,
+                    transport: self.transport,
+                    addr: None,
+                };
+                let mut v: Vec<(String, String)> = env
+                    .to_vars()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect();
+                v.extend(self.env.iter().cloned());
+                v.extend(
+                    self.rank_env
+                        .iter()
+                        .filter(|(rr, _, _)| *rr == r)
+                        .map(|(_, k, val)| (k.clone(), val.clone())),
+                );
+                v
+            })
+            .collect()
+    }
+
+    /// Starts every rank and waits for all of them, at most `timeout`.
+    pub fn run(&self) -> JobOutcome {
+        let start = Instant::now();
+        let token = JobToken::random().expect("randomness");
+        let port = free_port(self.rendezvous_ip);
+        let job_id = format!("test{}x{}", std::process::id(), port);
+        let vars = self.rank_vars(port, token, &job_id);
+        let (tx, rx) = mpsc::channel();
+        let mut pids = Vec::new();
+        for (r, v) in vars.into_iter().enumerate() {
+            let mut cmd = match self.wrapper.map(|w| w(r as u16)) {
+                Some(prefix) if !prefix.is_empty() => {
+                    let mut c = Command::new(&prefix[0]);
+                    c.args(&prefix[1..]).arg(&self.program);
+                    c
+                }
+                _ => Command::new(&self.program),
+            };
+            cmd.args(&self.args)
+                .envs(v)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let child = cmd
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.program.display()));
+            pids.push(child.id());
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let outcome = collect(r as u16, child);
+                let _ = tx.send(outcome);
+            });
+        }
+        drop(tx);
+        let deadline = start + self.timeout;
+        let mut ranks = Vec::new();
+        let mut timed_out = false;
+        while ranks.len() < pids.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(o) => ranks.push(o),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    timed_out = true;
+                    for pid in &pids {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(*pid as i32),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                    // The killed ranks report in now; collect them (bounded by the kill).
+                    while let Ok(o) = rx.recv_timeout(Duration::from_secs(10)) {
+                        ranks.push(o);
+                    }
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        ranks.sort_by_key(|r| r.rank);
+        if timed_out {
+            for r in &mut ranks {
+                if r.status
+                    .is_some_and(|s| std::os::unix::process::ExitStatusExt::signal(&s) == Some(9))
+                {
+                    r.status = None;
+                }
+            }
+        }
+        JobOutcome {
+            ranks,
+            timed_out,
+            elapsed: start.elapsed(),
+        }
+    }
+}
+
+fn collect(rank: u16, mut child: Child) -> RankOutcome {
+    let pid = child.id();
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut stdout = String::new();
+    let _ = out.read_to_string(&mut stdout);
+    let stderr = t.join().unwrap_or_default();
+    let status = child.wait().ok();
+    RankOutcome {
+        rank,
+        pid,
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+/// Runs `body` on `nranks` ranks of this test binary (see the module docs). `name` must be
+/// the test's full path as libtest knows it (its function name for top-level tests).
+///
+/// In the parent this starts the job and asserts that every rank succeeded; in a rank it
+/// initializes a [`Context`], runs `body`, terminates and exits.
+pub fn spmd(name: &str, nranks: u16, transport: TransportChoice, body: impl FnOnce(Context)) {
+    spmd_with(
+        name,
+        nranks,
+        transport,
+        Config::default(),
+        Duration::from_secs(60),
+        body,
+    )
+}
+
+/// [`spmd`] with an explicit configuration and time bound.
+pub fn spmd_with(
+    name: &str,
+    nranks: u16,
+    transport: TransportChoice,
+    config: Config,
+    timeout: Duration,
+    body: impl FnOnce(Context),
+) {
+    if let Some(outcome) = spmd_job(name, nranks, transport, timeout, |_| {}) {
+        outcome.assert_success();
+        return;
+    }
+    let ctx = Context::init_with(config).expect("gaspi init");
+    body(ctx);
+    std::process::exit(0);
+}
+
+/// The parent half of [`spmd`], with a hook to adjust the job; `None` in a child rank.
+pub fn spmd_job(
+    name: &str,
+    nranks: u16,
+    transport: TransportChoice,
+    timeout: Duration,
+    adjust: impl FnOnce(&mut Job),
+) -> Option<JobOutcome> {
+    if std::env::var(TEST_CASE).ok().as_deref() == Some(name) {
+        return None;
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut job = Job::new(nranks, exe);
+    job.args = vec![
+        "--exact".into(),
+        name.into(),
+        "--nocapture".into(),
+        "--test-threads=1".into(),
+    ];
+    job.transport = transport;
+    job.timeout = timeout;
+    job.env.push((TEST_CASE.into(), name.into()));
+    adjust(&mut job);
+    Some(job.run())
+}
+
+/// True in a child rank started by [`spmd`]/[`spmd_job`] for test `name`.
+pub fn is_rank_of(name: &str) -> bool {
+    std::env::var(TEST_CASE).ok().as_deref() == Some(name)
+}

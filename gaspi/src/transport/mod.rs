@@ -1,0 +1,102 @@
+//! Transports behind one trait. Every peer is reached through exactly one of them, chosen at
+//! init ([`Route`]): the rank itself and ranks on the same host through shared memory, the
+//! others through TCP. The TCP mesh is always built: it also carries the control traffic
+//! (segment registration, passive messages, pings) and tells a rank when a peer dies.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::mem::SegmentMemory;
+use crate::queue::QueueState;
+use crate::segment::SegKey;
+use crate::types::{AtomicOp, Deadline, Rank};
+
+pub(crate) mod shm;
+pub(crate) mod tcp;
+
+/// The far side of a one-sided operation, resolved and bounds-checked by the caller.
+pub(crate) struct Dest {
+    pub rank: Rank,
+    pub key: SegKey,
+    pub notif_count: u32,
+    /// The peer's segment mapped into this process (self and shared-memory peers).
+    pub mem: Option<Arc<SegmentMemory>>,
+}
+
+/// A transfer between a local segment and a remote one (bounds already checked).
+pub(crate) struct Xfer<'a> {
+    pub local: &'a Arc<SegmentMemory>,
+    pub local_off: usize,
+    pub remote: &'a Dest,
+    pub remote_off: usize,
+    pub len: usize,
+}
+
+/// The data path of a transport. Posting never blocks on a slow peer: an op that cannot be
+/// finished at once is registered with its queue (`q`) and completed later; `q = None` marks
+/// internal traffic that nobody waits for.
+pub(crate) trait Transport: Send + Sync {
+    /// Remote write, then the notification `(id, value)` if given, in that order.
+    fn write(
+        &self,
+        x: &Xfer<'_>,
+        notify: Option<(u32, u32)>,
+        q: Option<&Arc<QueueState>>,
+    ) -> Result<()>;
+    /// Sets notification `id` of the remote segment to `value`.
+    fn notify(&self, dst: &Dest, id: u32, value: u32, q: Option<&Arc<QueueState>>) -> Result<()>;
+    /// Remote read into the local segment, then local notification `id` = 1 if given.
+    fn read(&self, x: &Xfer<'_>, notify: Option<u32>, q: Option<&Arc<QueueState>>) -> Result<()>;
+    /// Atomic on the remote u64 at `off`; returns the old value.
+    fn atomic(&self, dst: &Dest, off: usize, op: AtomicOp, deadline: Deadline) -> Result<u64>;
+}
+
+/// How this rank reaches a peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Route {
+    /// The rank itself: a local copy.
+    Local = 0,
+    Shm = 1,
+    Tcp = 2,
+}
+
+pub(crate) struct Routes(Vec<AtomicU8>);
+
+impl Routes {
+    pub fn new(routes: &[Route]) -> Self {
+        Routes(routes.iter().map(|r| AtomicU8::new(*r as u8)).collect())
+    }
+
+    pub fn get(&self, rank: Rank) -> Route {
+        match self.0[rank.index()].load(Ordering::Acquire) {
+            0 => Route::Local,
+            1 => Route::Shm,
+            _ => Route::Tcp,
+        }
+    }
+
+    /// Moves a shared-memory peer to TCP for good (it registered memory we cannot map).
+    /// Safe for ordering: every shared-memory op is complete when its post returns.
+    pub fn demote_to_tcp(&self, rank: Rank) {
+        let _ = self.0[rank.index()].compare_exchange(
+            Route::Shm as u8,
+            Route::Tcp as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    pub fn any_shm(&self) -> bool {
+        self.0
+            .iter()
+            .any(|r| r.load(Ordering::Acquire) == Route::Shm as u8)
+    }
+
+    pub fn ranks_with(&self, route: Route) -> Vec<u16> {
+        (0..self.0.len() as u16)
+            .filter(|r| self.get(Rank(*r)) == route)
+            .collect()
+    }
+}

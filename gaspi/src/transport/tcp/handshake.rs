@@ -1,0 +1,172 @@
+//! Building the connection mesh at init: rank i connects to every rank below it and accepts
+//! every rank above it. The connecting side presents the job token first; a connection with
+//! a wrong token, an impossible rank or a duplicate is dropped before it reaches anything.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use crate::env::JobToken;
+use crate::error::{Error, Result};
+use crate::transport::tcp::wire::{Hello, HELLO_LEN};
+use crate::types::{Deadline, Rank};
+
+const ACCEPTED: u8 = b'K';
+
+/// Reads and checks a peer's hello. `Err` says why the connection must be dropped.
+pub(crate) fn read_hello(
+    stream: &TcpStream,
+    token: JobToken,
+    nranks: u16,
+    limit: Duration,
+) -> std::result::Result<Hello, String> {
+    stream
+        .set_read_timeout(Some(limit.max(Duration::from_millis(1))))
+        .map_err(|e| e.to_string())?;
+    let mut buf = [0u8; HELLO_LEN];
+    (&*stream)
+        .read_exact(&mut buf)
+        .map_err(|e| format!("no valid hello: {e}"))?;
+    let hello = Hello::decode(&buf)?;
+    if hello.token != token {
+        return Err("wrong job token".into());
+    }
+    if hello.nranks != nranks || hello.rank >= nranks {
+        return Err(format!(
+            "rank {} of {} does not belong to this job of {nranks}",
+            hello.rank, hello.nranks
+        ));
+    }
+    Ok(hello)
+}
+
+fn wait_readable(fd: &impl AsFd, deadline: Deadline) -> Result<bool> {
+    let ms = deadline
+        .remaining()
+        .map_or(-1i32, |d| d.as_millis().min(i32::MAX as u128) as i32);
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    match poll(
+        &mut fds,
+        PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+    ) {
+        Ok(n) => Ok(n > 0),
+        Err(nix::errno::Errno::EINTR) => Ok(false),
+        Err(e) => Err(Error::Bootstrap(format!("poll: {e}"))),
+    }
+}
+
+/// Connects the mesh; returns one stream per peer (None for self).
+pub(crate) fn connect_mesh(
+    me: Rank,
+    nranks: u16,
+    listener: &TcpListener,
+    addrs: &[SocketAddr],
+    token: JobToken,
+    deadline: Deadline,
+) -> Result<Vec<Option<TcpStream>>> {
+    let expected_accepts = usize::from(nranks - 1 - me.0);
+    let (accepted, connected) = std::thread::scope(|s| {
+        let acceptor =
+            s.spawn(|| accept_higher(me, nranks, listener, token, expected_accepts, deadline));
+        let connected = connect_lower(me, nranks, addrs, token, deadline);
+        (
+            acceptor
+                .join()
+                .unwrap_or_else(|_| Err(Error::Bootstrap("acceptor panicked".into()))),
+            connected,
+        )
+    });
+    let mut streams: Vec<Option<TcpStream>> = (0..nranks).map(|_| None).collect();
+    for (r, s) in connected?.into_iter().chain(accepted?) {
+        streams[r.index()] = Some(s);
+    }
+    Ok(streams)
+}
+
+fn accept_higher(
+    me: Rank,
+    nranks: u16,
+    listener: &TcpListener,
+    token: JobToken,
+    expected: usize,
+    deadline: Deadline,
+) -> Result<Vec<(Rank, TcpStream)>> {
+    let mut got: Vec<(Rank, TcpStream)> = Vec::new();
+    listener.set_nonblocking(true)?;
+    while got.len() < expected {
+        if deadline.expired() {
+            let missing: Vec<u16> = (me.0 + 1..nranks)
+                .filter(|r| !got.iter().any(|(g, _)| g.0 == *r))
+                .collect();
+            return Err(Error::Bootstrap(format!(
+                "timed out waiting for ranks {missing:?} to connect (GASPI_INIT_TIMEOUT_MS)"
+            )));
+        }
+        if !wait_readable(listener, deadline)? {
+            continue;
+        }
+        let (stream, from) = match listener.accept() {
+            Ok(x) => x,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(Error::Bootstrap(format!("accept: {e}"))),
+        };
+        stream.set_nonblocking(false)?;
+        let limit = deadline
+            .remaining()
+            .unwrap_or(Duration::from_secs(30))
+            .min(Duration::from_secs(10));
+        match read_hello(&stream, token, nranks, limit) {
+            Ok(h) if h.rank > me.0 && !got.iter().any(|(r, _)| r.0 == h.rank) => {
+                (&stream).write_all(&[ACCEPTED])?;
+                got.push((Rank(h.rank), stream));
+            }
+            Ok(h) => tracing::warn!(
+                "dropped a connection from {from}: unexpected rank {}",
+                h.rank
+            ),
+            Err(why) => tracing::warn!("dropped a connection from {from}: {why}"),
+        }
+    }
+    Ok(got)
+}
+
+fn connect_lower(
+    me: Rank,
+    nranks: u16,
+    addrs: &[SocketAddr],
+    token: JobToken,
+    deadline: Deadline,
+) -> Result<Vec<(Rank, TcpStream)>> {
+    let mut out = Vec::new();
+    for peer in 0..me.0 {
+        let addr = addrs[usize::from(peer)];
+        let limit = deadline
+            .remaining()
+            .unwrap_or(Duration::from_secs(30))
+            .max(Duration::from_millis(1));
+        let stream = TcpStream::connect_timeout(&addr, limit)
+            .map_err(|e| Error::Bootstrap(format!("connecting to rank {peer} at {addr}: {e}")))?;
+        stream.set_nodelay(true)?;
+        let hello = Hello {
+            token,
+            rank: me.0,
+            nranks,
+        };
+        (&stream).write_all(&hello.encode())?;
+        stream.set_read_timeout(Some(limit))?;
+        let mut ack = [0u8; 1];
+        (&stream).read_exact(&mut ack).map_err(|e| {
+            Error::Bootstrap(format!("rank {peer} did not accept our connection: {e}"))
+        })?;
+        if ack[0] != ACCEPTED {
+            return Err(Error::Bootstrap(format!(
+                "rank {peer} rejected our connection"
+            )));
+        }
+        out.push((Rank(peer), stream));
+    }
+    Ok(out)
+}

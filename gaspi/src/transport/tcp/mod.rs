@@ -1,0 +1,294 @@
+//! TCP: the Ethernet fallback, and the control channel of every job.
+//!
+//! One connection per peer carries every op to that peer in posting order, so data always
+//! arrives before a notification posted after it. See `wire` for the frame format,
+//! `handshake` for the mesh set-up, `pair` for one connection and `progress` for the thread
+//! that drives them all.
+
+pub(crate) mod handshake;
+pub(crate) mod pair;
+pub(crate) mod progress;
+pub(crate) mod wire;
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use parking_lot::Mutex;
+
+use crate::context::Shared;
+use crate::env::JobToken;
+use crate::error::{Error, Result};
+use crate::queue::QueueState;
+use crate::transport::{Dest, Transport, Xfer};
+use crate::types::{AtomicOp, Deadline, Rank};
+use pair::{Pair, Payload, PendingRead};
+use progress::{Progress, LISTEN_TOKEN, WAKE_TOKEN};
+use wire::{Header, Op, FLAG_CAS, FLAG_NOTIFY};
+
+pub(crate) struct TcpTransport {
+    sh: Arc<Shared>,
+    pairs: Vec<Option<Arc<Pair>>>,
+    wake: Arc<EventFd>,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    next_read: AtomicU64,
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    listen_addr: SocketAddr,
+}
+
+fn epoll_err(e: nix::errno::Errno) -> Error {
+    Error::Other(format!("epoll: {e}"))
+}
+
+impl TcpTransport {
+    /// Connects to every peer and starts the progress thread.
+    pub fn establish(
+        sh: Arc<Shared>,
+        listener: TcpListener,
+        addrs: &[SocketAddr],
+        token: JobToken,
+        deadline: Deadline,
+    ) -> Result<TcpTransport> {
+        let listen_addr = listener.local_addr()?;
+        let streams =
+            handshake::connect_mesh(sh.rank, sh.nranks, &listener, addrs, token, deadline)?;
+        let epoll = Arc::new(Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(epoll_err)?);
+        let wake = Arc::new(
+            EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+                .map_err(epoll_err)?,
+        );
+        epoll
+            .add(&*wake, EpollEvent::new(EpollFlags::EPOLLIN, WAKE_TOKEN))
+            .map_err(epoll_err)?;
+        listener.set_nonblocking(true)?;
+        epoll
+            .add(
+                &listener,
+                EpollEvent::new(EpollFlags::EPOLLIN, LISTEN_TOKEN),
+            )
+            .map_err(epoll_err)?;
+
+        let mut pairs: Vec<Option<Arc<Pair>>> = Vec::with_capacity(streams.len());
+        for (r, s) in streams.into_iter().enumerate() {
+            pairs.push(match s {
+                Some(stream) => {
+                    tune(&stream)?;
+                    let pair =
+                        Arc::new(Pair::new(Rank(r as u16), stream, sh.clone(), epoll.clone()));
+                    let ev =
+                        EpollEvent::new(EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP, r as u64);
+                    epoll.add(&pair.sock, ev).map_err(epoll_err)?;
+                    Some(pair)
+                }
+                None => None,
+            });
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let progress = Progress {
+            pairs: pairs.clone(),
+            epoll,
+            wake: wake.clone(),
+            stop: stop.clone(),
+            listener,
+            token,
+            nranks: sh.nranks,
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("tnt-progress-{}", sh.rank))
+            .spawn(move || progress.run())
+            .map_err(|e| Error::Other(format!("cannot start the progress thread: {e}")))?;
+        Ok(TcpTransport {
+            sh,
+            pairs,
+            wake,
+            stop,
+            thread: Mutex::new(Some(thread)),
+            next_read: AtomicU64::new(1),
+            listen_addr,
+        })
+    }
+
+    #[cfg(feature = "testing")]
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.listen_addr
+    }
+
+    fn pair(&self, rank: Rank) -> Result<&Arc<Pair>> {
+        match self.pairs.get(rank.index()) {
+            Some(Some(p)) if !p.is_closed() => Ok(p),
+            Some(Some(_)) => Err(Error::PeerFailed { rank }),
+            _ => Err(Error::Other(format!("no connection to rank {rank}"))),
+        }
+    }
+
+    /// Sends a control frame that nobody waits for.
+    pub fn post_control(&self, rank: Rank, h: Header) -> Result<()> {
+        self.pair(rank)?.post(h, Payload::None, None)
+    }
+
+    /// Sends a request and waits for the peer's answer (`Ack`, `AtomicResp`).
+    pub fn call(&self, rank: Rank, h: Header, deadline: Deadline) -> Result<u64> {
+        self.call_with(rank, h, Payload::None, deadline)
+    }
+
+    pub fn call_with(
+        &self,
+        rank: Rank,
+        mut h: Header,
+        payload: Payload,
+        deadline: Deadline,
+    ) -> Result<u64> {
+        let pair = self.pair(rank)?;
+        let (req, slot) = self.sh.rpc.begin(rank);
+        h.req = req;
+        if let Err(e) = pair.post(h, payload, None) {
+            self.sh.rpc.complete(req, Err(Error::PeerFailed { rank }));
+            return Err(e);
+        }
+        self.sh.rpc.wait(req, &slot, deadline)
+    }
+
+    /// Test hook: writes raw bytes on the connection to `rank`, as a faulty peer would.
+    #[cfg(feature = "testing")]
+    pub fn send_raw(&self, rank: Rank, bytes: Vec<u8>) -> Result<()> {
+        use std::io::Write;
+        let pair = self.pair(rank)?;
+        (&pair.sock).write_all(&bytes).map_err(Error::from)
+    }
+
+    /// Orderly shutdown: say goodbye to every peer, let queued frames drain, wait (bounded)
+    /// for the peers' goodbyes, then stop the progress thread.
+    pub fn shutdown(&self, limit: Duration) {
+        let until = Instant::now() + limit;
+        for p in self.pairs.iter().flatten() {
+            if !p.is_closed() {
+                let _ = p.post(Header::new(Op::Bye), Payload::None, None);
+            }
+        }
+        // Bounded drain: goodbyes are tiny, so this normally ends at once.
+        while Instant::now() < until
+            && !self
+                .pairs
+                .iter()
+                .flatten()
+                .all(|p| p.is_closed() || p.send_idle())
+        {
+            std::thread::yield_now();
+        }
+        for p in self.pairs.iter().flatten() {
+            let _ = p.sock.shutdown(std::net::Shutdown::Write);
+        }
+        while Instant::now() < until && !self.pairs.iter().flatten().all(|p| p.is_closed()) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.stop.store(true, Ordering::Release);
+        let _ = self.wake.write(1);
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+        for p in self.pairs.iter().flatten() {
+            let _ = p.sock.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for TcpTransport {
+    fn drop(&mut self) {
+        if self.thread.lock().is_some() {
+            self.shutdown(Duration::from_millis(200));
+        }
+    }
+}
+
+fn tune(stream: &TcpStream) -> Result<()> {
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(None)?;
+    stream.set_nonblocking(true)?;
+    Ok(())
+}
+
+impl Transport for TcpTransport {
+    fn write(
+        &self,
+        x: &Xfer<'_>,
+        notify: Option<(u32, u32)>,
+        q: Option<&Arc<QueueState>>,
+    ) -> Result<()> {
+        let mut h = Header::new(Op::Write);
+        h.seg = x.remote.key;
+        h.offset = x.remote_off as u64;
+        h.len = x.len as u64;
+        if let Some((id, value)) = notify {
+            h.flags |= FLAG_NOTIFY;
+            h.notif_id = id;
+            h.notif_val = value;
+        }
+        let payload = Payload::Segment {
+            mem: x.local.clone(),
+            off: x.local_off,
+            len: x.len,
+        };
+        self.pair(x.remote.rank)?.post(h, payload, q)
+    }
+
+    fn notify(&self, dst: &Dest, id: u32, value: u32, q: Option<&Arc<QueueState>>) -> Result<()> {
+        let mut h = Header::new(Op::Notify);
+        h.seg = dst.key;
+        h.notif_id = id;
+        h.notif_val = value;
+        self.pair(dst.rank)?.post(h, Payload::None, q)
+    }
+
+    fn read(&self, x: &Xfer<'_>, notify: Option<u32>, q: Option<&Arc<QueueState>>) -> Result<()> {
+        let pair = self.pair(x.remote.rank)?;
+        let req = self.next_read.fetch_add(1, Ordering::Relaxed);
+        if let Some(q) = q {
+            q.begin_async();
+        }
+        pair.add_read(
+            req,
+            PendingRead {
+                mem: x.local.clone(),
+                off: x.local_off,
+                len: x.len,
+                notify,
+                done: q.cloned(),
+            },
+        );
+        let mut h = Header::new(Op::ReadReq);
+        h.seg = x.remote.key;
+        h.offset = x.remote_off as u64;
+        h.len = x.len as u64;
+        h.req = req;
+        if let Err(e) = pair.post(h, Payload::None, None) {
+            // Undo unless the failure path already completed it.
+            if let Some(r) = pair.take_read(req) {
+                if let Some(q) = r.done {
+                    q.complete(None);
+                }
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn atomic(&self, dst: &Dest, off: usize, op: AtomicOp, deadline: Deadline) -> Result<u64> {
+        let mut h = Header::new(Op::AtomicReq);
+        h.seg = dst.key;
+        h.offset = off as u64;
+        match op {
+            AtomicOp::FetchAdd { add } => h.a = add,
+            AtomicOp::CompareSwap { expected, new } => {
+                h.flags |= FLAG_CAS;
+                h.a = expected;
+                h.b = new;
+            }
+        }
+        self.call(dst.rank, h, deadline)
+    }
+}
