@@ -2,7 +2,7 @@
 //! blocking wait on segment state uses (spin briefly, then yield, then sleep on the segment's
 //! futex, so oversubscribed ranks never burn a core for long).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::context::Context;
@@ -20,8 +20,10 @@ const MAX_SLEEP: Duration = Duration::from_millis(200);
 
 /// Which peers' failure ends a wait.
 pub(crate) enum Watch<'a> {
-    /// Any rank of the job.
-    All,
+    /// A failure of any rank that this counter has not seen yet; each failure is reported
+    /// once per counter, so waits after it work normally again (fault-tolerant codes go on).
+    Unreported(&'a AtomicU64),
+    /// Any failure of these ranks (a collective cannot complete without them).
     Ranks(&'a [Rank]),
 }
 
@@ -36,7 +38,8 @@ impl Context {
         check: impl Fn() -> Option<T>,
     ) -> Result<T> {
         let failed = || match &watch {
-            Watch::All => self.sh.state.any_corrupt(),
+            Watch::Unreported(seen) => (self.sh.state.failures() > seen.load(Ordering::Acquire))
+                .then(|| self.sh.state.last_failed()),
             Watch::Ranks(r) => self.sh.state.first_corrupt(r.iter().copied()),
         };
         let start = Instant::now();
@@ -46,6 +49,9 @@ impl Context {
                 return Ok(v);
             }
             if let Some(rank) = failed() {
+                if let Watch::Unreported(seen) = &watch {
+                    seen.store(self.sh.state.failures(), Ordering::Release);
+                }
                 return Err(Error::PeerFailed { rank });
             }
             let left = deadline.remaining();
@@ -118,7 +124,10 @@ impl Context {
 
     /// Waits until one of notifications `first..first+num` of local segment `seg` is non-zero
     /// and returns the lowest such id, without resetting it (`gaspi_notify_waitsome`).
-    /// Returns [`Error::PeerFailed`] if nothing is set and some rank has failed.
+    ///
+    /// When nothing is set and a rank has failed since the last wait on this segment
+    /// reported a failure, returns [`Error::PeerFailed`] naming it (once per failure and
+    /// segment), so a blocked rank learns about a dead peer instead of waiting for ever.
     pub fn notify_waitsome(
         &self,
         seg: SegmentId,
@@ -134,11 +143,16 @@ impl Context {
         }
         self.check_notification(&local.mem, seg, first.0, num)?;
         let mem = &local.mem;
-        self.wait_on(mem, timeout.deadline(), Watch::All, || {
-            (first.0..first.0 + num)
-                .find(|id| mem.slot(*id).load(Ordering::Acquire) != 0)
-                .map(NotificationId)
-        })
+        self.wait_on(
+            mem,
+            timeout.deadline(),
+            Watch::Unreported(&local.failures_seen),
+            || {
+                (first.0..first.0 + num)
+                    .find(|id| mem.slot(*id).load(Ordering::Acquire) != 0)
+                    .map(NotificationId)
+            },
+        )
     }
 
     /// Atomically sets notification `id` of local segment `seg` to 0 and returns its old

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytemuck::Pod;
@@ -31,6 +31,8 @@ pub(crate) struct LocalSegment {
     pub tag: u64,
     /// Ranks this segment is registered with (allowed to access it).
     allowed: Vec<AtomicBool>,
+    /// Peer failures already reported by waits on this segment.
+    pub failures_seen: AtomicU64,
 }
 
 impl LocalSegment {
@@ -126,6 +128,7 @@ impl Shared {
         let seg = Arc::new(LocalSegment {
             mem: Arc::new(mem),
             tag,
+            failures_seen: AtomicU64::new(self.state.failures()),
             allowed: (0..self.nranks)
                 .map(|r| AtomicBool::new(r == self.rank.0))
                 .collect(),

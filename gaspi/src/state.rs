@@ -1,6 +1,6 @@
 //! The state vector: this rank's view of every peer's health.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicU8, Ordering};
 
 use crate::types::{PeerState, Rank};
 
@@ -10,6 +10,7 @@ pub(crate) struct StateVector {
     gone: Vec<AtomicBool>,
     /// Bumped on every new failure, so waiters can tell that something changed.
     failures: AtomicU64,
+    last_failed: AtomicU16,
 }
 
 impl StateVector {
@@ -18,6 +19,7 @@ impl StateVector {
             corrupt: (0..nranks).map(|_| AtomicU8::new(0)).collect(),
             gone: (0..nranks).map(|_| AtomicBool::new(false)).collect(),
             failures: AtomicU64::new(0),
+            last_failed: AtomicU16::new(0),
         }
     }
 
@@ -25,6 +27,7 @@ impl StateVector {
     pub fn mark_corrupt(&self, rank: Rank) -> bool {
         let newly = self.corrupt[rank.index()].swap(1, Ordering::SeqCst) == 0;
         if newly {
+            self.last_failed.store(rank.0, Ordering::SeqCst);
             self.failures.fetch_add(1, Ordering::SeqCst);
         }
         newly
@@ -48,13 +51,14 @@ impl StateVector {
         ranks.find(|r| self.is_corrupt(*r))
     }
 
-    pub fn any_corrupt(&self) -> Option<Rank> {
-        if self.failures.load(Ordering::SeqCst) == 0 {
-            return None;
-        }
-        (0..self.corrupt.len() as u16)
-            .map(Rank)
-            .find(|r| self.is_corrupt(*r))
+    /// How many peers have failed so far.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::SeqCst)
+    }
+
+    /// The peer that failed most recently.
+    pub fn last_failed(&self) -> Rank {
+        Rank(self.last_failed.load(Ordering::SeqCst))
     }
 
     pub fn snapshot(&self) -> Vec<PeerState> {

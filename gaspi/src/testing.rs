@@ -10,7 +10,7 @@ use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use crate::env::{JobEnv, JobToken, TransportChoice};
@@ -68,7 +68,7 @@ impl JobOutcome {
 }
 
 /// A job to start: N ranks of one program.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Job {
     pub nranks: u16,
     pub program: PathBuf,
@@ -79,14 +79,17 @@ pub struct Job {
     /// IP address rank 0 listens on for the rendezvous.
     pub rendezvous_ip: IpAddr,
     /// Command prefix per rank (e.g. `ip netns exec ns1`).
-    pub wrapper: Option<fn(u16) -> Vec<String>>,
+    pub wrapper: Option<Arc<dyn Fn(u16) -> Vec<String> + Send + Sync>>,
     /// Per-rank environment overrides (e.g. a wrong token for one rank).
     pub rank_env: Vec<(u16, String, String)>,
 }
 
 /// A free TCP port on `ip` (the kernel's choice; released before use).
+/// When `ip` is not an address of this network namespace (a test host in another one), a
+/// port free on loopback is taken: the other namespace's ports are all free.
 pub fn free_port(ip: IpAddr) -> u16 {
     TcpListener::bind((ip, 0))
+        .or_else(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
@@ -155,7 +158,7 @@ impl Job {
         let (tx, rx) = mpsc::channel();
         let mut pids = Vec::new();
         for (r, v) in vars.into_iter().enumerate() {
-            let mut cmd = match self.wrapper.map(|w| w(r as u16)) {
+            let mut cmd = match self.wrapper.as_ref().map(|w| w(r as u16)) {
                 Some(prefix) if !prefix.is_empty() => {
                     let mut c = Command::new(&prefix[0]);
                     c.args(&prefix[1..]).arg(&self.program);
@@ -306,4 +309,27 @@ pub fn spmd_job(
 /// True in a child rank started by [`spmd`]/[`spmd_job`] for test `name`.
 pub fn is_rank_of(name: &str) -> bool {
     std::env::var(TEST_CASE).ok().as_deref() == Some(name)
+}
+
+/// A raw `Write` frame as a faulty or hostile peer would send it (no validation here).
+pub fn raw_write_frame(segment: u8, offset: u64, payload: &[u8]) -> Vec<u8> {
+    use crate::transport::tcp::wire::{Header, Op};
+    let mut h = Header::new(Op::Write);
+    h.seg = u16::from(segment);
+    h.offset = offset;
+    h.len = payload.len() as u64;
+    let mut v = h.encode().to_vec();
+    v.extend_from_slice(payload);
+    v
+}
+
+/// The hello a rank sends first on a data connection.
+pub fn hello_bytes(token: JobToken, rank: u16, nranks: u16) -> Vec<u8> {
+    crate::transport::tcp::wire::Hello {
+        token,
+        rank,
+        nranks,
+    }
+    .encode()
+    .to_vec()
 }

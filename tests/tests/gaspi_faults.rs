@@ -1,0 +1,444 @@
+//! Faults: a peer killed mid-traffic, hostile connections and frames, init that cannot
+//! assemble, and ranks on different "hosts" (network namespaces joined by veth).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::process::ExitStatusExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gaspi::env::{JobEnv, JobToken, TransportChoice};
+use gaspi::testing::{is_rank_of, spmd_job, Job};
+use gaspi::*;
+
+const T: Timeout = Timeout(20_000);
+
+fn setup(ctx: &Context) -> SegmentId {
+    let seg = SegmentId(0);
+    ctx.segment_create(seg, 1 << 20, Group::ALL, T, Alloc::Initialized)
+        .unwrap();
+    seg
+}
+
+/// Ranks 0 and 1 go on in a group of their own after rank 2 is gone.
+fn survivors_go_on(ctx: &Context) {
+    let g = ctx.group_create().unwrap();
+    ctx.group_add(g, Rank(0)).unwrap();
+    ctx.group_add(g, Rank(1)).unwrap();
+    ctx.group_commit(g, T).unwrap();
+    ctx.barrier(g, T).unwrap();
+    let mut v = [0i32];
+    ctx.allreduce(&[1i32], &mut v, ReduceOp::Sum, g, T).unwrap();
+    assert_eq!(v[0], 2);
+}
+
+/// Rank 2 streams acknowledgements to rank 0 and dies by SIGKILL in the middle; the
+/// survivors' blocking calls return `PeerFailed` and their state vector marks it CORRUPT.
+fn killed_peer(name: &str, transport: TransportChoice) {
+    let Some(out) = spmd_job(name, 3, transport, Duration::from_secs(60), |_| {}) else {
+        let ctx = Context::init().unwrap();
+        let seg = setup(&ctx);
+        let me = ctx.rank();
+        let q = QueueId(0);
+        const ROUNDS: u32 = 50;
+        match me.0 {
+            0 => {
+                let mut round = 0;
+                let err = loop {
+                    // Data to rank 2, then wait for its acknowledgement (notification 1).
+                    let posted = ctx.write_notify(
+                        Local::new(seg, 0),
+                        Remote::new(Rank(2), seg, 4096),
+                        65536,
+                        NotificationId(0),
+                        round + 1,
+                        q,
+                    );
+                    if let Err(e) = posted {
+                        break e;
+                    }
+                    match ctx.notify_waitsome(seg, NotificationId(1), 1, Timeout::BLOCK) {
+                        Ok(id) => {
+                            ctx.notify_reset(seg, id).unwrap();
+                        }
+                        Err(e) => break e,
+                    }
+                    round += 1;
+                    let _ = ctx.wait(q, T);
+                };
+                assert!(round >= 10, "rank 2 died too early ({round})");
+                assert!(
+                    matches!(err, Error::PeerFailed { rank: Rank(2) }),
+                    "{err:?}"
+                );
+                assert_eq!(ctx.state_vec()[2], PeerState::Corrupt);
+                assert_eq!(ctx.state_vec()[1], PeerState::Healthy);
+                let posted = ctx.write(Local::new(seg, 0), Remote::new(Rank(2), seg, 0), 8, q);
+                assert!(
+                    matches!(posted, Err(Error::PeerFailed { .. })),
+                    "{posted:?}"
+                );
+                let b = ctx.barrier(Group::ALL, T);
+                assert!(
+                    matches!(b, Err(Error::PeerFailed { rank: Rank(2) })),
+                    "{b:?}"
+                );
+                ctx.notify(seg, Rank(1), NotificationId(5), 1, q).unwrap();
+                ctx.wait(q, T).unwrap();
+                survivors_go_on(&ctx);
+            }
+            1 => {
+                // Blocked for rank 0's word: rank 2's death wakes it first, once, with
+                // PeerFailed; the next wait works normally.
+                // (Rank 0's word may also land before the failure is seen: then it is Ok.)
+                match ctx.notify_waitsome(seg, NotificationId(5), 1, Timeout::BLOCK) {
+                    Err(Error::PeerFailed { rank: Rank(2) }) => {
+                        ctx.notify_waitsome(seg, NotificationId(5), 1, T).unwrap();
+                    }
+                    Ok(id) => assert_eq!(id, NotificationId(5)),
+                    other => panic!("{other:?}"),
+                }
+                assert_eq!(ctx.state_vec()[2], PeerState::Corrupt);
+                survivors_go_on(&ctx);
+            }
+            _ => {
+                for round in 0..ROUNDS {
+                    let id = ctx.notify_waitsome(seg, NotificationId(0), 1, T).unwrap();
+                    assert_eq!(ctx.notify_reset(seg, id).unwrap(), round + 1);
+                    if round == 20 {
+                        // Die in the middle of traffic.
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::this(),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                    ctx.notify(seg, Rank(0), NotificationId(1), 1, q).unwrap();
+                }
+            }
+        }
+        std::process::exit(0);
+    };
+    assert!(!out.timed_out, "{}", out.report());
+    assert_eq!(
+        out.ranks[2].status.and_then(|s| s.signal()),
+        Some(9),
+        "{}",
+        out.report()
+    );
+    for r in &out.ranks[..2] {
+        assert!(r.status.is_some_and(|s| s.success()), "{}", out.report());
+    }
+}
+
+#[test]
+fn killed_peer_tcp() {
+    killed_peer("killed_peer_tcp", TransportChoice::Tcp);
+}
+
+#[test]
+fn killed_peer_shm() {
+    killed_peer("killed_peer_shm", TransportChoice::Shm);
+}
+
+/// Rank 2 sends rank 0 a frame aimed past the end of a segment: rank 0 drops the connection,
+/// marks rank 2 CORRUPT, its memory is unchanged, and ranks 0 and 1 carry on.
+#[test]
+fn hostile_frame_is_dropped() {
+    const NAME: &str = "hostile_frame_is_dropped";
+    let Some(out) = spmd_job(
+        NAME,
+        3,
+        TransportChoice::Tcp,
+        Duration::from_secs(60),
+        |_| {},
+    ) else {
+        let ctx = Context::init().unwrap();
+        let seg = setup(&ctx);
+        let pattern = vec![0xA5u8; 1 << 20];
+        ctx.segment(seg).unwrap().write(0, &pattern).unwrap();
+        ctx.barrier(Group::ALL, T).unwrap();
+        match ctx.rank().0 {
+            2 => {
+                let frame = gaspi::testing::raw_write_frame(0, (1 << 20) - 8, &[0xFF; 64]);
+                ctx.send_raw_frame(Rank(0), frame).unwrap();
+                // Rank 0 hangs up on us.
+                let r = ctx.notify_waitsome(seg, NotificationId(0), 1, T);
+                assert!(
+                    matches!(r, Err(Error::PeerFailed { rank: Rank(0) })),
+                    "{r:?}"
+                );
+                ctx.term(T).unwrap();
+                std::process::exit(0);
+            }
+            0 => {
+                let r = ctx.notify_waitsome(seg, NotificationId(0), 1, T);
+                assert!(
+                    matches!(r, Err(Error::PeerFailed { rank: Rank(2) })),
+                    "{r:?}"
+                );
+                assert_eq!(ctx.state_vec()[2], PeerState::Corrupt);
+                let mut now = vec![0u8; 1 << 20];
+                ctx.segment(seg).unwrap().read(0, &mut now).unwrap();
+                assert!(now == pattern, "segment memory changed");
+            }
+            _ => {}
+        }
+        // Ranks 0 and 1 go on in a group of their own.
+        let g = ctx.group_create().unwrap();
+        ctx.group_add(g, Rank(0)).unwrap();
+        ctx.group_add(g, Rank(1)).unwrap();
+        ctx.group_commit(g, T).unwrap();
+        let peer = Rank(1 - ctx.rank().0);
+        ctx.write_notify(
+            Local::new(seg, 0),
+            Remote::new(peer, seg, 0),
+            1024,
+            NotificationId(3),
+            7,
+            QueueId(0),
+        )
+        .unwrap();
+        assert_eq!(
+            ctx.notify_waitsome(seg, NotificationId(3), 1, T).unwrap(),
+            NotificationId(3)
+        );
+        ctx.wait(QueueId(0), T).unwrap();
+        ctx.barrier(g, T).unwrap();
+        ctx.term(T).unwrap();
+        std::process::exit(0);
+    };
+    out.assert_success();
+}
+
+/// A client with the wrong job token is dropped at the hello; the job carries on.
+#[test]
+fn wrong_token_client_is_dropped() {
+    gaspi::testing::spmd(
+        "wrong_token_client_is_dropped",
+        2,
+        TransportChoice::Tcp,
+        |ctx| {
+            if ctx.rank() == Rank(0) {
+                let addr = ctx.data_listen_addr().unwrap();
+                for hello in [
+                    gaspi::testing::hello_bytes(JobToken([7; 16]), 1, 2),
+                    b"GET / HTTP/1.0\r\n\r\n".to_vec(),
+                ] {
+                    let mut s = TcpStream::connect(addr).unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    let _ = s.write_all(&hello);
+                    // Also try to sneak a frame in behind the hello.
+                    let _ = s.write_all(&gaspi::testing::raw_write_frame(0, 0, &[1; 16]));
+                    let mut buf = [0u8; 16];
+                    let n = s.read(&mut buf).unwrap_or(0);
+                    assert_eq!(n, 0, "connection must be closed without an answer");
+                }
+                assert_eq!(ctx.state_vec(), vec![PeerState::Healthy; 2]);
+            }
+            ctx.barrier(Group::ALL, T).unwrap();
+            ctx.proc_ping(Rank(1 - ctx.rank().0), T).unwrap();
+            ctx.term(T).unwrap();
+        },
+    );
+}
+
+/// One rank presents a different token: it is rejected with a clear error, and rank 0 gives
+/// up within its init timeout instead of hanging.
+#[test]
+fn init_rejects_wrong_token() {
+    const NAME: &str = "init_rejects_wrong_token";
+    if is_rank_of(NAME) {
+        match Context::init() {
+            Ok(_) => std::process::exit(0),
+            Err(e) => {
+                eprintln!("init failed: {e}");
+                std::process::exit(3);
+            }
+        }
+    }
+    let exe = std::env::current_exe().unwrap();
+    let mut job = Job::new(2, exe);
+    job.args = vec!["--exact".into(), NAME.into(), "--nocapture".into()];
+    job.env
+        .push((gaspi::testing::TEST_CASE.into(), NAME.into()));
+    job.env
+        .push((gaspi::env::INIT_TIMEOUT_MS.into(), "2000".into()));
+    job.rank_env
+        .push((1, gaspi::env::JOB_TOKEN.into(), JobToken([9; 16]).to_hex()));
+    job.timeout = Duration::from_secs(30);
+    let out = job.run();
+    assert!(!out.timed_out, "{}", out.report());
+    assert!(
+        out.ranks
+            .iter()
+            .all(|r| r.status.and_then(|s| s.code()) == Some(3)),
+        "{}",
+        out.report()
+    );
+    assert!(
+        out.ranks[1].stderr.contains("wrong job token"),
+        "{}",
+        out.report()
+    );
+    assert!(
+        out.ranks[0].stderr.contains("did not join"),
+        "{}",
+        out.report()
+    );
+}
+
+/// Nobody listens at the rendezvous: init fails with a clear error within its timeout.
+#[test]
+fn init_fails_when_rendezvous_unreachable() {
+    const NAME: &str = "init_fails_when_rendezvous_unreachable";
+    if is_rank_of(NAME) {
+        let mut env = JobEnv::from_env().unwrap();
+        env.rank = Rank(1);
+        let started = Instant::now();
+        let err = Context::init_job(Config::default(), env)
+            .err()
+            .expect("init must fail");
+        let took = started.elapsed();
+        assert!(matches!(err, Error::Bootstrap(_)), "{err:?}");
+        assert!(err.to_string().contains("rendezvous"), "{err}");
+        assert!(
+            took >= Duration::from_millis(900) && took < Duration::from_secs(10),
+            "{took:?}"
+        );
+        std::process::exit(0);
+    }
+    // Start only "rank 1" of a 2-rank job whose rank 0 never comes.
+    let exe = std::env::current_exe().unwrap();
+    let mut job = Job::new(1, exe);
+    job.args = vec!["--exact".into(), NAME.into(), "--nocapture".into()];
+    job.env
+        .push((gaspi::testing::TEST_CASE.into(), NAME.into()));
+    job.env
+        .push((gaspi::env::INIT_TIMEOUT_MS.into(), "1000".into()));
+    job.env.push((gaspi::env::NRANKS.into(), "2".into()));
+    job.timeout = Duration::from_secs(30);
+    job.run().assert_success();
+}
+
+/// Network namespaces as hosts, joined by a veth pair.
+struct Netns {
+    names: [String; 2],
+}
+
+impl Netns {
+    fn create() -> Result<Netns, String> {
+        let id = std::process::id() % 100_000;
+        let names = [format!("tnt-a{id}"), format!("tnt-b{id}")];
+        let run = |args: &[&str]| -> Result<(), String> {
+            let out = std::process::Command::new("ip")
+                .args(args)
+                .output()
+                .map_err(|e| format!("ip: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "ip {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        let ns = Netns {
+            names: names.clone(),
+        };
+        run(&["netns", "add", &names[0]])?;
+        run(&["netns", "add", &names[1]])?;
+        let (va, vb) = (format!("tva{id}"), format!("tvb{id}"));
+        run(&["link", "add", &va, "type", "veth", "peer", "name", &vb])?;
+        run(&["link", "set", &va, "netns", &names[0]])?;
+        run(&["link", "set", &vb, "netns", &names[1]])?;
+        for (n, (dev, ip)) in names
+            .iter()
+            .zip([(&va, "10.199.0.1/24"), (&vb, "10.199.0.2/24")])
+        {
+            run(&["-n", n, "addr", "add", ip, "dev", dev])?;
+            run(&["-n", n, "link", "set", dev, "up"])?;
+            run(&["-n", n, "link", "set", "lo", "up"])?;
+        }
+        Ok(ns)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", n])
+                .status();
+        }
+    }
+}
+
+/// Four ranks, two per namespace: auto picks shared memory inside a namespace and TCP
+/// across the veth link; a ring exchange and the collectives work over both.
+#[test]
+fn multi_host_over_veth() {
+    const NAME: &str = "multi_host_over_veth";
+    if is_rank_of(NAME) {
+        let ctx = Context::init().unwrap();
+        let me = ctx.rank().0;
+        let n = ctx.num_ranks();
+        for r in 0..n {
+            if r != me {
+                let same_ns = r / 2 == me / 2;
+                assert_eq!(ctx.uses_shm_to(Rank(r)), same_ns, "route to rank {r}");
+            }
+        }
+        let seg = setup(&ctx);
+        ctx.segment(seg)
+            .unwrap()
+            .write(0, &[u64::from(me) * 3])
+            .unwrap();
+        let right = Rank((me + 1) % n);
+        ctx.write_notify(
+            Local::new(seg, 0),
+            Remote::new(right, seg, 8),
+            8,
+            NotificationId(0),
+            1,
+            QueueId(0),
+        )
+        .unwrap();
+        ctx.notify_waitsome(seg, NotificationId(0), 1, T).unwrap();
+        let got: u64 = ctx.segment(seg).unwrap().get(8).unwrap();
+        assert_eq!(got, u64::from((me + n - 1) % n) * 3);
+        let mut sum = [0.0f64];
+        ctx.allreduce(&[f64::from(me)], &mut sum, ReduceOp::Sum, Group::ALL, T)
+            .unwrap();
+        assert_eq!(sum[0], 6.0);
+        ctx.wait(QueueId(0), T).unwrap();
+        ctx.barrier(Group::ALL, T).unwrap();
+        ctx.term(T).unwrap();
+        std::process::exit(0);
+    }
+    let ns = match Netns::create() {
+        Ok(ns) => ns,
+        Err(why) => {
+            println!("SKIPPED multi_host_over_veth: cannot create network namespaces here ({why})");
+            return;
+        }
+    };
+    let exe = std::env::current_exe().unwrap();
+    let mut job = Job::new(4, exe);
+    job.args = vec!["--exact".into(), NAME.into(), "--nocapture".into()];
+    job.env
+        .push((gaspi::testing::TEST_CASE.into(), NAME.into()));
+    job.rendezvous_ip = "10.199.0.1".parse().unwrap();
+    let names = ns.names.clone();
+    job.wrapper = Some(Arc::new(move |r| {
+        vec![
+            "ip".into(),
+            "netns".into(),
+            "exec".into(),
+            names[usize::from(r / 2)].clone(),
+        ]
+    }));
+    job.timeout = Duration::from_secs(60);
+    job.run().assert_success();
+}
