@@ -36,15 +36,27 @@ pub fn run(cli: &Cli) -> Result<i32> {
         if let Some(sup) = rec.supervisor.filter(|&p| is_tarantella(p)) {
             if !cli.force {
                 if cli.job_id.is_some() {
-                    return Err(Error::JobStillRunning { job: id.clone(), pid: sup });
+                    return Err(Error::JobStillRunning {
+                        job: id.clone(),
+                        pid: sup,
+                    });
                 }
                 println!("tarantella: job {id} is still running (tarantella pid {sup}); skipped");
                 continue;
             }
             let _ = kill(Pid::from_raw(sup), Signal::SIGTERM);
         }
-        let first = if cli.force { Signal::SIGKILL } else { Signal::SIGTERM };
-        let local: Vec<i32> = rec.pids.iter().filter(|r| r.host.is_none()).map(|r| r.pid).collect();
+        let first = if cli.force {
+            Signal::SIGKILL
+        } else {
+            Signal::SIGTERM
+        };
+        let local: Vec<i32> = rec
+            .pids
+            .iter()
+            .filter(|r| r.host.is_none())
+            .map(|r| r.pid)
+            .collect();
         let stopped = stop_local_groups(id, &local, first, grace);
         let mut hosts: Vec<&str> = rec.pids.iter().filter_map(|r| r.host.as_deref()).collect();
         hosts.sort();
@@ -58,7 +70,9 @@ pub fn run(cli: &Cli) -> Result<i32> {
                 .collect();
             let script = remote_script(id, &groups, first, grace);
             let cmd = shell::join(&["sh".to_string(), "-c".into(), script]);
-            if let Err(e) = crate::spawn::ssh::run_remote(&rec.ssh, h, &cmd, grace + Duration::from_secs(30)) {
+            if let Err(e) =
+                crate::spawn::ssh::run_remote(&rec.ssh, h, &cmd, grace + Duration::from_secs(30))
+            {
                 eprintln!("tarantella: warning: cleanup on {h} failed: {e}");
             }
         }
@@ -91,8 +105,13 @@ fn is_tarantella(pid: i32) -> bool {
 
 /// PIDs on this host in one of `groups` that carry this job's id in their environment.
 fn job_processes(job_id: &str, groups: &[i32]) -> Vec<i32> {
-    let marks = [format!("{JOB_MARK_VAR}={job_id}"), format!("{}={job_id}", gaspi::env::JOB_ID)];
-    let Ok(rd) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let marks = [
+        format!("{JOB_MARK_VAR}={job_id}"),
+        format!("{}={job_id}", gaspi::env::JOB_ID),
+    ];
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     rd.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| {
@@ -134,7 +153,11 @@ fn stop_local_groups(job_id: &str, groups: &[i32], first: Signal, grace: Duratio
 
 /// The same, as a shell script for another host (`pgrep -g` lists a process group).
 fn remote_script(job_id: &str, groups: &[i32], first: Signal, grace: Duration) -> String {
-    let groups = groups.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(" ");
+    let groups = groups
+        .iter()
+        .map(|g| g.to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
     let sig = &first.as_str()[3..];
     format!(
         "id={job_id}; s() {{ for g in {groups}; do for p in $(pgrep -g \"$g\"); do \

@@ -70,7 +70,12 @@ pub struct Cli {
     pub pin_memory_to_socket: bool,
 
     /// Run PROGRAM through this command, e.g. "python3" or "valgrind --leak-check=yes".
-    #[arg(long, visible_alias = "python-interpreter", value_name = "CMD", default_value = "")]
+    #[arg(
+        long,
+        visible_alias = "python-interpreter",
+        value_name = "CMD",
+        default_value = ""
+    )]
     pub interpreter: String,
 
     /// Print what would run on each host, with its environment, and start nothing.
@@ -160,8 +165,18 @@ mod tests {
     #[test]
     fn parses_a_typical_line() {
         let c = Cli::try_parse_from([
-            "tarantella", "-n", "4", "-x", "A=1", "-x", "B=2", "--devices-per-node", "2", "--",
-            "prog", "--flag",
+            "tarantella",
+            "-n",
+            "4",
+            "-x",
+            "A=1",
+            "-x",
+            "B=2",
+            "--devices-per-node",
+            "2",
+            "--",
+            "prog",
+            "--flag",
         ])
         .unwrap();
         assert_eq!(c.nranks, Some(4));

@@ -37,7 +37,9 @@ pub enum Error {
     Invalid(String),
     #[error("bad -x {0:?}: expected VAR=VALUE with VAR made of letters, digits and '_' (not starting with a digit)")]
     BadExport(String),
-    #[error("{what} needs `numactl`, which is not installed on this host (apt-get install numactl)")]
+    #[error(
+        "{what} needs `numactl`, which is not installed on this host (apt-get install numactl)"
+    )]
     NumactlMissing { what: &'static str },
     #[error("cannot start {what}: {source}")]
     Spawn {

@@ -41,7 +41,10 @@ pub fn parse(text: &str) -> Result<Vec<Host>, (usize, String)> {
         let mut words = line.split_whitespace();
         let name = words.next().unwrap_or_default();
         if !valid_host(name) {
-            return Err((lineno, format!("{name:?} is not a valid host name or address")));
+            return Err((
+                lineno,
+                format!("{name:?} is not a valid host name or address"),
+            ));
         }
         let mut slots = None;
         for w in words {
@@ -62,7 +65,10 @@ pub fn parse(text: &str) -> Result<Vec<Host>, (usize, String)> {
         if let Some(prev) = hosts.iter().position(|h| h.name == name) {
             return Err((
                 lineno,
-                format!("host {name:?} is listed twice (first as host {}); give it slots=K instead", prev + 1),
+                format!(
+                    "host {name:?} is listed twice (first as host {}); give it slots=K instead",
+                    prev + 1
+                ),
             ));
         }
         hosts.push(Host {
@@ -88,13 +94,23 @@ mod tests {
 
     #[test]
     fn parses_hosts_slots_and_comments() {
-        let h = parse("# cluster\nnode1 slots=4\n\n  node2   # second\n10.0.0.3 slots=1\n").unwrap();
+        let h =
+            parse("# cluster\nnode1 slots=4\n\n  node2   # second\n10.0.0.3 slots=1\n").unwrap();
         assert_eq!(
             h,
             vec![
-                Host { name: "node1".into(), slots: Some(4) },
-                Host { name: "node2".into(), slots: None },
-                Host { name: "10.0.0.3".into(), slots: Some(1) },
+                Host {
+                    name: "node1".into(),
+                    slots: Some(4)
+                },
+                Host {
+                    name: "node2".into(),
+                    slots: None
+                },
+                Host {
+                    name: "10.0.0.3".into(),
+                    slots: Some(1)
+                },
             ]
         );
     }

@@ -87,19 +87,31 @@ impl Plan {
             .map(|x| parse_export(x))
             .collect::<Result<Vec<_>>>()?;
         if !(cli.timeout.is_finite() && cli.timeout > 0.0) {
-            return Err(Error::Invalid(format!("--timeout {} must be positive", cli.timeout)));
+            return Err(Error::Invalid(format!(
+                "--timeout {} must be positive",
+                cli.timeout
+            )));
         }
         if !(cli.grace.is_finite() && cli.grace >= 0.0) {
-            return Err(Error::Invalid(format!("--grace {} must not be negative", cli.grace)));
+            return Err(Error::Invalid(format!(
+                "--grace {} must not be negative",
+                cli.grace
+            )));
         }
         if cli.nranks == Some(0) || cli.n_per_node == Some(0) {
-            return Err(Error::Invalid("-n and --n-per-node must be at least 1".into()));
+            return Err(Error::Invalid(
+                "-n and --n-per-node must be at least 1".into(),
+            ));
         }
         let job_id = match &cli.job_id {
             Some(id) => validate_job_id(id)?,
             None => JobToken::random()?.to_hex()[..12].to_string(),
         };
-        let gpus = if cli.no_gpu { None } else { Some(detect_gpus()) };
+        let gpus = if cli.no_gpu {
+            None
+        } else {
+            Some(detect_gpus())
+        };
         let mode = if cli.hostfile.is_some() {
             Mode::Ssh
         } else if std::env::var_os("SLURM_JOB_ID").is_some() {
@@ -157,7 +169,9 @@ impl Plan {
             Mode::Slurm => (Vec::new(), cli.nranks.unwrap_or(0)),
         };
         if nranks > usize::from(u16::MAX) {
-            return Err(Error::Invalid(format!("-n {nranks} is more than 65535 ranks")));
+            return Err(Error::Invalid(format!(
+                "-n {nranks} is more than 65535 ranks"
+            )));
         }
 
         let mut argv = shell::split(&cli.interpreter)?;
@@ -180,7 +194,11 @@ impl Plan {
         });
         if pin.is_some() && mode == Mode::Local && find_on_path("numactl").is_none() {
             return Err(Error::NumactlMissing {
-                what: if cli.pin_to_socket { "--pin-to-socket" } else { "--pin-memory-to-socket" },
+                what: if cli.pin_to_socket {
+                    "--pin-to-socket"
+                } else {
+                    "--pin-memory-to-socket"
+                },
             });
         }
         Ok(Plan {
@@ -252,8 +270,14 @@ impl Plan {
         let mut vars = vec![
             (genv::JOB_TOKEN.to_string(), self.token.to_hex()),
             (genv::JOB_ID.to_string(), self.job_id.clone()),
-            (genv::INIT_TIMEOUT_MS.to_string(), self.cli_env.init_timeout_ms.to_string()),
-            (genv::TRANSPORT.to_string(), self.cli_env.transport.to_string()),
+            (
+                genv::INIT_TIMEOUT_MS.to_string(),
+                self.cli_env.init_timeout_ms.to_string(),
+            ),
+            (
+                genv::TRANSPORT.to_string(),
+                self.cli_env.transport.to_string(),
+            ),
         ];
         self.common_vars(&mut vars, true, None);
         vars
@@ -262,7 +286,10 @@ impl Plan {
     fn common_vars(&self, vars: &mut Vec<(String, String)>, loud: bool, local: Option<usize>) {
         let c = &self.cli_env;
         let mut push = |k: &str, v: String| vars.push((k.to_string(), v));
-        push(genv::LOG, if loud { c.log_level } else { "error" }.to_string());
+        push(
+            genv::LOG,
+            if loud { c.log_level } else { "error" }.to_string(),
+        );
         push("TNT_LOG_LEVEL", c.log_level.to_string());
         push("TNT_LOG_ON_ALL_DEVICES", u8::from(c.log_on_all).to_string());
         push("TNT_FUSION_THRESHOLD_KB", c.fusion_kb.to_string());
@@ -353,7 +380,9 @@ fn place(caps: &[(Option<String>, usize)], n: usize) -> Vec<RankPlan> {
 }
 
 fn parse_export(x: &str) -> Result<(String, String)> {
-    let (k, v) = x.split_once('=').ok_or_else(|| Error::BadExport(x.to_string()))?;
+    let (k, v) = x
+        .split_once('=')
+        .ok_or_else(|| Error::BadExport(x.to_string()))?;
     let ok = !k.is_empty()
         && !k.as_bytes()[0].is_ascii_digit()
         && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
@@ -450,17 +479,31 @@ mod tests {
         let r = place(&caps, 3);
         let v: Vec<_> = r
             .iter()
-            .map(|r| (r.rank, r.host.clone().unwrap(), r.local_rank, r.local_nranks))
+            .map(|r| {
+                (
+                    r.rank,
+                    r.host.clone().unwrap(),
+                    r.local_rank,
+                    r.local_nranks,
+                )
+            })
             .collect();
         assert_eq!(
             v,
-            vec![(0, "a".into(), 0, 2), (1, "a".into(), 1, 2), (2, "b".into(), 0, 1)]
+            vec![
+                (0, "a".into(), 0, 2),
+                (1, "a".into(), 1, 2),
+                (2, "b".into(), 0, 1)
+            ]
         );
     }
 
     #[test]
     fn exports_are_validated() {
-        assert_eq!(parse_export("A_1=x=y").unwrap(), ("A_1".into(), "x=y".into()));
+        assert_eq!(
+            parse_export("A_1=x=y").unwrap(),
+            ("A_1".into(), "x=y".into())
+        );
         assert_eq!(parse_export("E=").unwrap(), ("E".into(), String::new()));
         for bad in ["noequals", "=v", "1A=v", "A-B=v"] {
             assert!(parse_export(bad).is_err(), "{bad}");

@@ -98,6 +98,8 @@ impl JobDir {
     pub fn finish(&self) {
         let _ = fs::remove_file(self.path.join("pids"));
         let _ = fs::remove_file(self.path.join("job"));
+        // Keep the directory only when it holds rank logs.
+        let _ = fs::remove_dir(&self.path);
     }
 }
 
@@ -157,8 +159,16 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tnt-rundir-test-{}", std::process::id()));
         let ssh = vec!["ssh".to_string(), "-p".into(), "2222".into()];
         let mut jd = JobDir::create(&dir.join("j1"), &ssh).unwrap();
-        let a = PidRecord { rank: 0, host: None, pid: 1234 };
-        let b = PidRecord { rank: 1, host: Some("node2".into()), pid: 99 };
+        let a = PidRecord {
+            rank: 0,
+            host: None,
+            pid: 1234,
+        };
+        let b = PidRecord {
+            rank: 1,
+            host: Some("node2".into()),
+            pid: 99,
+        };
         jd.record(&a).unwrap();
         jd.record(&b).unwrap();
         let rec = read(&dir.join("j1")).unwrap().unwrap();

@@ -6,9 +6,8 @@ use crate::error::{Error, Result};
 /// Quotes `s` for a POSIX shell; plain words stay as they are.
 pub fn quote(s: &str) -> String {
     let plain = !s.is_empty()
-        && s.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b)
-        });
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b));
     if plain {
         s.to_string()
     } else {
@@ -89,7 +88,15 @@ mod tests {
 
     #[test]
     fn quoting_roundtrips_through_split() {
-        for w in ["plain", "", "a b", "it's", "$HOME", "x=\"y\"", "back\\slash"] {
+        for w in [
+            "plain",
+            "",
+            "a b",
+            "it's",
+            "$HOME",
+            "x=\"y\"",
+            "back\\slash",
+        ] {
             assert_eq!(split(&quote(w)).unwrap(), vec![w.to_string()], "{w:?}");
         }
     }

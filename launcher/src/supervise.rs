@@ -120,7 +120,9 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
         }
         Outcome::Interrupted(sig) => eprintln!(
             "tarantella: received {}; stopping all ranks",
-            Signal::try_from(*sig).map(|s| s.as_str()).unwrap_or("a signal")
+            Signal::try_from(*sig)
+                .map(|s| s.as_str())
+                .unwrap_or("a signal")
         ),
         Outcome::Done => {}
     }

@@ -27,7 +27,7 @@ fn main() -> ExitCode {
     let rank = env.rank.0;
     let args: Vec<String> = std::env::args().skip(1).collect();
     println!(
-        "probe rank={rank} nranks={} local_rank={} local_nranks={} job={} pid={} rendezvous={} transport={} token_len={}",
+        "probe rank={rank} nranks={} local_rank={} local_nranks={} job={} pid={} rendezvous={} transport={} token_len={} netns={}",
         env.nranks,
         env.local_rank,
         env.local_nranks,
@@ -36,6 +36,9 @@ fn main() -> ExitCode {
         env.rendezvous.as_deref().unwrap_or("-"),
         env.transport,
         env.token.to_hex().len(),
+        std::fs::read_link("/proc/self/ns/net")
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "-".into()),
     );
     let mut sleep = false;
     let mut exit = 0u8;
@@ -44,7 +47,10 @@ fn main() -> ExitCode {
         let next = args.get(i + 1).cloned().unwrap_or_default();
         match args[i].as_str() {
             "--env" => {
-                println!("env {next}={}", std::env::var(&next).unwrap_or_else(|_| "<unset>".into()));
+                println!(
+                    "env {next}={}",
+                    std::env::var(&next).unwrap_or_else(|_| "<unset>".into())
+                );
                 i += 1;
             }
             "--touch-shm" => {
@@ -57,7 +63,11 @@ fn main() -> ExitCode {
             }
             "--child" => {
                 let exe = std::env::current_exe().expect("own path");
-                match std::process::Command::new(exe).arg("--sleep").stdout(std::process::Stdio::null()).spawn() {
+                match std::process::Command::new(exe)
+                    .arg("--sleep")
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                {
                     Ok(c) => println!("child={}", c.id()),
                     Err(e) => {
                         eprintln!("probe: cannot start a child: {e}");
@@ -127,9 +137,12 @@ fn rendezvous(env: &JobEnv) -> Result<(), String> {
             match l.accept() {
                 Ok((s, _)) => {
                     s.set_nonblocking(false).map_err(|e| e.to_string())?;
-                    s.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+                    s.set_read_timeout(Some(Duration::from_secs(10)))
+                        .map_err(|e| e.to_string())?;
                     let mut line = String::new();
-                    BufReader::new(&s).read_line(&mut line).map_err(|e| e.to_string())?;
+                    BufReader::new(&s)
+                        .read_line(&mut line)
+                        .map_err(|e| e.to_string())?;
                     if line.split_whitespace().nth(2) != Some(token.as_str()) {
                         return Err(format!("peer presented a wrong token: {line:?}"));
                     }
@@ -152,8 +165,14 @@ fn rendezvous(env: &JobEnv) -> Result<(), String> {
                 Ok(s) => {
                     writeln!(&s, "rank {} {token}", env.rank.0).map_err(|e| e.to_string())?;
                     let mut line = String::new();
-                    BufReader::new(&s).read_line(&mut line).map_err(|e| e.to_string())?;
-                    return if line.trim() == "ok" { Ok(()) } else { Err(format!("answer {line:?}")) };
+                    BufReader::new(&s)
+                        .read_line(&mut line)
+                        .map_err(|e| e.to_string())?;
+                    return if line.trim() == "ok" {
+                        Ok(())
+                    } else {
+                        Err(format!("answer {line:?}"))
+                    };
                 }
                 Err(e) if Instant::now() > deadline => return Err(format!("connect {sa}: {e}")),
                 Err(_) => std::thread::sleep(Duration::from_millis(20)),

@@ -36,7 +36,9 @@ pub fn spawn(
     }
     Ok(Proc {
         rank: Some(rank),
-        host: "localhost".into(),
+        host: nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "localhost".into()),
         child,
         kind: Kind::Local,
         open_streams: open,

@@ -120,9 +120,16 @@ impl Proc {
     pub fn signal(&mut self, sig: Signal) {
         match &mut self.kind {
             Kind::Ssh { control, .. } => {
-                let word = if sig == Signal::SIGKILL { "kill\n" } else { "term\n" };
+                let word = if sig == Signal::SIGKILL {
+                    "kill\n"
+                } else {
+                    "term\n"
+                };
                 if let Some(c) = control {
-                    if c.write_all(word.as_bytes()).and_then(|_| c.flush()).is_err() {
+                    if c.write_all(word.as_bytes())
+                        .and_then(|_| c.flush())
+                        .is_err()
+                    {
                         *control = None;
                     }
                 }
@@ -263,11 +270,23 @@ pub fn pump<R: Read + Send + 'static>(
 }
 
 /// The sinks of one rank: shown on the terminal, or written to `log`.
-pub fn sinks(rank: usize, show: bool, prefix: bool, log: &std::path::Path) -> std::io::Result<(Sink, Sink)> {
+pub fn sinks(
+    rank: usize,
+    show: bool,
+    prefix: bool,
+    log: &std::path::Path,
+) -> std::io::Result<(Sink, Sink)> {
     if show {
-        let prefix = if prefix { format!("[rank {rank}] ") } else { String::new() };
+        let prefix = if prefix {
+            format!("[rank {rank}] ")
+        } else {
+            String::new()
+        };
         Ok((
-            Sink::Terminal { err: false, prefix: prefix.clone() },
+            Sink::Terminal {
+                err: false,
+                prefix: prefix.clone(),
+            },
             Sink::Terminal { err: true, prefix },
         ))
     } else {

@@ -55,7 +55,11 @@ pub fn command_line(plan: &Plan) -> Vec<String> {
 /// `--dry-run` text.
 pub fn describe(plan: &Plan) -> String {
     let mut words = vec!["env".to_string()];
-    words.extend(plan.slurm_env().into_iter().map(|(k, v)| format!("{k}={v}")));
+    words.extend(
+        plan.slurm_env()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}")),
+    );
     words.extend(command_line(plan));
     format!(
         "# one srun step; each rank maps SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID to GASPI_*\n{}\n",
@@ -99,7 +103,10 @@ pub fn first_failure(run_dir: &Path) -> Option<(usize, String, i32)> {
         let mut w = text.split_whitespace();
         let code = w.next().and_then(|c| c.parse().ok()).unwrap_or(1);
         let host = w.next().unwrap_or("?").to_string();
-        let t = e.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
+        let t = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .unwrap_or(std::time::UNIX_EPOCH);
         found.push((t, rank, host, code));
     }
     found.sort();

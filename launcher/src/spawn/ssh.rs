@@ -25,7 +25,7 @@ const WRAPPER: &str = concat!(
     "printf '\\036TNT pid %s\\n' \"$c\" >&2; ",
     "( while read -r m; do case \"$m\" in term) kill -TERM -\"$c\";; kill) kill -KILL -\"$c\";; esac; done; ",
     "kill -TERM -\"$c\" && sleep 3 && kill -KILL -\"$c\" ) <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; ",
-    "wait \"$c\"; r=$?; kill \"$w\" 2>/dev/null; kill -TERM -\"$c\" 2>/dev/null; ",
+    "wait \"$c\" 2>/dev/null; r=$?; kill \"$w\" 2>/dev/null; kill -TERM -\"$c\" 2>/dev/null; ",
     "printf '\\036TNT exit %s\\n' \"$r\" >&2; exit \"$r\""
 );
 
@@ -119,7 +119,12 @@ pub fn spawn(
 }
 
 /// Runs `remote` on `host` and returns its stdout, or why it failed.
-pub fn run_remote(base: &[String], host: &str, remote: &str, limit: Duration) -> Result<String, String> {
+pub fn run_remote(
+    base: &[String],
+    host: &str,
+    remote: &str,
+    limit: Duration,
+) -> Result<String, String> {
     let line = command_line(base, host, remote);
     let mut child = Command::new(&line[0])
         .args(&line[1..])
@@ -158,7 +163,10 @@ pub fn run_remote(base: &[String], host: &str, remote: &str, limit: Duration) ->
             }
         }
     };
-    let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+    let (out, err) = (
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    );
     if status.success() {
         Ok(out)
     } else {
@@ -193,7 +201,11 @@ fn pick_port(text: &str) -> Option<u16> {
         .split_whitespace()
         .filter_map(|w| w.parse().ok())
         .collect();
-    let eph_low = range.first().copied().unwrap_or(32768).clamp(10_001, 65_536);
+    let eph_low = range
+        .first()
+        .copied()
+        .unwrap_or(32768)
+        .clamp(10_001, 65_536);
     let used: std::collections::HashSet<u32> = lines
         .filter_map(|l| l.split_whitespace().nth(1))
         .filter_map(|a| a.rsplit(':').next())
