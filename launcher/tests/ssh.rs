@@ -385,9 +385,9 @@ fn namespaces(dir: &TempDir, addrs: [&str; 2]) -> Result<Namespaces, String> {
         ip(&["-n", &ns.names[i], "link", "set", &veth[i], "up"])?;
         ip(&["-n", &ns.names[i], "link", "set", "lo", "up"])?;
     }
-    for i in 0..2 {
+    for (addr, name) in addrs.iter().zip(ns.names.clone()) {
         ns.sshds
-            .push(start_sshd(dir.path(), addrs[i], 2222, Some(&ns.names[i]))?);
+            .push(start_sshd(dir.path(), addr, 2222, Some(&name))?);
     }
     Ok(ns)
 }
