@@ -112,7 +112,7 @@ impl Proc {
     pub fn label(&self) -> String {
         match self.rank {
             Some(r) => format!("rank {r} on {}", self.host),
-            None => format!("the srun step on {}", self.host),
+            None => "srun".to_string(),
         }
     }
 
