@@ -1,1 +1,56 @@
-//! The `tarantella` launcher. Not built yet: see the launcher issue.
+//! The `tarantella` launcher: starts a program as the N ranks of a GASPI job, supervises them
+//! and tears the job down cleanly.
+//!
+//! ```text
+//! tarantella -n 4 -- ./train --epochs 3                 # 4 ranks on this host
+//! tarantella --hostfile hosts -x OMP_NUM_THREADS=2 -- ./train   # through ssh
+//! tarantella --dry-run -n 2 -- ./train                  # show what would run
+//! tarantella --cleanup --job-id 1a2b3c4d5e6f            # stop a crashed job's leftovers
+//! ```
+//!
+//! Each rank gets the variables of [`gaspi::env`] (rank, size, local rank, rendezvous, job
+//! token and id, ...) plus `TNT_*` settings for the trainer. Ranks run locally, through ssh
+//! (with `--hostfile`) or through `srun` (inside a Slurm allocation). When a rank fails or
+//! `tarantella` gets SIGINT/SIGTERM, every rank's process group gets SIGTERM, then SIGKILL
+//! after a grace period, and the job's `/dev/shm/tnt-<job>-*` files are removed.
+//!
+//! The library API mirrors the binary:
+//!
+//! ```no_run
+//! use clap::Parser;
+//! let cli = launcher::cli::Cli::parse_from(["tarantella", "--dry-run", "-n", "2", "--", "true"]);
+//! let status = launcher::run(&cli).expect("launch failed");
+//! assert_eq!(status, 0);
+//! ```
+
+pub mod cleanup;
+pub mod cli;
+pub mod error;
+pub mod hostfile;
+pub mod plan;
+pub mod rundir;
+pub mod shell;
+pub mod signals;
+pub mod spawn;
+pub mod supervise;
+
+pub use error::{Error, Result};
+
+/// Does what the command line asks; returns the exit status for `tarantella`.
+pub fn run(cli: &cli::Cli) -> Result<i32> {
+    if cli.cleanup {
+        return cleanup::run(cli);
+    }
+    let mut plan = plan::Plan::new(cli)?;
+    if cli.dry_run {
+        let ssh = match plan.mode {
+            plan::Mode::Ssh => spawn::ssh::base_command()?,
+            _ => Vec::new(),
+        };
+        let ssh_line = spawn::ssh::command_line(&ssh, "HOST", "");
+        let base = &ssh_line[..ssh_line.len() - 3];
+        print!("{}", plan.describe(base));
+        return Ok(0);
+    }
+    supervise::run(&mut plan)
+}

@@ -1,0 +1,182 @@
+//! Test helper for the launcher: a stand-in for a GASPI program that only reads the job
+//! environment (no gaspi runtime needed).
+//!
+//! Prints `probe rank=K nranks=N local_rank=L local_nranks=M job=ID pid=P ...`, then acts on:
+//! `--env NAME` (print `env NAME=value`), `--touch-shm` (create `/dev/shm/tnt-<job>-probe-K`),
+//! `--child` (start a grandchild in the same process group, print `child=PID`),
+//! `--rendezvous` (rank 0 listens on GASPI_RENDEZVOUS, the others connect and present the
+//! job token), `--fail-rank R:CODE` (rank R exits with CODE), `--kill-rank R:SIG` (rank R
+//! kills itself with signal SIG), `--sleep` (wait until killed), `--exit CODE`.
+//! It prints `probe ready rank=K` once set up.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use gaspi::env::JobEnv;
+
+fn main() -> ExitCode {
+    let env = match JobEnv::from_env() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("probe: bad job environment: {e}");
+            return ExitCode::from(90);
+        }
+    };
+    let rank = env.rank.0;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    println!(
+        "probe rank={rank} nranks={} local_rank={} local_nranks={} job={} pid={} rendezvous={} transport={} token_len={} netns={}",
+        env.nranks,
+        env.local_rank,
+        env.local_nranks,
+        env.job_id,
+        std::process::id(),
+        env.rendezvous.as_deref().unwrap_or("-"),
+        env.transport,
+        env.token.to_hex().len(),
+        std::fs::read_link("/proc/self/ns/net")
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "-".into()),
+    );
+    let mut sleep = false;
+    let mut exit = 0u8;
+    let mut i = 0;
+    while i < args.len() {
+        let next = args.get(i + 1).cloned().unwrap_or_default();
+        match args[i].as_str() {
+            "--env" => {
+                println!(
+                    "env {next}={}",
+                    std::env::var(&next).unwrap_or_else(|_| "<unset>".into())
+                );
+                i += 1;
+            }
+            "--touch-shm" => {
+                let p = format!("/dev/shm/tnt-{}-probe-{rank}", env.job_id);
+                if let Err(e) = std::fs::write(&p, b"probe") {
+                    eprintln!("probe: cannot create {p}: {e}");
+                    return ExitCode::from(91);
+                }
+                println!("shm={p}");
+            }
+            "--child" => {
+                let exe = std::env::current_exe().expect("own path");
+                match std::process::Command::new(exe)
+                    .arg("--sleep")
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                {
+                    Ok(c) => println!("child={}", c.id()),
+                    Err(e) => {
+                        eprintln!("probe: cannot start a child: {e}");
+                        return ExitCode::from(92);
+                    }
+                }
+            }
+            "--rendezvous" => {
+                if let Err(e) = rendezvous(&env) {
+                    eprintln!("probe: rendezvous failed: {e}");
+                    return ExitCode::from(93);
+                }
+                println!("rendezvous ok rank={rank}");
+            }
+            "--fail-rank" | "--kill-rank" => {
+                let (r, v) = next.split_once(':').unwrap_or(("", ""));
+                if r.parse::<u16>().ok() == Some(rank) {
+                    let v: i32 = v.parse().unwrap_or(1);
+                    println!("probe ready rank={rank}");
+                    if args[i] == "--fail-rank" {
+                        eprintln!("probe: rank {rank} fails with {v} as asked");
+                        return ExitCode::from(v as u8);
+                    }
+                    let sig = nix::sys::signal::Signal::try_from(v).expect("signal number");
+                    let _ = nix::sys::signal::raise(sig);
+                }
+                i += 1;
+            }
+            "--sleep" => sleep = true,
+            "--exit" => {
+                exit = next.parse().unwrap_or(1);
+                i += 1;
+            }
+            other => {
+                eprintln!("probe: unknown argument {other}");
+                return ExitCode::from(94);
+            }
+        }
+        i += 1;
+    }
+    println!("probe ready rank={rank}");
+    if sleep {
+        loop {
+            std::thread::park();
+        }
+    }
+    ExitCode::from(exit)
+}
+
+/// Rank 0 accepts every other rank on the rendezvous address; each presents the token.
+fn rendezvous(env: &JobEnv) -> Result<(), String> {
+    let Some(addr) = env.rendezvous.as_deref() else {
+        return Ok(());
+    };
+    let deadline = Instant::now() + Duration::from_millis(env.init_timeout_ms);
+    let token = env.token.to_hex();
+    let sa = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("{addr}: {e}"))?
+        .next()
+        .ok_or(format!("{addr}: no address"))?;
+    if env.rank.0 == 0 {
+        let l = TcpListener::bind(sa).map_err(|e| format!("bind {sa}: {e}"))?;
+        l.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let mut seen = 1;
+        while seen < env.nranks {
+            match l.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false).map_err(|e| e.to_string())?;
+                    s.set_read_timeout(Some(Duration::from_secs(10)))
+                        .map_err(|e| e.to_string())?;
+                    let mut line = String::new();
+                    BufReader::new(&s)
+                        .read_line(&mut line)
+                        .map_err(|e| e.to_string())?;
+                    if line.split_whitespace().nth(2) != Some(token.as_str()) {
+                        return Err(format!("peer presented a wrong token: {line:?}"));
+                    }
+                    (&s).write_all(b"ok\n").map_err(|e| e.to_string())?;
+                    seen += 1;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() > deadline {
+                        return Err(format!("only {seen} of {} ranks arrived", env.nranks));
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(())
+    } else {
+        loop {
+            match TcpStream::connect_timeout(&sa, Duration::from_secs(2)) {
+                Ok(s) => {
+                    writeln!(&s, "rank {} {token}", env.rank.0).map_err(|e| e.to_string())?;
+                    let mut line = String::new();
+                    BufReader::new(&s)
+                        .read_line(&mut line)
+                        .map_err(|e| e.to_string())?;
+                    return if line.trim() == "ok" {
+                        Ok(())
+                    } else {
+                        Err(format!("answer {line:?}"))
+                    };
+                }
+                Err(e) if Instant::now() > deadline => return Err(format!("connect {sa}: {e}")),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+}

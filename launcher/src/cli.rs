@@ -1,0 +1,188 @@
+//! Command-line options of `tarantella` (clap).
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+use gaspi::env::TransportChoice;
+
+/// Starts PROGRAM as N cooperating ranks (processes) of one GASPI job, supervises them, and
+/// stops all of them when one fails or when you press Ctrl-C.
+///
+/// Without --hostfile all ranks run on this host. With --hostfile ranks are started on the
+/// listed hosts through ssh. Inside a Slurm allocation (SLURM_JOB_ID set, no --hostfile)
+/// ranks are started with srun.
+#[derive(Debug, Parser)]
+#[command(
+    name = "tarantella",
+    version,
+    after_help = "Examples:\n  \
+        tarantella -n 4 -- ./train --epochs 3\n  \
+        tarantella --hostfile hosts --n-per-node 2 -x OMP_NUM_THREADS=4 -- python3 train.py\n  \
+        tarantella --dry-run -n 2 -- ./train\n  \
+        tarantella --cleanup --job-id 1a2b3c4d5e6f\n\n\
+        Environment: TARANTELLA_SSH overrides the ssh command (e.g. \"ssh -p 2222 -i key\"),\n\
+        TARANTELLA_RUN_DIR where job records and rank logs are kept."
+)]
+pub struct Cli {
+    /// Number of ranks to start [default: hostfile slots, else GPUs on this host, else 1].
+    #[arg(short = 'n', long = "np", value_name = "N")]
+    pub nranks: Option<usize>,
+
+    /// File with one host per line: `name [slots=K]`; `#` starts a comment.
+    #[arg(long, value_name = "FILE")]
+    pub hostfile: Option<PathBuf>,
+
+    /// Ranks per host (at most the host's slots).
+    #[arg(long, visible_alias = "devices-per-node", value_name = "K")]
+    pub n_per_node: Option<usize>,
+
+    /// Do not use GPUs: hide them from every rank (CUDA_VISIBLE_DEVICES="").
+    #[arg(long)]
+    pub no_gpu: bool,
+
+    /// Export VAR=VALUE on every rank (repeatable; applied in the given order).
+    #[arg(short = 'x', value_name = "VAR=VALUE")]
+    pub export: Vec<String>,
+
+    /// Tensor fusion threshold in KiB for the trainer (exported as TNT_FUSION_THRESHOLD_KB).
+    #[arg(long, value_name = "KB", default_value_t = 32)]
+    pub fusion_threshold: u64,
+
+    /// Log level of the runtime on the ranks (exported as GASPI_LOG and TNT_LOG_LEVEL).
+    #[arg(long, value_enum, default_value_t = LogLevel::Warn)]
+    pub log_level: LogLevel,
+
+    /// Log on every rank, not only on rank 0 (exported as TNT_LOG_ON_ALL_DEVICES=1).
+    #[arg(long)]
+    pub log_on_all_devices: bool,
+
+    /// Show every rank's stdout/stderr, prefixed with `[rank k]`. Otherwise only rank 0's
+    /// output is shown and the others go to rank-K.log files in the job's run directory.
+    #[arg(long)]
+    pub output_on_all_devices: bool,
+
+    /// Bind each rank's CPUs to one socket (NUMA node), round-robin by local rank (numactl).
+    #[arg(long)]
+    pub pin_to_socket: bool,
+
+    /// Bind each rank's memory to one socket (NUMA node), round-robin by local rank (numactl).
+    #[arg(long)]
+    pub pin_memory_to_socket: bool,
+
+    /// Run PROGRAM through this command, e.g. "python3" or "valgrind --leak-check=yes".
+    #[arg(
+        long,
+        visible_alias = "python-interpreter",
+        value_name = "CMD",
+        default_value = ""
+    )]
+    pub interpreter: String,
+
+    /// Print what would run on each host, with its environment, and start nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Stop a job's leftover ranks (by their recorded PIDs) on every host and remove its
+    /// shared-memory files. Without --job-id: every recorded job whose tarantella is gone.
+    #[arg(long)]
+    pub cleanup: bool,
+
+    /// With --cleanup: also clean up a job whose tarantella still runs, and kill at once.
+    #[arg(long, requires = "cleanup")]
+    pub force: bool,
+
+    /// Job id (letters, digits, '-', '_', '.'): names the run directory and shared memory.
+    /// [default: random]. With --cleanup: the job to clean up.
+    #[arg(long, value_name = "ID")]
+    pub job_id: Option<String>,
+
+    /// Seconds each rank waits for the rendezvous with its peers (GASPI_INIT_TIMEOUT_MS).
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub timeout: f64,
+
+    /// Seconds between SIGTERM and SIGKILL when stopping ranks.
+    #[arg(long, value_name = "SECS", default_value_t = 3.0)]
+    pub grace: f64,
+
+    /// How ranks exchange data (GASPI_TRANSPORT): shared memory on one host and TCP across
+    /// hosts (auto), TCP only, or shared memory only.
+    #[arg(long, value_enum, default_value_t = Transport::Auto)]
+    pub transport: Transport,
+
+    /// The program to run on every rank, then its arguments (after `--`).
+    #[arg(last = true, value_name = "PROGRAM [ARGS]")]
+    pub command: Vec<String>,
+}
+
+/// `--log-level`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+impl LogLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+        }
+    }
+}
+
+/// `--transport`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Transport {
+    Auto,
+    Tcp,
+    Shm,
+}
+
+impl From<Transport> for TransportChoice {
+    fn from(t: Transport) -> Self {
+        match t {
+            Transport::Auto => TransportChoice::Auto,
+            Transport::Tcp => TransportChoice::Tcp,
+            Transport::Shm => TransportChoice::Shm,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_a_typical_line() {
+        let c = Cli::try_parse_from([
+            "tarantella",
+            "-n",
+            "4",
+            "-x",
+            "A=1",
+            "-x",
+            "B=2",
+            "--devices-per-node",
+            "2",
+            "--",
+            "prog",
+            "--flag",
+        ])
+        .unwrap();
+        assert_eq!(c.nranks, Some(4));
+        assert_eq!(c.export, ["A=1", "B=2"]);
+        assert_eq!(c.n_per_node, Some(2));
+        assert_eq!(c.command, ["prog", "--flag"]);
+        assert_eq!(c.fusion_threshold, 32);
+    }
+}

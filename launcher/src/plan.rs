@@ -1,0 +1,520 @@
+//! What runs where: the ranks of a job, their hosts, environment and command line. Built
+//! once from the options, printed by `--dry-run` and executed by the spawners.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gaspi::env::{self as genv, JobEnv, JobToken};
+use gaspi::Rank;
+
+use crate::cli::Cli;
+use crate::error::{Error, Result};
+use crate::{hostfile, rundir, shell};
+
+/// How ranks are started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// All ranks are children of `tarantella` on this host.
+    Local,
+    /// Ranks are started through `ssh` on the hostfile's hosts.
+    Ssh,
+    /// One `srun` starts all ranks inside a Slurm allocation.
+    Slurm,
+}
+
+/// One rank of a local or ssh job.
+#[derive(Clone, Debug)]
+pub struct RankPlan {
+    pub rank: usize,
+    /// `None` for this host (local mode).
+    pub host: Option<String>,
+    pub local_rank: usize,
+    pub local_nranks: usize,
+}
+
+/// The whole job.
+#[derive(Debug)]
+pub struct Plan {
+    pub mode: Mode,
+    pub job_id: String,
+    pub token: JobToken,
+    pub nranks: usize,
+    /// Local and ssh modes: every rank. Slurm mode: empty (srun places the ranks).
+    pub ranks: Vec<RankPlan>,
+    /// Slurm mode: `--ntasks-per-node`.
+    pub slurm_per_node: Option<usize>,
+    /// `host:port` of rank 0's bootstrap listener, once known.
+    pub rendezvous: Option<String>,
+    /// Command line of each rank before the per-rank numactl prefix.
+    pub argv: Vec<String>,
+    /// numactl binding per local rank: `Some(sockets)` when pinning is asked for.
+    pub pin: Option<Pinning>,
+    pub run_dir: PathBuf,
+    pub show_all_output: bool,
+    pub grace: Duration,
+    cli_env: CommonEnv,
+}
+
+/// `--pin-to-socket` / `--pin-memory-to-socket`.
+#[derive(Clone, Copy, Debug)]
+pub struct Pinning {
+    pub cpus: bool,
+    pub memory: bool,
+    /// NUMA nodes per host (this host's count; hosts are assumed alike).
+    pub sockets: usize,
+}
+
+#[derive(Debug)]
+struct CommonEnv {
+    init_timeout_ms: u64,
+    transport: genv::TransportChoice,
+    log_level: &'static str,
+    log_on_all: bool,
+    fusion_kb: u64,
+    gpus: Option<usize>,
+    exports: Vec<(String, String)>,
+}
+
+impl Plan {
+    /// Builds the plan from the options and what this host offers.
+    pub fn new(cli: &Cli) -> Result<Plan> {
+        if cli.command.is_empty() {
+            return Err(Error::NoProgram);
+        }
+        let exports = cli
+            .export
+            .iter()
+            .map(|x| parse_export(x))
+            .collect::<Result<Vec<_>>>()?;
+        if !(cli.timeout.is_finite() && cli.timeout > 0.0) {
+            return Err(Error::Invalid(format!(
+                "--timeout {} must be positive",
+                cli.timeout
+            )));
+        }
+        if !(cli.grace.is_finite() && cli.grace >= 0.0) {
+            return Err(Error::Invalid(format!(
+                "--grace {} must not be negative",
+                cli.grace
+            )));
+        }
+        if cli.nranks == Some(0) || cli.n_per_node == Some(0) {
+            return Err(Error::Invalid(
+                "-n and --n-per-node must be at least 1".into(),
+            ));
+        }
+        let job_id = match &cli.job_id {
+            Some(id) => validate_job_id(id)?,
+            None => JobToken::random()?.to_hex()[..12].to_string(),
+        };
+        let gpus = if cli.no_gpu {
+            None
+        } else {
+            Some(detect_gpus())
+        };
+        let mode = if cli.hostfile.is_some() {
+            Mode::Ssh
+        } else if std::env::var_os("SLURM_JOB_ID").is_some() {
+            Mode::Slurm
+        } else {
+            Mode::Local
+        };
+        let (ranks, nranks) = match mode {
+            Mode::Local => {
+                let default = cli.n_per_node.unwrap_or(match gpus {
+                    Some(g) if g > 0 => g,
+                    _ => 1,
+                });
+                let n = cli.nranks.unwrap_or(default);
+                if let Some(k) = cli.n_per_node.filter(|&k| k < n) {
+                    return Err(Error::NotEnoughSlots {
+                        requested: n,
+                        available: k,
+                        detail: format!("--n-per-node {k} on this host, no --hostfile"),
+                    });
+                }
+                (place(&[(None, n)], n), n)
+            }
+            Mode::Ssh => {
+                let path = cli.hostfile.as_deref().expect("ssh mode has a hostfile");
+                let hosts = hostfile::read(path)?;
+                let caps: Vec<(Option<String>, usize)> = hosts
+                    .iter()
+                    .map(|h| {
+                        let cap = match (h.slots, cli.n_per_node) {
+                            (Some(s), Some(k)) => s.min(k),
+                            (Some(s), None) => s,
+                            (None, Some(k)) => k,
+                            (None, None) => 1,
+                        };
+                        (Some(h.name.clone()), cap)
+                    })
+                    .collect();
+                let total: usize = caps.iter().map(|c| c.1).sum();
+                let n = cli.nranks.unwrap_or(total);
+                if n > total {
+                    let detail = caps
+                        .iter()
+                        .map(|(h, c)| format!("{}: {c}", h.as_deref().unwrap_or("")))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    return Err(Error::NotEnoughSlots {
+                        requested: n,
+                        available: total,
+                        detail,
+                    });
+                }
+                (place(&caps, n), n)
+            }
+            Mode::Slurm => (Vec::new(), cli.nranks.unwrap_or(0)),
+        };
+        if nranks > usize::from(u16::MAX) {
+            return Err(Error::Invalid(format!(
+                "-n {nranks} is more than 65535 ranks"
+            )));
+        }
+
+        let mut argv = shell::split(&cli.interpreter)?;
+        argv.extend(cli.command.iter().cloned());
+        if mode == Mode::Local {
+            check_program(&argv[0])?;
+            if argv.len() > cli.command.len() {
+                // With an interpreter, PROGRAM is usually a script path: check it when it
+                // looks like one.
+                let prog = &cli.command[0];
+                if prog.contains('/') && !Path::new(prog).exists() {
+                    return Err(Error::ProgramNotFound(prog.clone()));
+                }
+            }
+        }
+        let pin = (cli.pin_to_socket || cli.pin_memory_to_socket).then(|| Pinning {
+            cpus: cli.pin_to_socket,
+            memory: cli.pin_memory_to_socket,
+            sockets: count_numa_nodes(),
+        });
+        if pin.is_some() && mode == Mode::Local && find_on_path("numactl").is_none() {
+            return Err(Error::NumactlMissing {
+                what: if cli.pin_to_socket {
+                    "--pin-to-socket"
+                } else {
+                    "--pin-memory-to-socket"
+                },
+            });
+        }
+        Ok(Plan {
+            mode,
+            run_dir: rundir::base().join(&job_id),
+            job_id,
+            token: JobToken::random()?,
+            nranks,
+            ranks,
+            slurm_per_node: cli.n_per_node,
+            rendezvous: None,
+            argv,
+            pin,
+            show_all_output: cli.output_on_all_devices,
+            grace: Duration::from_secs_f64(cli.grace),
+            cli_env: CommonEnv {
+                init_timeout_ms: (cli.timeout * 1000.0).round() as u64,
+                transport: cli.transport.into(),
+                log_level: cli.log_level.as_str(),
+                log_on_all: cli.log_on_all_devices,
+                fusion_kb: cli.fusion_threshold,
+                gpus,
+                exports,
+            },
+        })
+    }
+
+    /// Distinct hosts in rank order (`None` = this host).
+    pub fn hosts(&self) -> Vec<Option<String>> {
+        let mut out: Vec<Option<String>> = Vec::new();
+        for r in &self.ranks {
+            if !out.contains(&r.host) {
+                out.push(r.host.clone());
+            }
+        }
+        out
+    }
+
+    /// The environment of `rank`, in the order it is applied (later entries win).
+    pub fn rank_env(&self, r: &RankPlan) -> Vec<(String, String)> {
+        let e = JobEnv {
+            rank: Rank(r.rank as u16),
+            nranks: self.nranks as u16,
+            local_rank: r.local_rank as u16,
+            local_nranks: r.local_nranks as u16,
+            rendezvous: self.rendezvous.clone(),
+            token: self.token,
+            job_id: self.job_id.clone(),
+            init_timeout_ms: self.cli_env.init_timeout_ms,
+            transport: self.cli_env.transport,
+            addr: None,
+        };
+        let mut vars: Vec<(String, String)> = e
+            .to_vars()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        if self.nranks == 1 {
+            vars.retain(|(k, _)| k != genv::RENDEZVOUS);
+        }
+        let loud = r.rank == 0 || self.cli_env.log_on_all;
+        self.common_vars(&mut vars, loud, Some(r.local_rank));
+        vars
+    }
+
+    /// Slurm mode: the variables that are the same on every rank (srun passes them on; the
+    /// rank-specific ones are mapped from SLURM_* on each rank).
+    pub fn slurm_env(&self) -> Vec<(String, String)> {
+        let mut vars = vec![
+            (genv::JOB_TOKEN.to_string(), self.token.to_hex()),
+            (genv::JOB_ID.to_string(), self.job_id.clone()),
+            (
+                genv::INIT_TIMEOUT_MS.to_string(),
+                self.cli_env.init_timeout_ms.to_string(),
+            ),
+            (
+                genv::TRANSPORT.to_string(),
+                self.cli_env.transport.to_string(),
+            ),
+        ];
+        self.common_vars(&mut vars, true, None);
+        vars
+    }
+
+    fn common_vars(&self, vars: &mut Vec<(String, String)>, loud: bool, local: Option<usize>) {
+        let c = &self.cli_env;
+        let mut push = |k: &str, v: String| vars.push((k.to_string(), v));
+        push(
+            genv::LOG,
+            if loud { c.log_level } else { "error" }.to_string(),
+        );
+        push("TNT_LOG_LEVEL", c.log_level.to_string());
+        push("TNT_LOG_ON_ALL_DEVICES", u8::from(c.log_on_all).to_string());
+        push("TNT_FUSION_THRESHOLD_KB", c.fusion_kb.to_string());
+        match (c.gpus, local) {
+            (None, _) => push("CUDA_VISIBLE_DEVICES", String::new()),
+            (Some(g), Some(l)) if g > 0 => push("CUDA_VISIBLE_DEVICES", (l % g).to_string()),
+            _ => {}
+        }
+        push(rundir::JOB_MARK_VAR, self.job_id.clone());
+        vars.extend(c.exports.iter().cloned());
+    }
+
+    /// The full command line of `rank`: numactl prefix, interpreter, program, arguments.
+    pub fn rank_argv(&self, r: &RankPlan) -> Vec<String> {
+        let mut argv = Vec::new();
+        if let Some(p) = self.pin {
+            let node = r.local_rank % p.sockets.max(1);
+            argv.push("numactl".to_string());
+            if p.cpus {
+                argv.push(format!("--cpunodebind={node}"));
+            }
+            if p.memory {
+                argv.push(format!("--membind={node}"));
+            }
+        }
+        argv.extend(self.argv.iter().cloned());
+        argv
+    }
+
+    /// `--dry-run`: what would run on each host.
+    pub fn describe(&self, ssh_base: &[String]) -> String {
+        let mut out = String::new();
+        let mode = match self.mode {
+            Mode::Local => "local",
+            Mode::Ssh => "ssh",
+            Mode::Slurm => "slurm",
+        };
+        out += &format!(
+            "# tarantella dry run: job {} ({mode}), {} rank(s); run directory {}\n",
+            self.job_id,
+            self.nranks,
+            self.run_dir.display()
+        );
+        out += "# GASPI_JOB_TOKEN is random per run; GASPI_RENDEZVOUS gets a free port at start.\n";
+        if self.mode == Mode::Slurm {
+            out += &crate::spawn::slurm::describe(self);
+            return out;
+        }
+        for r in &self.ranks {
+            let host = r.host.as_deref().unwrap_or("localhost (this host)");
+            out += &format!(
+                "# rank {} on {host} (local rank {} of {})\n",
+                r.rank, r.local_rank, r.local_nranks
+            );
+            let mut words: Vec<String> = Vec::new();
+            if let Some(h) = &r.host {
+                words.extend(ssh_base.iter().cloned());
+                words.push(h.clone());
+                words.push("--".into());
+            }
+            words.push("env".into());
+            for (k, v) in self.rank_env(r) {
+                words.push(format!("{k}={v}"));
+            }
+            words.extend(self.rank_argv(r));
+            out += &shell::join(&words);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Block placement: fill each host up to its capacity, in hostfile order.
+fn place(caps: &[(Option<String>, usize)], n: usize) -> Vec<RankPlan> {
+    let mut ranks = Vec::with_capacity(n);
+    for (host, cap) in caps {
+        let here = (*cap).min(n - ranks.len());
+        for l in 0..here {
+            ranks.push(RankPlan {
+                rank: ranks.len(),
+                host: host.clone(),
+                local_rank: l,
+                local_nranks: here,
+            });
+        }
+    }
+    ranks
+}
+
+fn parse_export(x: &str) -> Result<(String, String)> {
+    let (k, v) = x
+        .split_once('=')
+        .ok_or_else(|| Error::BadExport(x.to_string()))?;
+    let ok = !k.is_empty()
+        && !k.as_bytes()[0].is_ascii_digit()
+        && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !ok {
+        return Err(Error::BadExport(x.to_string()));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+/// Checks a job id against the characters gaspi allows.
+pub fn validate_job_id(id: &str) -> Result<String> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        && !id.starts_with('.');
+    if ok {
+        Ok(id.to_string())
+    } else {
+        Err(Error::Invalid(format!(
+            "job id {id:?}: use 1 to 64 letters, digits, '-', '_' or '.' (not starting with '.')"
+        )))
+    }
+}
+
+fn check_program(prog: &str) -> Result<()> {
+    let path = if prog.contains('/') {
+        PathBuf::from(prog)
+    } else {
+        find_on_path(prog).ok_or_else(|| Error::ProgramNotFound(prog.to_string()))?
+    };
+    let meta = std::fs::metadata(&path).map_err(|_| Error::ProgramNotFound(prog.to_string()))?;
+    use std::os::unix::fs::PermissionsExt;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return Err(Error::ProgramNotExecutable(path));
+    }
+    Ok(())
+}
+
+/// The first executable `name` on PATH.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// NVIDIA GPUs on this host (0 when none or no driver).
+fn detect_gpus() -> usize {
+    if let Ok(rd) = std::fs::read_dir("/proc/driver/nvidia/gpus") {
+        return rd.count();
+    }
+    std::fs::read_dir("/dev")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| {
+                    let n = e.file_name();
+                    let n = n.to_string_lossy();
+                    n.strip_prefix("nvidia")
+                        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn count_numa_nodes() -> usize {
+    std::fs::read_dir("/sys/devices/system/node")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| {
+                    let n = e.file_name();
+                    let n = n.to_string_lossy();
+                    n.strip_prefix("node")
+                        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+                })
+                .count()
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_placement_fills_hosts_in_order() {
+        let caps = vec![(Some("a".to_string()), 2), (Some("b".to_string()), 2)];
+        let r = place(&caps, 3);
+        let v: Vec<_> = r
+            .iter()
+            .map(|r| {
+                (
+                    r.rank,
+                    r.host.clone().unwrap(),
+                    r.local_rank,
+                    r.local_nranks,
+                )
+            })
+            .collect();
+        assert_eq!(
+            v,
+            vec![
+                (0, "a".into(), 0, 2),
+                (1, "a".into(), 1, 2),
+                (2, "b".into(), 0, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn exports_are_validated() {
+        assert_eq!(
+            parse_export("A_1=x=y").unwrap(),
+            ("A_1".into(), "x=y".into())
+        );
+        assert_eq!(parse_export("E=").unwrap(), ("E".into(), String::new()));
+        for bad in ["noequals", "=v", "1A=v", "A-B=v"] {
+            assert!(parse_export(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn job_ids() {
+        assert!(validate_job_id("abc-1.2_x").is_ok());
+        for bad in ["", "../x", "a b", ".hidden"] {
+            assert!(validate_job_id(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The run directory of a job: `<base>/<job-id>/` holding the job record (`job`), the PIDs
+//! of its ranks (`pids`, removed once the job is torn down) and the per-rank log files.
+//!
+//! `<base>` is `$TARANTELLA_RUN_DIR`, else `$XDG_RUNTIME_DIR/tarantella`, else
+//! `/tmp/tarantella-<uid>`.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Set on every process `tarantella` starts (ranks and ssh clients), so `--cleanup` can
+/// tell a job's processes from an unrelated process that reused a PID.
+pub const JOB_MARK_VAR: &str = "TARANTELLA_JOB_ID";
+
+/// Where run directories live.
+pub fn base() -> PathBuf {
+    if let Some(d) = std::env::var_os("TARANTELLA_RUN_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        if Path::new(&d).is_dir() {
+            return Path::new(&d).join("tarantella");
+        }
+    }
+    PathBuf::from(format!("/tmp/tarantella-{}", nix::unistd::getuid()))
+}
+
+/// A process recorded for a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PidRecord {
+    pub rank: usize,
+    /// `None`: a process on the launcher's host (a local rank or an ssh client).
+    pub host: Option<String>,
+    /// The PID, which is also the process-group id of the rank's subtree.
+    pub pid: i32,
+}
+
+/// What the `job` file records.
+#[derive(Clone, Debug, Default)]
+pub struct JobRecord {
+    pub supervisor: Option<i32>,
+    pub ssh: Vec<String>,
+    pub pids: Vec<PidRecord>,
+}
+
+/// An open run directory.
+pub struct JobDir {
+    pub path: PathBuf,
+    pids: File,
+}
+
+fn rd_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::RunDir {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl JobDir {
+    /// Creates the directory and the job record.
+    pub fn create(path: &Path, ssh: &[String]) -> Result<JobDir> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(path)
+            .map_err(rd_err(path))?;
+        let mut job = String::new();
+        job += &format!("supervisor={}\n", std::process::id());
+        job += &format!("ssh={}\n", crate::shell::join(ssh));
+        fs::write(path.join("job"), job).map_err(rd_err(path))?;
+        let pids = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path.join("pids"))
+            .map_err(rd_err(path))?;
+        Ok(JobDir {
+            path: path.to_path_buf(),
+            pids,
+        })
+    }
+
+    /// Appends one PID record (written through at once: `--cleanup` may need it).
+    pub fn record(&mut self, rec: &PidRecord) -> Result<()> {
+        let host = rec.host.as_deref().unwrap_or("-");
+        writeln!(self.pids, "{} {} {}", rec.rank, host, rec.pid).map_err(rd_err(&self.path))
+    }
+
+    /// Log file of a rank whose output is not shown.
+    pub fn log_path(&self, rank: usize) -> PathBuf {
+        self.path.join(format!("rank-{rank}.log"))
+    }
+
+    /// Marks the job as torn down: nothing is left for `--cleanup`.
+    pub fn finish(&self) {
+        let _ = fs::remove_file(self.path.join("pids"));
+        let _ = fs::remove_file(self.path.join("job"));
+        // Keep the directory only when it holds rank logs.
+        let _ = fs::remove_dir(&self.path);
+    }
+}
+
+/// Reads a job's record; `None` when the job was torn down (or never recorded).
+pub fn read(path: &Path) -> Result<Option<JobRecord>> {
+    let job = match fs::read_to_string(path.join("job")) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(rd_err(path)(e)),
+    };
+    let mut rec = JobRecord::default();
+    for line in job.lines() {
+        if let Some(v) = line.strip_prefix("supervisor=") {
+            rec.supervisor = v.trim().parse().ok();
+        } else if let Some(v) = line.strip_prefix("ssh=") {
+            rec.ssh = crate::shell::split(v)?;
+        }
+    }
+    let pids = fs::read_to_string(path.join("pids")).unwrap_or_default();
+    for line in pids.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if let [rank, host, pid] = w[..] {
+            if let (Ok(rank), Ok(pid)) = (rank.parse(), pid.parse::<i32>()) {
+                if pid > 1 {
+                    rec.pids.push(PidRecord {
+                        rank,
+                        host: (host != "-").then(|| host.to_string()),
+                        pid,
+                    });
+                }
+            }
+        }
+    }
+    Ok(Some(rec))
+}
+
+/// Job ids with a record under `base`.
+pub fn list_jobs(base: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = fs::read_dir(base)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.path().join("job").is_file())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_and_read_back() {
+        let dir = std::env::temp_dir().join(format!("tnt-rundir-test-{}", std::process::id()));
+        let ssh = vec!["ssh".to_string(), "-p".into(), "2222".into()];
+        let mut jd = JobDir::create(&dir.join("j1"), &ssh).unwrap();
+        let a = PidRecord {
+            rank: 0,
+            host: None,
+            pid: 1234,
+        };
+        let b = PidRecord {
+            rank: 1,
+            host: Some("node2".into()),
+            pid: 99,
+        };
+        jd.record(&a).unwrap();
+        jd.record(&b).unwrap();
+        let rec = read(&dir.join("j1")).unwrap().unwrap();
+        assert_eq!(rec.supervisor, Some(std::process::id() as i32));
+        assert_eq!(rec.ssh, ssh);
+        assert_eq!(rec.pids, vec![a, b]);
+        assert_eq!(list_jobs(&dir), vec!["j1".to_string()]);
+        jd.finish();
+        assert!(read(&dir.join("j1")).unwrap().is_none());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,67 @@
+//! Ranks on this host: children of `tarantella`, each in its own process group.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+use super::{pump, Kind, Proc, Sink};
+use crate::error::{Error, Result};
+
+/// Starts `argv` with `env` as rank `rank`.
+pub fn spawn(
+    rank: usize,
+    argv: &[String],
+    env: &[(String, String)],
+    (out, err): (Sink, Sink),
+) -> Result<Proc> {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    parent_death_signal(&mut cmd);
+    let mut child = cmd.spawn().map_err(|source| Error::Spawn {
+        what: format!("rank {rank} ({})", argv[0]),
+        source,
+    })?;
+    let open = Arc::new(AtomicUsize::new(0));
+    if let Some(s) = child.stdout.take() {
+        pump(s, out, None, open.clone());
+    }
+    if let Some(s) = child.stderr.take() {
+        pump(s, err, None, open.clone());
+    }
+    Ok(Proc {
+        rank: Some(rank),
+        host: nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "localhost".into()),
+        child,
+        kind: Kind::Local,
+        open_streams: open,
+        reaped: None,
+        status: None,
+    })
+}
+
+/// Makes the child receive SIGTERM if `tarantella` dies without tearing the job down
+/// (e.g. SIGKILL), so a rank is not left running.
+pub(crate) fn parent_death_signal(cmd: &mut Command) {
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
+    // system calls (prctl, getppid); it allocates nothing and takes no locks.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+                .map_err(std::io::Error::from)?;
+            if nix::unistd::getppid() != parent {
+                // The parent died before prctl took effect.
+                return Err(std::io::Error::other("tarantella exited during start"));
+            }
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,296 @@
+//! Starting ranks: the process handle the supervisor works with, and the threads that carry
+//! each rank's output to the terminal or to its log file.
+
+pub mod local;
+pub mod slurm;
+pub mod ssh;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, ExitStatus};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+/// Marks the control lines that the remote wrapper writes on stderr (`\x1eTNT pid 123`).
+pub const CONTROL_MARK: &[u8] = b"\x1eTNT ";
+
+/// Something a background thread tells the supervisor.
+#[derive(Debug)]
+pub enum Event {
+    /// An ssh rank reported the PID (= process group) of the rank on its host.
+    RemotePid { idx: usize, pid: i32 },
+}
+
+/// How a rank ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RankStatus {
+    Exited(i32),
+    Signaled(i32),
+    /// The ssh connection failed before the rank could report (ssh's own exit status).
+    SshFailed(i32),
+}
+
+impl RankStatus {
+    pub fn success(&self) -> bool {
+        *self == RankStatus::Exited(0)
+    }
+
+    /// The exit status `tarantella` reports for this failure.
+    pub fn exit_code(&self) -> i32 {
+        match *self {
+            RankStatus::Exited(c) if c != 0 => c,
+            RankStatus::Signaled(s) => 128 + s,
+            _ => 1,
+        }
+    }
+
+    pub(crate) fn from_exit(st: ExitStatus) -> RankStatus {
+        use std::os::unix::process::ExitStatusExt;
+        match (st.code(), st.signal()) {
+            (Some(c), _) => RankStatus::Exited(c),
+            (None, Some(s)) => RankStatus::Signaled(s),
+            _ => RankStatus::Exited(-1),
+        }
+    }
+}
+
+impl std::fmt::Display for RankStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            RankStatus::Exited(c) => write!(f, "exited with status {c}"),
+            RankStatus::Signaled(s) => {
+                let name = Signal::try_from(s).map(|s| s.as_str()).unwrap_or("unknown");
+                write!(f, "was killed by signal {s} ({name})")
+            }
+            RankStatus::SshFailed(255) => write!(f, "could not be reached by ssh (status 255)"),
+            RankStatus::SshFailed(c) => write!(f, "lost its ssh connection (ssh status {c})"),
+        }
+    }
+}
+
+/// How a rank was started.
+pub enum Kind {
+    /// A child of `tarantella` in its own process group.
+    Local,
+    /// An ssh client (in its own process group) running the remote wrapper.
+    Ssh {
+        /// The wrapper's control channel: `term`/`kill` lines; EOF stops the rank too.
+        control: Option<ChildStdin>,
+        remote_pid: Arc<AtomicI32>,
+        /// The status the wrapper reported (`\x1eTNT exit N`), `-1` while unknown.
+        remote_exit: Arc<AtomicI32>,
+    },
+    /// The `srun` of a Slurm job step.
+    Slurm,
+}
+
+/// One started rank (or, for Slurm, the whole step).
+pub struct Proc {
+    pub rank: Option<usize>,
+    /// Host name for messages.
+    pub host: String,
+    pub child: Child,
+    pub kind: Kind,
+    /// Output threads still running.
+    pub open_streams: Arc<AtomicUsize>,
+    /// When the local child (rank or ssh client) was reaped, and its status.
+    pub reaped: Option<(Instant, ExitStatus)>,
+    /// Final status, once known.
+    pub status: Option<RankStatus>,
+}
+
+impl Proc {
+    pub fn pgid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    pub fn label(&self) -> String {
+        match self.rank {
+            Some(r) => format!("rank {r} on {}", self.host),
+            None => "srun".to_string(),
+        }
+    }
+
+    /// Signals the rank's whole process group (locally) or asks the remote wrapper to.
+    pub fn signal(&mut self, sig: Signal) {
+        match &mut self.kind {
+            Kind::Ssh { control, .. } => {
+                let word = if sig == Signal::SIGKILL {
+                    "kill\n"
+                } else {
+                    "term\n"
+                };
+                if let Some(c) = control {
+                    if c.write_all(word.as_bytes())
+                        .and_then(|_| c.flush())
+                        .is_err()
+                    {
+                        *control = None;
+                    }
+                }
+                if sig == Signal::SIGKILL {
+                    // Closing the channel makes the wrapper stop the rank even if the word
+                    // was lost; the ssh client itself goes too.
+                    *control = None;
+                    let _ = killpg(self.pgid(), Signal::SIGKILL);
+                }
+            }
+            Kind::Local | Kind::Slurm => {
+                let _ = killpg(self.pgid(), sig);
+            }
+        }
+    }
+
+    /// Whether any process of the local process group still exists.
+    pub fn group_alive(&self) -> bool {
+        killpg(self.pgid(), None).is_ok()
+    }
+
+    /// Reaps the child if it exited, and settles the final status when all is known.
+    pub fn poll(&mut self) {
+        if self.reaped.is_none() {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                self.reaped = Some((Instant::now(), st));
+            }
+        }
+        let Some((at, st)) = self.reaped else { return };
+        if self.status.is_some() {
+            return;
+        }
+        match &self.kind {
+            Kind::Local | Kind::Slurm => self.status = Some(RankStatus::from_exit(st)),
+            Kind::Ssh { remote_exit, .. } => {
+                // The wrapper's exit line arrives on stderr; wait for that stream to close
+                // (bounded), then decide.
+                let streams_done = self.open_streams.load(Ordering::Acquire) == 0;
+                if !streams_done && at.elapsed().as_millis() < 2000 {
+                    return;
+                }
+                let r = remote_exit.load(Ordering::Acquire);
+                self.status = Some(if r >= 0 {
+                    if r > 128 && r < 128 + 65 {
+                        RankStatus::Signaled(r - 128)
+                    } else {
+                        RankStatus::Exited(r)
+                    }
+                } else {
+                    match RankStatus::from_exit(st) {
+                        RankStatus::Exited(c) => RankStatus::SshFailed(c),
+                        other => other,
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Where a stream of a rank goes.
+#[derive(Clone)]
+pub enum Sink {
+    /// This process's stdout (`err == false`) or stderr, lines prefixed with `prefix`.
+    Terminal { err: bool, prefix: String },
+    /// A log file shared by the rank's stdout and stderr.
+    File(Arc<Mutex<File>>),
+}
+
+impl Sink {
+    fn write_line(&self, line: &[u8]) {
+        match self {
+            Sink::Terminal { err, prefix } => {
+                let mut buf = Vec::with_capacity(prefix.len() + line.len());
+                buf.extend_from_slice(prefix.as_bytes());
+                buf.extend_from_slice(line);
+                // Output errors (a closed terminal) must not stop the supervisor.
+                let _ = if *err {
+                    std::io::stderr().lock().write_all(&buf)
+                } else {
+                    std::io::stdout().lock().write_all(&buf)
+                };
+            }
+            Sink::File(f) => {
+                if let Ok(mut f) = f.lock() {
+                    let _ = f.write_all(line);
+                }
+            }
+        }
+    }
+}
+
+/// Control lines found in an ssh rank's stderr.
+pub struct Control {
+    pub idx: usize,
+    pub events: Sender<Event>,
+    pub remote_pid: Arc<AtomicI32>,
+    pub remote_exit: Arc<AtomicI32>,
+}
+
+/// Copies `stream` line by line into `sink` on a background thread.
+pub fn pump<R: Read + Send + 'static>(
+    stream: R,
+    sink: Sink,
+    control: Option<Control>,
+    open: Arc<AtomicUsize>,
+) {
+    open.fetch_add(1, Ordering::AcqRel);
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(stream);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match r.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            if !line.ends_with(b"\n") {
+                line.push(b'\n');
+            }
+            if let (Some(c), Some(rest)) = (&control, line.strip_prefix(CONTROL_MARK)) {
+                let text = String::from_utf8_lossy(rest);
+                let mut w = text.split_whitespace();
+                let (key, val) = (w.next(), w.next().and_then(|v| v.parse::<i32>().ok()));
+                match (key, val) {
+                    (Some("pid"), Some(pid)) => {
+                        c.remote_pid.store(pid, Ordering::Release);
+                        let _ = c.events.send(Event::RemotePid { idx: c.idx, pid });
+                    }
+                    (Some("exit"), Some(code)) => c.remote_exit.store(code, Ordering::Release),
+                    _ => sink.write_line(&line),
+                }
+                continue;
+            }
+            sink.write_line(&line);
+        }
+        open.fetch_sub(1, Ordering::AcqRel);
+    });
+}
+
+/// The sinks of one rank: shown on the terminal, or written to `log`.
+pub fn sinks(
+    rank: usize,
+    show: bool,
+    prefix: bool,
+    log: &std::path::Path,
+) -> std::io::Result<(Sink, Sink)> {
+    if show {
+        let prefix = if prefix {
+            format!("[rank {rank}] ")
+        } else {
+            String::new()
+        };
+        Ok((
+            Sink::Terminal {
+                err: false,
+                prefix: prefix.clone(),
+            },
+            Sink::Terminal { err: true, prefix },
+        ))
+    } else {
+        let f = Arc::new(Mutex::new(File::create(log)?));
+        Ok((Sink::File(f.clone()), Sink::File(f)))
+    }
+}

@@ -1,0 +1,258 @@
+//! Ranks on other hosts, started through `ssh` (BatchMode, the user's ssh config).
+//!
+//! Each rank runs under a small POSIX-shell wrapper on its host. The wrapper starts the rank
+//! in a new session (so its process group is its PID), reports that PID on stderr, and
+//! watches its stdin, which is the ssh connection: a `term`/`kill` line signals the rank's
+//! process group, and end-of-file (tarantella or the connection is gone) stops it as well.
+//! When the rank ends, the wrapper reports its status and exits with it.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI32, AtomicUsize};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{pump, Control, Event, Kind, Proc, Sink};
+use crate::error::{Error, Result};
+use crate::shell;
+
+/// The wrapper (one line, so that any login shell passes it on to `sh -c` intact).
+/// Arguments: working directory, then `VAR=VALUE`... and the command (for `env`).
+const WRAPPER: &str = concat!(
+    "cd \"$1\" 2>/dev/null; shift; exec 3<&0; ",
+    "setsid env \"$@\" </dev/null 3<&- & c=$!; ",
+    "printf '\\036TNT pid %s\\n' \"$c\" >&2; ",
+    "( while read -r m; do case \"$m\" in term) kill -TERM -\"$c\";; kill) kill -KILL -\"$c\";; esac; done; ",
+    "kill -TERM -\"$c\" && sleep 3 && kill -KILL -\"$c\" ) <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; ",
+    "wait \"$c\" 2>/dev/null; r=$?; kill \"$w\" 2>/dev/null; kill -TERM -\"$c\" 2>/dev/null; ",
+    "printf '\\036TNT exit %s\\n' \"$r\" >&2; exit \"$r\""
+);
+
+/// The ssh command: `$TARANTELLA_SSH` (split like a shell would) or `ssh`.
+pub fn base_command() -> Result<Vec<String>> {
+    let words = match std::env::var("TARANTELLA_SSH") {
+        Ok(s) if !s.trim().is_empty() => shell::split(&s)?,
+        _ => vec!["ssh".to_string()],
+    };
+    Ok(words)
+}
+
+/// `base` + the options tarantella always adds + host + the remote command line.
+pub fn command_line(base: &[String], host: &str, remote: &str) -> Vec<String> {
+    let mut v = base.to_vec();
+    v.extend(["-o", "BatchMode=yes", "-T", host, "--", remote].map(String::from));
+    v
+}
+
+/// The remote command that runs `argv` with `env` as one rank.
+pub fn remote_rank_command(cwd: &str, env: &[(String, String)], argv: &[String]) -> String {
+    let mut words = vec![
+        "sh".to_string(),
+        "-c".into(),
+        WRAPPER.into(),
+        "tarantella-rank".into(),
+        cwd.to_string(),
+    ];
+    words.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+    words.extend(argv.iter().cloned());
+    shell::join(&words)
+}
+
+/// Starts rank `rank` on `host`.
+#[allow(clippy::too_many_arguments)]
+pub fn spawn(
+    idx: usize,
+    rank: usize,
+    host: &str,
+    base: &[String],
+    env: &[(String, String)],
+    argv: &[String],
+    mark: (&str, &str),
+    (out, err): (Sink, Sink),
+    events: Sender<Event>,
+) -> Result<Proc> {
+    let cwd = std::env::current_dir()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| ".".into());
+    let line = command_line(base, host, &remote_rank_command(&cwd, env, argv));
+    let mut cmd = Command::new(&line[0]);
+    cmd.args(&line[1..])
+        .env(mark.0, mark.1)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    super::local::parent_death_signal(&mut cmd);
+    let mut child = cmd.spawn().map_err(|source| Error::Spawn {
+        what: format!("ssh to {host} for rank {rank} ({})", line[0]),
+        source,
+    })?;
+    let open = Arc::new(AtomicUsize::new(0));
+    let remote_pid = Arc::new(AtomicI32::new(-1));
+    let remote_exit = Arc::new(AtomicI32::new(-1));
+    if let Some(s) = child.stdout.take() {
+        pump(s, out, None, open.clone());
+    }
+    if let Some(s) = child.stderr.take() {
+        let control = Control {
+            idx,
+            events,
+            remote_pid: remote_pid.clone(),
+            remote_exit: remote_exit.clone(),
+        };
+        pump(s, err, Some(control), open.clone());
+    }
+    Ok(Proc {
+        rank: Some(rank),
+        host: host.to_string(),
+        kind: Kind::Ssh {
+            control: child.stdin.take(),
+            remote_pid,
+            remote_exit,
+        },
+        child,
+        open_streams: open,
+        reaped: None,
+        status: None,
+    })
+}
+
+/// Runs `remote` on `host` and returns its stdout, or why it failed.
+pub fn run_remote(
+    base: &[String],
+    host: &str,
+    remote: &str,
+    limit: Duration,
+) -> Result<String, String> {
+    let line = command_line(base, host, remote);
+    let mut child = Command::new(&line[0])
+        .args(&line[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", line[0]))?;
+    let (out, err) = (child.stdout.take(), child.stderr.take());
+    let read = |s: Option<std::process::ChildStdout>| {
+        std::thread::spawn(move || {
+            let mut buf = String::new();
+            if let Some(mut s) = s {
+                let _ = std::io::Read::read_to_string(&mut s, &mut buf);
+            }
+            buf
+        })
+    };
+    let out = read(out);
+    let err = std::thread::spawn(move || {
+        let mut buf = String::new();
+        if let Some(mut s) = err {
+            let _ = std::io::Read::read_to_string(&mut s, &mut buf);
+        }
+        buf
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("ssh {host} did not finish within {limit:?}"));
+            }
+        }
+    };
+    let (out, err) = (
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    );
+    if status.success() {
+        Ok(out)
+    } else {
+        Err(format!("ssh {host} failed ({status}): {}", err.trim()))
+    }
+}
+
+/// Picks a port on `host` that nothing uses, from the host's TCP tables.
+pub fn free_remote_port(base: &[String], host: &str) -> Result<u16> {
+    let out = run_remote(
+        base,
+        host,
+        "cat /proc/sys/net/ipv4/ip_local_port_range /proc/net/tcp /proc/net/tcp6 2>/dev/null",
+        Duration::from_secs(30),
+    )
+    .map_err(|msg| Error::NoPort {
+        host: host.to_string(),
+        msg,
+    })?;
+    pick_port(&out).ok_or_else(|| Error::NoPort {
+        host: host.to_string(),
+        msg: "every candidate port is in use".into(),
+    })
+}
+
+/// From `ip_local_port_range` followed by `/proc/net/tcp*` text: a random port below the
+/// ephemeral range (so no outgoing connection takes it) that no socket uses.
+fn pick_port(text: &str) -> Option<u16> {
+    let mut lines = text.lines();
+    let range: Vec<u32> = lines
+        .next()?
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let eph_low = range
+        .first()
+        .copied()
+        .unwrap_or(32768)
+        .clamp(10_001, 65_536);
+    let used: std::collections::HashSet<u32> = lines
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter_map(|a| a.rsplit(':').next())
+        .filter_map(|p| u32::from_str_radix(p, 16).ok())
+        .collect();
+    let seed = gaspi::env::JobToken::random().ok()?.0;
+    let span = eph_low - 10_000;
+    let start = u32::from_le_bytes([seed[0], seed[1], seed[2], seed[3]]) % span;
+    (0..span)
+        .map(|i| 10_000 + (start + i) % span)
+        .find(|p| !used.contains(p))
+        .and_then(|p| u16::try_from(p).ok())
+}
+
+/// Removes the job's shared-memory files on `host`.
+pub fn remove_shm(base: &[String], host: &str, job_id: &str) -> Result<(), String> {
+    run_remote(base, host, &shm_rm_command(job_id), Duration::from_secs(20)).map(|_| ())
+}
+
+/// `rm -f /dev/shm/tnt-<job>-*` (job ids are validated: no quoting issues).
+pub fn shm_rm_command(job_id: &str) -> String {
+    format!("rm -f /dev/shm/tnt-{job_id}-*")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_an_unused_port_below_the_ephemeral_range() {
+        let text = "32768\t60999\n  sl  local_address rem_address   st\n   0: 0100007F:2710 00000000:0000 0A\n";
+        for _ in 0..50 {
+            let p = pick_port(text).unwrap();
+            assert!((10_001..32_768).contains(&p), "{p}");
+        }
+    }
+
+    #[test]
+    fn remote_command_quotes_everything() {
+        let c = remote_rank_command(
+            "/home/u/my dir",
+            &[("A".into(), "x y".into())],
+            &["prog".into(), "it's".into()],
+        );
+        let words = shell::split(&c).unwrap();
+        assert_eq!(words[0], "sh");
+        assert_eq!(words[2], WRAPPER);
+        assert_eq!(&words[4..], ["/home/u/my dir", "A=x y", "prog", "it's"]);
+    }
+}

@@ -1,0 +1,260 @@
+//! Running a job: start every rank, watch them, and tear the whole job down when one fails,
+//! when `tarantella` is signalled, or when all have finished.
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use crate::cleanup;
+use crate::error::Result;
+use crate::plan::{Mode, Plan};
+use crate::rundir::{JobDir, PidRecord, JOB_MARK_VAR};
+use crate::signals;
+use crate::spawn::{self, Event, Kind, Proc, RankStatus};
+
+const TICK: Duration = Duration::from_millis(25);
+
+/// Why the job ends.
+enum Outcome {
+    Done,
+    Failed { label: String, status: RankStatus },
+    Interrupted(i32),
+}
+
+/// Runs the job described by `plan`; returns tarantella's exit status.
+pub fn run(plan: &mut Plan) -> Result<i32> {
+    let ssh = match plan.mode {
+        Mode::Ssh => spawn::ssh::base_command()?,
+        _ => Vec::new(),
+    };
+    signals::install()?;
+    let mut dir = JobDir::create(&plan.run_dir, &ssh)?;
+    if plan.nranks > 1 && plan.mode != Mode::Slurm {
+        plan.rendezvous = Some(match plan.ranks[0].host.as_deref() {
+            None => {
+                let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+                format!("127.0.0.1:{}", l.local_addr()?.port())
+            }
+            Some(h) => {
+                let name = h.rsplit('@').next().unwrap_or(h);
+                let port = spawn::ssh::free_remote_port(&ssh, h)?;
+                if name.contains(':') {
+                    format!("[{name}]:{port}")
+                } else {
+                    format!("{name}:{port}")
+                }
+            }
+        });
+    }
+    if plan.nranks > 1 && !plan.show_all_output {
+        eprintln!(
+            "tarantella: job {}: output of ranks other than 0 goes to {}/rank-K.log",
+            plan.job_id,
+            plan.run_dir.display()
+        );
+    }
+
+    let (tx, rx) = mpsc::channel();
+    let mut procs: Vec<Proc> = Vec::new();
+    let mut outcome = None;
+    if plan.mode == Mode::Slurm {
+        match spawn::slurm::spawn(plan) {
+            Ok(p) => procs.push(p),
+            Err(e) => {
+                finish(plan, &ssh, &dir);
+                return Err(e);
+            }
+        }
+    }
+    for r in plan.ranks.clone() {
+        if let Some((sig, _)) = signals::received() {
+            outcome = Some(Outcome::Interrupted(sig));
+            break;
+        }
+        let shown = plan.show_all_output || r.rank == 0;
+        let started = spawn::sinks(r.rank, shown, plan.show_all_output, &dir.log_path(r.rank))
+            .map_err(crate::error::Error::from)
+            .and_then(|sinks| {
+                let env = plan.rank_env(&r);
+                let argv = plan.rank_argv(&r);
+                match &r.host {
+                    None => spawn::local::spawn(r.rank, &argv, &env, sinks),
+                    Some(h) => spawn::ssh::spawn(
+                        procs.len(),
+                        r.rank,
+                        h,
+                        &ssh,
+                        &env,
+                        &argv,
+                        (JOB_MARK_VAR, &plan.job_id),
+                        sinks,
+                        tx.clone(),
+                    ),
+                }
+            });
+        match started {
+            Ok(p) => {
+                dir.record(&PidRecord {
+                    rank: r.rank,
+                    host: None,
+                    pid: p.child.id() as i32,
+                })?;
+                procs.push(p);
+            }
+            Err(e) => {
+                teardown(&mut procs, plan.grace, &rx, &mut dir);
+                finish(plan, &ssh, &dir);
+                return Err(e);
+            }
+        }
+    }
+    let outcome = match outcome {
+        Some(o) => o,
+        None => watch(&mut procs, &rx, &mut dir),
+    };
+    match &outcome {
+        Outcome::Failed { label, status } => {
+            eprintln!("tarantella: {label} {status}; stopping the other ranks")
+        }
+        Outcome::Interrupted(sig) => eprintln!(
+            "tarantella: received {}; stopping all ranks",
+            Signal::try_from(*sig)
+                .map(|s| s.as_str())
+                .unwrap_or("a signal")
+        ),
+        Outcome::Done => {}
+    }
+    teardown(&mut procs, plan.grace, &rx, &mut dir);
+    finish(plan, &ssh, &dir);
+    Ok(match outcome {
+        Outcome::Done => 0,
+        Outcome::Failed { label, status } => {
+            let mut label = label;
+            let mut status = status;
+            if plan.mode == Mode::Slurm {
+                if let Some((rank, host, code)) = spawn::slurm::first_failure(&plan.run_dir) {
+                    label = format!("rank {rank} on {host}");
+                    status = RankStatus::Exited(code);
+                }
+            }
+            eprintln!(
+                "tarantella: job {} failed: {label} {status} (first failure)",
+                plan.job_id
+            );
+            status.exit_code()
+        }
+        Outcome::Interrupted(sig) => 128 + sig,
+    })
+}
+
+/// Waits until every rank succeeded, one failed, or a signal arrived.
+fn watch(procs: &mut [Proc], rx: &Receiver<Event>, dir: &mut JobDir) -> Outcome {
+    loop {
+        if let Some((sig, _)) = signals::received() {
+            return Outcome::Interrupted(sig);
+        }
+        let mut all_ok = true;
+        for p in procs.iter_mut() {
+            p.poll();
+            match &p.status {
+                Some(s) if !s.success() => {
+                    return Outcome::Failed {
+                        label: p.label(),
+                        status: s.clone(),
+                    }
+                }
+                Some(_) => {}
+                None => all_ok = false,
+            }
+        }
+        if all_ok {
+            return Outcome::Done;
+        }
+        drain(procs, rx, dir, TICK);
+    }
+}
+
+/// Records the remote PIDs that arrived, waiting up to `wait` for the first event.
+fn drain(procs: &[Proc], rx: &Receiver<Event>, dir: &mut JobDir, wait: Duration) {
+    let mut next = rx.recv_timeout(wait).ok();
+    while let Some(Event::RemotePid { idx, pid }) = next {
+        if let Some(p) = procs.get(idx) {
+            let rec = PidRecord {
+                rank: p.rank.unwrap_or(0),
+                host: Some(p.host.clone()),
+                pid,
+            };
+            if let Err(e) = dir.record(&rec) {
+                eprintln!("tarantella: warning: {e}");
+            }
+        }
+        next = rx.try_recv().ok();
+    }
+}
+
+/// SIGTERM to every rank's process group, SIGKILL after `grace` (or at a second signal),
+/// then waits (bounded) until the ranks are gone.
+fn teardown(procs: &mut [Proc], grace: Duration, rx: &Receiver<Event>, dir: &mut JobDir) {
+    let signals_at_start = signals::received().map_or(0, |(_, n)| n);
+    for p in procs.iter_mut() {
+        p.poll();
+        if p.reaped.is_none() || (matches!(p.kind, Kind::Local) && p.group_alive()) {
+            p.signal(Signal::SIGTERM);
+        }
+    }
+    let gone = |procs: &mut [Proc]| {
+        procs.iter_mut().all(|p| {
+            p.poll();
+            p.reaped.is_some() && !(matches!(p.kind, Kind::Local) && p.group_alive())
+        })
+    };
+    let deadline = Instant::now() + grace;
+    while !gone(procs) && Instant::now() < deadline {
+        if signals::received().map_or(0, |(_, n)| n) > signals_at_start {
+            break; // a second Ctrl-C: no more patience
+        }
+        drain(procs, rx, dir, TICK);
+    }
+    if !gone(procs) {
+        for p in procs.iter_mut() {
+            if p.reaped.is_none() || (matches!(p.kind, Kind::Local) && p.group_alive()) {
+                p.signal(Signal::SIGKILL);
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !gone(procs) && Instant::now() < deadline {
+        drain(procs, rx, dir, TICK);
+    }
+    for p in procs.iter_mut() {
+        if p.reaped.is_none() {
+            eprintln!("tarantella: warning: {} did not stop", p.label());
+        }
+        if let Kind::Ssh { control, .. } = &mut p.kind {
+            *control = None;
+        }
+    }
+}
+
+/// Removes the job's shared-memory files on every host and closes the job record.
+fn finish(plan: &Plan, ssh: &[String], dir: &JobDir) {
+    let hosts = plan.hosts();
+    std::thread::scope(|s| {
+        for h in &hosts {
+            s.spawn(move || match h {
+                None => cleanup::remove_local_shm(&plan.job_id),
+                Some(h) => {
+                    if let Err(e) = spawn::ssh::remove_shm(ssh, h, &plan.job_id) {
+                        eprintln!("tarantella: warning: shared memory on {h} not removed: {e}");
+                    }
+                }
+            });
+        }
+    });
+    if plan.mode == Mode::Slurm {
+        cleanup::remove_local_shm(&plan.job_id);
+    }
+    dir.finish();
+}

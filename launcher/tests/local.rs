@@ -1,0 +1,441 @@
+//! `tarantella` on this host: ranks, environment, dry run, failures, Ctrl-C and cleanup.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use common::*;
+use nix::sys::signal::Signal;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn local_one_to_five_ranks() {
+    for n in 1..=5usize {
+        let ns = n.to_string();
+        let mut job = Job::start(&[
+            "-n",
+            &ns,
+            "--output-on-all-devices",
+            "--",
+            PROBE,
+            "--rendezvous",
+        ]);
+        let st = job.wait(LIMIT);
+        assert!(st.success(), "n={n}: {st:?} {}", job.stderr_text());
+        let lines: Vec<&String> = job
+            .out
+            .iter()
+            .filter(|l| l.contains("probe rank="))
+            .collect();
+        assert_eq!(lines.len(), n, "{:?}", job.out);
+        let ranks: BTreeSet<String> = lines.iter().map(|l| field(l, "rank").unwrap()).collect();
+        assert_eq!(ranks, (0..n).map(|r| r.to_string()).collect());
+        let jobs: BTreeSet<String> = lines.iter().map(|l| field(l, "job").unwrap()).collect();
+        assert_eq!(jobs.len(), 1, "one job id for all ranks");
+        for l in &lines {
+            assert_eq!(field(l, "nranks").unwrap(), ns);
+            assert_eq!(field(l, "local_nranks").unwrap(), ns);
+            assert_eq!(field(l, "token_len").unwrap(), "32");
+            let r = field(l, "rank").unwrap();
+            assert!(l.starts_with(&format!("[rank {r}] ")), "prefixed: {l}");
+        }
+        if n > 1 {
+            assert_eq!(
+                job.out
+                    .iter()
+                    .filter(|l| l.contains("rendezvous ok"))
+                    .count(),
+                n
+            );
+        }
+    }
+}
+
+#[test]
+fn only_rank_zero_is_shown_by_default_others_go_to_logs() {
+    let id = job_id("logs");
+    let mut job = Job::start(&["-n", "3", "--job-id", &id, "--", PROBE]);
+    assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
+    let shown: Vec<&String> = job
+        .out
+        .iter()
+        .filter(|l| l.starts_with("probe rank="))
+        .collect();
+    assert_eq!(shown.len(), 1, "{:?}", job.out);
+    assert_eq!(field(shown[0], "rank").unwrap(), "0");
+    for r in 1..3 {
+        let log =
+            std::fs::read_to_string(job.run_dir.path().join(&id).join(format!("rank-{r}.log")))
+                .unwrap();
+        assert!(log.contains(&format!("probe rank={r} ")), "{log}");
+    }
+}
+
+#[test]
+fn exports_reach_every_rank_in_order() {
+    let mut job = Job::start(&[
+        "-n",
+        "3",
+        "--output-on-all-devices",
+        "-x",
+        "TNT_A=first",
+        "-x",
+        "TNT_B=with space",
+        "-x",
+        "TNT_A=second",
+        "--fusion-threshold",
+        "64",
+        "--transport",
+        "tcp",
+        "--timeout",
+        "7",
+        "--",
+        PROBE,
+        "--env",
+        "TNT_A",
+        "--env",
+        "TNT_B",
+        "--env",
+        "TNT_FUSION_THRESHOLD_KB",
+        "--env",
+        "GASPI_INIT_TIMEOUT_MS",
+        "--env",
+        "GASPI_TRANSPORT",
+    ]);
+    assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
+    for (var, val) in [
+        ("TNT_A", "second"),
+        ("TNT_B", "with space"),
+        ("TNT_FUSION_THRESHOLD_KB", "64"),
+        ("GASPI_INIT_TIMEOUT_MS", "7000"),
+        ("GASPI_TRANSPORT", "tcp"),
+    ] {
+        let want = format!("env {var}={val}");
+        let n = job.out.iter().filter(|l| l.ends_with(&want)).count();
+        assert_eq!(n, 3, "{want:?} on every rank: {:?}", job.out);
+    }
+}
+
+#[test]
+fn dry_run_prints_every_rank_and_starts_nothing() {
+    let run = TempDir::new("dry");
+    let out = tarantella(run.path())
+        .args([
+            "--dry-run",
+            "-n",
+            "2",
+            "-x",
+            "FOO=bar baz",
+            "--job-id",
+            "dryjob",
+            "--",
+            PROBE,
+            "--touch-shm",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("# rank 0 on localhost"), "{text}");
+    assert!(text.contains("# rank 1 on localhost"), "{text}");
+    assert!(text.contains("GASPI_RANK=1"), "{text}");
+    assert!(text.contains("GASPI_NRANKS=2"), "{text}");
+    assert!(text.contains("GASPI_JOB_ID=dryjob"), "{text}");
+    assert!(text.contains("'FOO=bar baz'"), "{text}");
+    assert!(text.contains(&format!("{PROBE} --touch-shm")), "{text}");
+    assert!(shm_files("dryjob").is_empty(), "dry run started a rank");
+    assert!(
+        !run.path().join("dryjob").exists(),
+        "dry run made a run directory"
+    );
+}
+
+#[test]
+fn failing_rank_stops_the_job_and_leaves_no_orphans() {
+    let id = job_id("fail");
+    let mut job = Job::start(&[
+        "-n",
+        "4",
+        "--output-on-all-devices",
+        "--job-id",
+        &id,
+        "--",
+        PROBE,
+        "--touch-shm",
+        "--child",
+        "--rendezvous",
+        "--fail-rank",
+        "2:3",
+        "--sleep",
+    ]);
+    let st = job.wait(LIMIT);
+    assert_eq!(st.code(), Some(3), "{}", job.stderr_text());
+    let err = job.stderr_text();
+    assert!(
+        err.contains("rank 2 on ") && err.contains("exited with status 3"),
+        "{err}"
+    );
+    let mut pids: Vec<i32> = job
+        .out
+        .iter()
+        .filter_map(|l| field(l, "pid"))
+        .map(|p| p.parse().unwrap())
+        .collect();
+    pids.extend(
+        job.out
+            .iter()
+            .filter_map(|l| field(l, "child"))
+            .map(|p| p.parse::<i32>().unwrap()),
+    );
+    assert!(pids.len() >= 4, "{:?}", job.out);
+    assert_eq!(
+        wait_dead(&pids, Duration::from_secs(1)),
+        Vec::<i32>::new(),
+        "orphans"
+    );
+    assert!(shm_files(&id).is_empty(), "{:?}", shm_files(&id));
+}
+
+#[test]
+fn rank_killed_by_a_signal_is_named() {
+    let mut job = Job::start(&["-n", "2", "--", PROBE, "--kill-rank", "1:9", "--sleep"]);
+    let st = job.wait(LIMIT);
+    assert_eq!(st.code(), Some(128 + 9));
+    let err = job.stderr_text();
+    assert!(
+        err.contains("rank 1 on ") && err.contains("signal 9 (SIGKILL)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn ctrl_c_stops_every_rank_and_removes_shared_memory() {
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        let id = job_id(&format!("int{}", sig as i32));
+        let mut job = Job::start(&[
+            "-n",
+            "3",
+            "--output-on-all-devices",
+            "--job-id",
+            &id,
+            "--",
+            PROBE,
+            "--touch-shm",
+            "--child",
+            "--sleep",
+        ]);
+        let ready = job.wait_lines("probe ready", 3, LIMIT);
+        assert_eq!(ready.len(), 3);
+        assert_eq!(shm_files(&id).len(), 3);
+        let mut pids: Vec<i32> = job
+            .out
+            .iter()
+            .filter_map(|l| field(l, "pid"))
+            .map(|p| p.parse().unwrap())
+            .collect();
+        pids.extend(
+            job.out
+                .iter()
+                .filter_map(|l| field(l, "child"))
+                .map(|p| p.parse::<i32>().unwrap()),
+        );
+        assert_eq!(pids.len(), 6);
+        let t = Instant::now();
+        signal(job.child.id(), sig);
+        let st = job.wait(LIMIT);
+        assert_eq!(st.code(), Some(128 + sig as i32), "{}", job.stderr_text());
+        assert!(t.elapsed() < Duration::from_secs(10));
+        assert_eq!(
+            wait_dead(&pids, Duration::from_secs(1)),
+            Vec::<i32>::new(),
+            "left behind"
+        );
+        assert!(shm_files(&id).is_empty(), "{:?}", shm_files(&id));
+        assert!(!job.run_dir.path().join(&id).join("pids").exists());
+    }
+}
+
+#[test]
+fn cleanup_stops_leftovers_of_a_killed_tarantella() {
+    let id = job_id("cleanup");
+    let mut job = Job::start(&[
+        "-n",
+        "2",
+        "--output-on-all-devices",
+        "--job-id",
+        &id,
+        "--",
+        PROBE,
+        "--touch-shm",
+        "--child",
+        "--sleep",
+    ]);
+    job.wait_lines("probe ready", 2, LIMIT);
+    let children: Vec<i32> = job
+        .out
+        .iter()
+        .filter_map(|l| field(l, "child"))
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(children.len(), 2);
+    signal(job.child.id(), Signal::SIGKILL);
+    job.wait(LIMIT);
+    // The grandchildren survive a SIGKILLed tarantella, and so do the shm files.
+    assert!(children.iter().all(|&c| alive(c)));
+    assert_eq!(shm_files(&id).len(), 2);
+
+    let out = tarantella(job.run_dir.path())
+        .args(["--cleanup", "--job-id", &id, "--grace", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        wait_dead(&children, Duration::from_secs(5)),
+        Vec::<i32>::new()
+    );
+    assert!(shm_files(&id).is_empty());
+    // A second cleanup finds nothing left to do; an unknown job is an error.
+    let again = tarantella(job.run_dir.path())
+        .args(["--cleanup", "--job-id", &id])
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+    let unknown = tarantella(job.run_dir.path())
+        .args(["--cleanup", "--job-id", "nosuchjob"])
+        .output()
+        .unwrap();
+    assert!(!unknown.status.success());
+}
+
+#[test]
+fn cleanup_refuses_a_running_job_without_force() {
+    let id = job_id("force");
+    let mut job = Job::start(&["-n", "1", "--job-id", &id, "--", PROBE, "--sleep"]);
+    job.wait_lines("probe ready", 1, LIMIT);
+    let pid: i32 = field(&job.out[0], "pid").unwrap().parse().unwrap();
+    let out = tarantella(job.run_dir.path())
+        .args(["--cleanup", "--job-id", &id])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+    assert!(alive(pid));
+    let out = tarantella(job.run_dir.path())
+        .args(["--cleanup", "--force", "--job-id", &id])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(wait_dead(&[pid], Duration::from_secs(5)), Vec::<i32>::new());
+    assert!(!job.wait(LIMIT).success());
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let run = TempDir::new("err");
+    let out = tarantella(run.path()).args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} succeeded");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(needle), "{args:?}: {err}");
+}
+
+#[test]
+fn clear_errors() {
+    let dir = TempDir::new("hf");
+    let dup = dir.path().join("dup");
+    std::fs::write(&dup, "a\nb\na\n").unwrap();
+    let two = dir.path().join("two");
+    std::fs::write(&two, "h1 slots=1 # one\nh2 slots=1\n").unwrap();
+    let bad = dir.path().join("bad");
+    std::fs::write(&bad, "h1 slots=zero\n").unwrap();
+    let (dup, two, bad) = (
+        dup.to_str().unwrap(),
+        two.to_str().unwrap(),
+        bad.to_str().unwrap(),
+    );
+    fails_with(&["--", "/no/such/program"], "not found");
+    fails_with(&["--", "no-such-program-tnt"], "not found");
+    fails_with(&[], "no program given");
+    fails_with(
+        &["--hostfile", "/no/such/hostfile", "--", "true"],
+        "cannot read hostfile",
+    );
+    fails_with(&["--hostfile", dup, "--", "true"], "line 3");
+    fails_with(&["--hostfile", bad, "--", "true"], "line 1");
+    fails_with(
+        &["--hostfile", two, "-n", "3", "--", "true"],
+        "-n 3 is larger than the 2 slots",
+    );
+    fails_with(
+        &["-n", "3", "--n-per-node", "2", "--", "true"],
+        "larger than",
+    );
+    fails_with(&["-x", "NOEQUALS", "--", "true"], "bad -x");
+    fails_with(&["-x", "1X=2", "--", "true"], "bad -x");
+    fails_with(&["--frobnicate", "--", "true"], "unexpected argument");
+    fails_with(&["--log-level", "loud", "--", "true"], "invalid value");
+}
+
+#[test]
+fn version_and_help() {
+    let run = TempDir::new("v");
+    let v = tarantella(run.path()).arg("--version").output().unwrap();
+    assert!(String::from_utf8_lossy(&v.stdout).starts_with("tarantella "));
+    let h = tarantella(run.path()).arg("--help").output().unwrap();
+    let h = String::from_utf8_lossy(&h.stdout);
+    for opt in [
+        "--hostfile",
+        "--n-per-node",
+        "--devices-per-node",
+        "--dry-run",
+        "--cleanup",
+        "--python-interpreter",
+    ] {
+        assert!(h.contains(opt), "{opt} missing from --help");
+    }
+}
+
+#[test]
+fn interpreter_runs_the_program() {
+    let mut job = Job::start(&[
+        "-n",
+        "2",
+        "--output-on-all-devices",
+        "--interpreter",
+        "env TNT_VIA=interp",
+        "--",
+        PROBE,
+        "--env",
+        "TNT_VIA",
+    ]);
+    assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
+    assert_eq!(
+        job.out
+            .iter()
+            .filter(|l| l.ends_with("env TNT_VIA=interp"))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn pinning_uses_numactl_or_says_it_is_missing() {
+    let numactl = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("numactl").is_file()));
+    let mut job = Job::start(&["-n", "1", "--pin-memory-to-socket", "--", PROBE]);
+    let st = job.wait(LIMIT);
+    if numactl {
+        assert!(st.success(), "{}", job.stderr_text());
+    } else {
+        println!("numactl not installed: checking the error message only");
+        assert!(job.stderr_text().contains("numactl"));
+    }
+}
