@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::notify::Watch;
+use crate::reduce::UserReduce;
 use crate::segment::{LocalSegment, SegKey, INTERNAL_BASE};
 use crate::transport::Xfer;
 use crate::types::{Deadline, Group, Rank, Timeout};
@@ -225,6 +226,8 @@ impl Context {
         self.sh.config.group_max
     }
 
+    /// Members, the committed state and the collective state of `group`.
+    #[allow(clippy::type_complexity)]
     fn committed(&self, group: Group) -> Result<(Vec<Rank>, Arc<Committed>, Arc<Mutex<Coll>>)> {
         let g = self.groups.groups.lock();
         let st = g
@@ -288,7 +291,7 @@ impl Context {
         group: Group,
         input: &[u8],
         output: &mut [u8],
-        combine: &mut dyn FnMut(&[u8], &[u8], &mut [u8]) -> Result<()>,
+        combine: &mut UserReduce<'_>,
         deadline: Deadline,
     ) -> Result<()> {
         let (members, c, coll) = self.committed(group)?;

@@ -61,6 +61,6 @@ pub use config::Config;
 pub use context::{version, Context};
 pub use error::{error_str, Error, Result};
 pub use onesided::{ListElem, Local, Remote};
-pub use reduce::Reducible;
+pub use reduce::{Reducible, UserReduce};
 pub use segment::Segment;
 pub use types::*;

@@ -6,6 +6,10 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::types::{ElementType, Group, ReduceOp, Timeout};
 
+/// A user reduction for [`Context::allreduce_user`]: `reduce(a, b, out)` with `a` the value
+/// of the lower group member.
+pub type UserReduce<'a> = dyn FnMut(&[u8], &[u8], &mut [u8]) -> Result<()> + 'a;
+
 /// Element types of the built-in small allreduce.
 pub trait Reducible: bytemuck::Pod + PartialOrd + private::Sealed {
     const TYPE: ElementType;
@@ -142,7 +146,7 @@ impl Context {
         input: &[u8],
         output: &mut [u8],
         elem_size: usize,
-        reduce: &mut dyn FnMut(&[u8], &[u8], &mut [u8]) -> Result<()>,
+        reduce: &mut UserReduce<'_>,
         group: Group,
         timeout: Timeout,
     ) -> Result<()> {

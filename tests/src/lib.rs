@@ -30,3 +30,7 @@ macro_rules! spmd_cases {
         }
     };
 }
+
+/// The README's examples run as doctests, so the front page cannot rot.
+#[doc = include_str!("../../README.md")]
+pub mod readme {}

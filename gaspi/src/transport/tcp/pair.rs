@@ -560,11 +560,9 @@ impl Pair {
     fn finish(&self, inc: Incoming) -> std::result::Result<(), String> {
         let h = inc.header;
         match h.op {
-            Op::Write => {
-                if h.flags & FLAG_NOTIFY != 0 {
-                    if let Sink::Segment { mem, .. } = &inc.sink {
-                        mem.notify(h.notif_id, h.notif_val);
-                    }
+            Op::Write if h.flags & FLAG_NOTIFY != 0 => {
+                if let Sink::Segment { mem, .. } = &inc.sink {
+                    mem.notify(h.notif_id, h.notif_val);
                 }
             }
             Op::ReadResp => {

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the project needs on a fresh Debian 12 machine with the Rust toolchain:
+# toolchain components and the system tools the multi-process tests use.
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+need=()
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+command -v setsid >/dev/null 2>&1 || need+=(util-linux)
+command -v pgrep >/dev/null 2>&1 || need+=(procps)
+command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy

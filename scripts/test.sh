@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The project's test command: setup, format and lint checks, then every test of the
+# workspace (unit, property and multi-process integration tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
+# Multi-process tests start up to 5 rank processes each; two test threads keep a 2-core
+# machine busy without starving the ranks.
+cargo test --workspace -- --test-threads=2
