@@ -17,11 +17,9 @@ fn main() -> gaspi::Result<()> {
 
     // The token starts at rank 0 and gains 1 at every hop.
     let right = Rank((me.0 + 1) % n);
-    if me.0 != 0 || n == 1 {
-        if n > 1 {
-            let id = ctx.notify_waitsome(seg, NotificationId(0), 1, t)?;
-            ctx.notify_reset(seg, id)?;
-        }
+    if me.0 != 0 {
+        let id = ctx.notify_waitsome(seg, NotificationId(0), 1, t)?;
+        ctx.notify_reset(seg, id)?;
     }
     let token: u64 = if me.0 == 0 { 0 } else { segment.get(8)? };
     segment.write(0, &[token + 1])?;
