@@ -237,6 +237,8 @@ fn wrong_token_client_is_dropped() {
             }
             ctx.barrier(Group::ALL, T).unwrap();
             ctx.proc_ping(Rank(1 - ctx.rank().0), T).unwrap();
+            // Nobody leaves before both pings are answered.
+            ctx.barrier(Group::ALL, T).unwrap();
             ctx.term(T).unwrap();
         },
     );
