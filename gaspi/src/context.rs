@@ -37,6 +37,7 @@ pub(crate) struct Shared {
     pub routes: Routes,
     pub passive: PassiveInbox,
     pub rpc: RpcTable,
+    pub stats: crate::stats::Stats,
 }
 
 /// A running GASPI process: created by [`Context::init`], ended by [`Context::term`] (or drop).
@@ -139,6 +140,7 @@ impl Context {
             state: StateVector::new(n),
             routes,
             rpc: RpcTable::default(),
+            stats: Default::default(),
         });
         let tcp = match (table, listener) {
             (Some(t), Some(l)) => Some(TcpTransport::establish(

@@ -274,6 +274,7 @@ impl Context {
         }
         coll.barrier = None;
         coll.barrier_done = epoch;
+        self.sh.stats.add(crate::stats::Counter::Barriers, 1);
         Ok(())
     }
 

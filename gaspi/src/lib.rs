@@ -52,6 +52,7 @@ mod reduce;
 mod rpc;
 mod segment;
 mod state;
+mod stats;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod transport;
@@ -63,4 +64,5 @@ pub use error::{error_str, Error, Result};
 pub use onesided::{ListElem, Local, Remote};
 pub use reduce::{Reducible, UserReduce};
 pub use segment::Segment;
+pub use stats::Counter;
 pub use types::*;

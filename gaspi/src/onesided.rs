@@ -10,6 +10,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::mem::SegmentMemory;
 use crate::queue::QueueState;
+use crate::stats::Counter;
 use crate::transport::{Dest, Xfer};
 use crate::types::{NotificationId, QueueId, Rank, SegmentId};
 
@@ -126,7 +127,9 @@ impl Context {
         post: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
         q.reserve(entries)?;
-        post().inspect_err(|_| q.unreserve(entries))
+        post().inspect_err(|_| q.unreserve(entries))?;
+        self.sh.stats.add(Counter::OpsPosted, u64::from(entries));
+        Ok(())
     }
 
     /// Writes `size` bytes from `local` to `remote` (`gaspi_write`).
@@ -138,7 +141,9 @@ impl Context {
             return Ok(());
         }
         let t = self.transport_for(&c.dest)?;
-        self.posting(&q, 1, || t.write(&c.xfer(), None, Some(&q)))
+        self.posting(&q, 1, || t.write(&c.xfer(), None, Some(&q)))?;
+        self.sh.stats.add(Counter::BytesWritten, size);
+        Ok(())
     }
 
     /// Writes, then sets notification `id` of the remote segment to `value`: a peer that
@@ -160,7 +165,9 @@ impl Context {
         if size == 0 {
             return self.posting(&q, 1, || t.notify(&c.dest, id.0, value, Some(&q)));
         }
-        self.posting(&q, 2, || t.write(&c.xfer(), Some((id.0, value)), Some(&q)))
+        self.posting(&q, 2, || t.write(&c.xfer(), Some((id.0, value)), Some(&q)))?;
+        self.sh.stats.add(Counter::BytesWritten, size);
+        Ok(())
     }
 
     /// Reads `size` bytes of `remote` into `local` (`gaspi_read`); the data is there after
@@ -173,7 +180,9 @@ impl Context {
             return Ok(());
         }
         let t = self.transport_for(&c.dest)?;
-        self.posting(&q, 1, || t.read(&c.xfer(), None, Some(&q)))
+        self.posting(&q, 1, || t.read(&c.xfer(), None, Some(&q)))?;
+        self.sh.stats.add(Counter::BytesRead, size);
+        Ok(())
     }
 
     /// Reads, then sets notification `id` of the *local* segment to 1 once the data has
@@ -201,7 +210,9 @@ impl Context {
             return Ok(());
         }
         let t = self.transport_for(&c.dest)?;
-        self.posting(&q, 2, || t.read(&c.xfer(), Some(id.0), Some(&q)))
+        self.posting(&q, 2, || t.read(&c.xfer(), Some(id.0), Some(&q)))?;
+        self.sh.stats.add(Counter::BytesRead, size);
+        Ok(())
     }
 
     fn check_list(&self, rank: Rank, elems: &[ListElem]) -> Result<Vec<Checked>> {

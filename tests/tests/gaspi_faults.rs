@@ -444,3 +444,96 @@ fn multi_host_over_veth() {
     job.timeout = Duration::from_secs(60);
     job.run().assert_success();
 }
+
+/// `proc_kill`: rank 0 kills rank 1, which dies by SIGKILL; rank 0 learns it as a failure.
+#[test]
+fn proc_kill_terminates_the_target() {
+    const NAME: &str = "proc_kill_terminates_the_target";
+    let Some(out) = spmd_job(
+        NAME,
+        2,
+        TransportChoice::Tcp,
+        Duration::from_secs(60),
+        |_| {},
+    ) else {
+        let ctx = Context::init().unwrap();
+        let seg = setup(&ctx);
+        if ctx.rank() == Rank(0) {
+            assert!(
+                matches!(ctx.proc_kill(Rank(0), T), Err(Error::InvalidRank { .. })),
+                "not on itself"
+            );
+            ctx.proc_kill(Rank(1), T).unwrap();
+            let r = ctx.notify_waitsome(seg, NotificationId(0), 1, T);
+            assert!(
+                matches!(r, Err(Error::PeerFailed { rank: Rank(1) })),
+                "{r:?}"
+            );
+            assert_eq!(ctx.state_vec()[1], PeerState::Corrupt);
+            std::process::exit(0);
+        }
+        // Rank 1 waits for a notification that never comes: the kill ends it.
+        let _ = ctx.notify_waitsome(seg, NotificationId(0), 1, T);
+        std::process::exit(4);
+    };
+    assert!(!out.timed_out, "{}", out.report());
+    assert!(
+        out.ranks[0].status.is_some_and(|s| s.success()),
+        "{}",
+        out.report()
+    );
+    assert_eq!(
+        out.ranks[1].status.and_then(|s| s.signal()),
+        Some(9),
+        "{}",
+        out.report()
+    );
+}
+
+/// Statistics counters count what this rank posted and can be reset.
+#[test]
+fn statistic_counters() {
+    gaspi::testing::spmd("statistic_counters", 2, TransportChoice::Shm, |ctx| {
+        let seg = setup(&ctx);
+        assert_eq!(ctx.statistic_counter_max(), Counter::ALL.len() as u32);
+        for c in Counter::ALL {
+            ctx.statistic_counter_reset(c);
+        }
+        let peer = Rank(1 - ctx.rank().0);
+        ctx.write(
+            Local::new(seg, 0),
+            Remote::new(peer, seg, 0),
+            100,
+            QueueId(0),
+        )
+        .unwrap();
+        ctx.write_notify(
+            Local::new(seg, 0),
+            Remote::new(peer, seg, 0),
+            50,
+            NotificationId(1),
+            1,
+            QueueId(0),
+        )
+        .unwrap();
+        ctx.read(
+            Local::new(seg, 0),
+            Remote::new(peer, seg, 0),
+            30,
+            QueueId(0),
+        )
+        .unwrap();
+        ctx.wait(QueueId(0), T).unwrap();
+        ctx.barrier(Group::ALL, T).unwrap();
+        assert_eq!(ctx.statistic_counter_get(Counter::BytesWritten), 150);
+        assert_eq!(ctx.statistic_counter_get(Counter::BytesRead), 30);
+        assert_eq!(ctx.statistic_counter_get(Counter::OpsPosted), 4);
+        assert_eq!(ctx.statistic_counter_get(Counter::Barriers), 1);
+        assert_eq!(Counter::from_index(1).unwrap().info().0, "BytesRead");
+        assert!(Counter::from_index(4).is_err());
+        ctx.statistic_counter_reset(Counter::BytesWritten);
+        assert_eq!(ctx.statistic_counter_get(Counter::BytesWritten), 0);
+        ctx.barrier(Group::ALL, T).unwrap();
+        ctx.term(T).unwrap();
+    });
+}

@@ -1,0 +1,70 @@
+//! Statistics counters (`gaspi_statistic_*`): cheap relaxed counters of what this rank did.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+
+/// The counters this implementation keeps (all without argument).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// Bytes posted with `write*` (list elements included).
+    BytesWritten = 0,
+    /// Bytes posted with `read*`.
+    BytesRead = 1,
+    /// One-sided operations posted (writes, reads, notifications).
+    OpsPosted = 2,
+    /// Barriers completed.
+    Barriers = 3,
+}
+
+impl Counter {
+    pub const ALL: [Counter; 4] = [
+        Counter::BytesWritten,
+        Counter::BytesRead,
+        Counter::OpsPosted,
+        Counter::Barriers,
+    ];
+
+    pub fn from_index(i: u32) -> Result<Counter> {
+        Self::ALL.get(i as usize).copied().ok_or_else(|| {
+            Error::InvalidNumber(format!("statistic counter {i} (0..{})", Self::ALL.len()))
+        })
+    }
+
+    /// Name and description (`gaspi_statistic_counter_info`).
+    pub fn info(self) -> (&'static str, &'static str) {
+        match self {
+            Counter::BytesWritten => ("BytesWritten", "bytes posted by write operations"),
+            Counter::BytesRead => ("BytesRead", "bytes posted by read operations"),
+            Counter::OpsPosted => ("OpsPosted", "one-sided operations posted"),
+            Counter::Barriers => ("Barriers", "barriers completed"),
+        }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Stats([AtomicU64; 4]);
+
+impl Stats {
+    pub fn add(&self, c: Counter, v: u64) {
+        self.0[c as usize].fetch_add(v, Ordering::Relaxed);
+    }
+}
+
+impl Context {
+    /// Number of statistics counters (`gaspi_statistic_counter_max`).
+    pub fn statistic_counter_max(&self) -> u32 {
+        Counter::ALL.len() as u32
+    }
+
+    /// Current value of a counter (`gaspi_statistic_counter_get`).
+    pub fn statistic_counter_get(&self, c: Counter) -> u64 {
+        self.sh.stats.0[c as usize].load(Ordering::Relaxed)
+    }
+
+    /// Sets a counter back to 0 (`gaspi_statistic_counter_reset`).
+    pub fn statistic_counter_reset(&self, c: Counter) {
+        self.sh.stats.0[c as usize].store(0, Ordering::Relaxed);
+    }
+}
