@@ -119,16 +119,19 @@ impl Context {
         Ok(())
     }
 
-    /// Takes `entries` on `q` and runs `post`, giving the entries back if it fails.
+    /// Takes `entries` on `q` and runs `post`, giving the entries back if it fails; counts
+    /// the op and its `bytes` (on `BytesWritten` or `BytesRead`) once it is posted.
     fn posting(
         &self,
         q: &Arc<QueueState>,
         entries: u32,
+        bytes: (Counter, u64),
         post: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
         q.reserve(entries)?;
         post().inspect_err(|_| q.unreserve(entries))?;
         self.sh.stats.add(Counter::OpsPosted, u64::from(entries));
+        self.sh.stats.add(bytes.0, bytes.1);
         Ok(())
     }
 
@@ -141,9 +144,9 @@ impl Context {
             return Ok(());
         }
         let t = self.transport_for(&c.dest)?;
-        self.posting(&q, 1, || t.write(&c.xfer(), None, Some(&q)))?;
-        self.sh.stats.add(Counter::BytesWritten, size);
-        Ok(())
+        self.posting(&q, 1, (Counter::BytesWritten, size), || {
+            t.write(&c.xfer(), None, Some(&q))
+        })
     }
 
     /// Writes, then sets notification `id` of the remote segment to `value`: a peer that
@@ -163,11 +166,13 @@ impl Context {
         self.check_reachable(remote.rank)?;
         let t = self.transport_for(&c.dest)?;
         if size == 0 {
-            return self.posting(&q, 1, || t.notify(&c.dest, id.0, value, Some(&q)));
+            return self.posting(&q, 1, (Counter::BytesWritten, 0), || {
+                t.notify(&c.dest, id.0, value, Some(&q))
+            });
         }
-        self.posting(&q, 2, || t.write(&c.xfer(), Some((id.0, value)), Some(&q)))?;
-        self.sh.stats.add(Counter::BytesWritten, size);
-        Ok(())
+        self.posting(&q, 2, (Counter::BytesWritten, size), || {
+            t.write(&c.xfer(), Some((id.0, value)), Some(&q))
+        })
     }
 
     /// Reads `size` bytes of `remote` into `local` (`gaspi_read`); the data is there after
@@ -180,9 +185,9 @@ impl Context {
             return Ok(());
         }
         let t = self.transport_for(&c.dest)?;
-        self.posting(&q, 1, || t.read(&c.xfer(), None, Some(&q)))?;
-        self.sh.stats.add(Counter::BytesRead, size);
-        Ok(())
+        self.posting(&q, 1, (Counter::BytesRead, size), || {
+            t.read(&c.xfer(), None, Some(&q))
+        })
     }
 
     /// Reads, then sets notification `id` of the *local* segment to 1 once the data has
@@ -210,9 +215,9 @@ impl Context {
             return Ok(());
         }
         let t = self.transport_for(&c.dest)?;
-        self.posting(&q, 2, || t.read(&c.xfer(), Some(id.0), Some(&q)))?;
-        self.sh.stats.add(Counter::BytesRead, size);
-        Ok(())
+        self.posting(&q, 2, (Counter::BytesRead, size), || {
+            t.read(&c.xfer(), Some(id.0), Some(&q))
+        })
     }
 
     fn check_list(&self, rank: Rank, elems: &[ListElem]) -> Result<Vec<Checked>> {
@@ -273,7 +278,8 @@ impl Context {
         };
         self.check_reachable(rank)?;
         let entries = checked.len() as u32 + u32::from(notif_dest.is_some());
-        self.posting(&q, entries, || {
+        let bytes = checked.iter().map(|c| c.len as u64).sum();
+        self.posting(&q, entries, (Counter::BytesWritten, bytes), || {
             for c in checked.iter().filter(|c| c.len > 0) {
                 self.transport_for(&c.dest)?
                     .write(&c.xfer(), None, Some(&q))?;
@@ -329,7 +335,8 @@ impl Context {
         };
         self.check_reachable(rank)?;
         let entries = checked.len() as u32 + u32::from(notif.is_some());
-        self.posting(&q, entries, || {
+        let bytes = checked.iter().map(|c| c.len as u64).sum();
+        self.posting(&q, entries, (Counter::BytesRead, bytes), || {
             for c in checked.iter().filter(|c| c.len > 0) {
                 self.transport_for(&c.dest)?
                     .read(&c.xfer(), None, Some(&q))?;

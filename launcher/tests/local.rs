@@ -177,25 +177,9 @@ fn failing_rank_stops_the_job_and_leaves_no_orphans() {
         err.contains("rank 2 on ") && err.contains("exited with status 3"),
         "{err}"
     );
-    let mut pids: Vec<i32> = job
-        .out
-        .iter()
-        .filter_map(|l| field(l, "pid"))
-        .map(|p| p.parse().unwrap())
-        .collect();
-    pids.extend(
-        job.out
-            .iter()
-            .filter_map(|l| field(l, "child"))
-            .map(|p| p.parse::<i32>().unwrap()),
-    );
+    let pids = pids_of(&job);
     assert!(pids.len() >= 4, "{:?}", job.out);
-    assert_eq!(
-        wait_dead(&pids, Duration::from_secs(1)),
-        Vec::<i32>::new(),
-        "orphans"
-    );
-    assert!(shm_files(&id).is_empty(), "{:?}", shm_files(&id));
+    assert_torn_down(&pids, &id, Duration::from_secs(1));
 }
 
 #[test]
@@ -229,30 +213,14 @@ fn ctrl_c_stops_every_rank_and_removes_shared_memory() {
         let ready = job.wait_lines("probe ready", 3, LIMIT);
         assert_eq!(ready.len(), 3);
         assert_eq!(shm_files(&id).len(), 3);
-        let mut pids: Vec<i32> = job
-            .out
-            .iter()
-            .filter_map(|l| field(l, "pid"))
-            .map(|p| p.parse().unwrap())
-            .collect();
-        pids.extend(
-            job.out
-                .iter()
-                .filter_map(|l| field(l, "child"))
-                .map(|p| p.parse::<i32>().unwrap()),
-        );
+        let pids = pids_of(&job);
         assert_eq!(pids.len(), 6);
         let t = Instant::now();
         signal(job.child.id(), sig);
         let st = job.wait(LIMIT);
         assert_eq!(st.code(), Some(128 + sig as i32), "{}", job.stderr_text());
         assert!(t.elapsed() < Duration::from_secs(10));
-        assert_eq!(
-            wait_dead(&pids, Duration::from_secs(1)),
-            Vec::<i32>::new(),
-            "left behind"
-        );
-        assert!(shm_files(&id).is_empty(), "{:?}", shm_files(&id));
+        assert_torn_down(&pids, &id, Duration::from_secs(1));
         assert!(!job.run_dir.path().join(&id).join("pids").exists());
     }
 }

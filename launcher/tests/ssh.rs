@@ -138,22 +138,6 @@ fn ssh_job(sshd: &Sshd, hostfile: &Path, args: &[&str]) -> Job {
     Job::spawn(cmd, run)
 }
 
-fn pids_of(job: &Job) -> Vec<i32> {
-    let mut pids: Vec<i32> = job
-        .out
-        .iter()
-        .filter_map(|l| field(l, "pid"))
-        .map(|p| p.parse().unwrap())
-        .collect();
-    pids.extend(
-        job.out
-            .iter()
-            .filter_map(|l| field(l, "child"))
-            .map(|p| p.parse::<i32>().unwrap()),
-    );
-    pids
-}
-
 fn hostfile(dir: &TempDir, text: &str) -> PathBuf {
     let p = dir.path().join("hosts");
     std::fs::write(&p, text).unwrap();
@@ -241,12 +225,7 @@ fn ssh_failure_and_ctrl_c_tear_everything_down() {
     );
     let pids = pids_of(&job);
     assert_eq!(pids.len(), 4, "{:?}", job.out);
-    assert_eq!(
-        wait_dead(&pids, Duration::from_secs(5)),
-        Vec::<i32>::new(),
-        "orphans"
-    );
-    assert!(shm_files(&id).is_empty());
+    assert_torn_down(&pids, &id, Duration::from_secs(5));
 
     let id = job_id("sshint");
     let mut job = ssh_job(

@@ -229,3 +229,25 @@ pub fn job_id(tag: &str) -> String {
 pub fn signal(pid: u32, sig: nix::sys::signal::Signal) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
 }
+
+/// The PIDs the probe ranks reported: each rank's `pid=` and its child's `child=`.
+pub fn pids_of(job: &Job) -> Vec<i32> {
+    let reported = |key| {
+        job.out
+            .iter()
+            .filter_map(move |l| field(l, key))
+            .map(|p| p.parse::<i32>().unwrap())
+    };
+    reported("pid").chain(reported("child")).collect()
+}
+
+/// Asserts that every process in `pids` is gone within `limit` and that job `id` left no
+/// shared-memory file behind.
+pub fn assert_torn_down(pids: &[i32], id: &str, limit: Duration) {
+    assert_eq!(
+        wait_dead(pids, limit),
+        Vec::<i32>::new(),
+        "processes left behind"
+    );
+    assert!(shm_files(id).is_empty(), "{:?}", shm_files(id));
+}
