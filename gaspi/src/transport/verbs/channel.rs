@@ -2,8 +2,8 @@
 //! flight on it.
 //!
 //! Selective signaling: a work request asks for a completion only when its op needs one
-//! (a read that sets a notification, an atomic), every `signal_every` requests, or as the
-//! fence that `wait` posts. RC completes a send queue in order, so a successful completion
+//! (an atomic or a directory read, whose caller waits for it), every `signal_every`
+//! requests, or as the fence that `wait` posts. RC completes a send queue in order, so a successful completion
 //! retires everything posted before it. Capacity is the real send-queue depth: posting
 //! past it is `QUEUE_FULL` (one slot stays free for the fence).
 
@@ -22,12 +22,6 @@ pub(crate) enum Done {
     Nothing,
     /// A queue op: local completion for `wait`.
     Queue(Arc<QueueState>),
-    /// A read that sets local notification `id` of `mem` to 1 once its data is there.
-    ReadNotify {
-        q: Option<Arc<QueueState>>,
-        mem: Arc<SegmentMemory>,
-        id: u32,
-    },
     /// An atomic or directory read whose result the caller polls for.
     Result(Arc<ResultSlot>),
 }
@@ -159,7 +153,7 @@ impl Channel {
             self.unsignaled += n;
         }
         self.last_signaled = signal_last;
-        if let Done::Queue(q) | Done::ReadNotify { q: Some(q), .. } = &op.done {
+        if let Done::Queue(q) = &op.done {
             q.begin_async();
         }
         self.in_flight.push_back(Pending {
@@ -218,14 +212,6 @@ fn finish(done: Done, status: std::result::Result<(), String>, peer: Rank) {
     match done {
         Done::Nothing => {}
         Done::Queue(q) => q.complete(failed),
-        Done::ReadNotify { q, mem, id } => {
-            if status.is_ok() {
-                mem.notify(id, 1);
-            }
-            if let Some(q) = q {
-                q.complete(failed);
-            }
-        }
         Done::Result(slot) => slot.set(status),
     }
 }

@@ -304,8 +304,16 @@ impl Fabric {
             WrOp::Read { sge } => {
                 let dst = self.local(&sge)?;
                 let src = self.remote(peer, &wr.remote, sge.len as usize)?;
-                // SAFETY: as for writes.
-                unsafe { std::ptr::copy(src, dst, sge.len as usize) };
+                if sge.len == 4 && (dst as usize) % 4 == 0 {
+                    // A notification read (`read_notify`): publish it after the data.
+                    // SAFETY: 4 aligned, in-bounds bytes on both sides.
+                    let v = unsafe { std::ptr::read_unaligned(src as *const u32) };
+                    // SAFETY: as above; notification slots are accessed atomically.
+                    unsafe { &*(dst as *const AtomicU32) }.store(v, Ordering::Release);
+                } else {
+                    // SAFETY: as for writes.
+                    unsafe { std::ptr::copy(src, dst, sge.len as usize) };
+                }
             }
             WrOp::FetchAdd { sge, .. } | WrOp::CompareSwap { sge, .. } => {
                 let out = self.local(&sge)?;

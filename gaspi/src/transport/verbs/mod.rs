@@ -300,7 +300,7 @@ impl VerbsTransport {
     ) -> Result<Vec<(WrOp, RemoteAddr)>> {
         let mut v = Vec::new();
         let mut done = 0;
-        while done < x.len || (x.len == 0 && v.is_empty()) {
+        while done < x.len {
             let n = (x.len - done).min(MAX_WR_BYTES);
             let sge = self
                 .registry
@@ -311,9 +311,6 @@ impl VerbsTransport {
             };
             v.push((make(sge), remote));
             done += n;
-            if x.len == 0 {
-                break;
-            }
         }
         Ok(v)
     }
@@ -427,6 +424,9 @@ impl Transport for VerbsTransport {
         if let Some((id, value)) = notify {
             wrs.push(Self::notify_wr(&keys, id, value));
         }
+        if wrs.is_empty() {
+            return Ok(());
+        }
         self.post(
             x.remote.rank,
             Self::queue_channel(q),
@@ -455,23 +455,31 @@ impl Transport for VerbsTransport {
 
     fn read(&self, x: &Xfer<'_>, notify: Option<u32>, q: Option<&Arc<QueueState>>) -> Result<()> {
         let keys = Self::keys(x.remote)?;
-        let wrs = self.pieces(x, &keys, |sge| WrOp::Read { sge })?;
-        let done = match notify {
-            Some(id) => Done::ReadNotify {
-                q: q.cloned(),
-                mem: x.local.clone(),
-                id,
-            },
-            None => Self::done_for(q),
-        };
+        let mut wrs = self.pieces(x, &keys, |sge| WrOp::Read { sge })?;
+        if let Some(id) = notify {
+            // The constant 1 in the peer's directory, read into our notification slot after
+            // the data: RC places read responses in order.
+            let dir = self.directories[x.remote.rank.index()].ok_or_else(|| {
+                Error::Other(format!("no verbs connection to rank {}", x.remote.rank))
+            })?;
+            let sge = self.registry.local_slot_sge(x.local, id)?;
+            let one = RemoteAddr {
+                rkey: dir.rkey,
+                addr: dir.base + (usize::from(registry::DIR_KEY) * ENTRY) as u64,
+            };
+            wrs.push((WrOp::Read { sge }, one));
+        }
+        if wrs.is_empty() {
+            return Ok(());
+        }
         self.post(
             x.remote.rank,
             Self::queue_channel(q),
             Op {
                 wrs,
-                done,
+                done: Self::done_for(q),
                 hold: Some(x.local.clone()),
-                signal: notify.is_some(),
+                signal: false,
             },
         )
     }

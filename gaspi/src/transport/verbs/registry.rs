@@ -2,6 +2,10 @@
 //! and data; user-bound data gets a second one), a per-rank directory through which peers
 //! learn a segment's keys with one RDMA READ, and scratch memory for atomics' results.
 //!
+//! After the last entry the directory holds the constant 1 (u32): `read_notify` chains a
+//! 4-byte RDMA READ of it into the local notification slot after the data, and RC places
+//! read responses in order, so the notification is set once the data is there.
+//!
 //! Directory entry `key` (32 bytes): control base (u64), control rkey (u32), data rkey
 //! (u32), data base (u64), valid (u64). It is written before the segment's registration is
 //! announced over the control channel, so a peer that has seen the announcement reads a
@@ -69,6 +73,8 @@ impl RemoteKeys {
 
 struct LocalReg {
     mem: Arc<SegmentMemory>,
+    /// lkey and device address of mapping byte 0 (notification slots).
+    ctl: (u32, u64),
     _ctl: Arc<dyn MemoryRegion>,
     _data: Option<Arc<dyn MemoryRegion>>,
     /// lkey and device address of data byte 0.
@@ -104,12 +110,13 @@ fn register(
 
 impl Registry {
     pub fn new(device: Arc<dyn Device>, job_id: &str, rank: u16, shared: bool) -> Result<Self> {
-        let dir_len = usize::from(DIR_KEY) * ENTRY;
+        let dir_len = (usize::from(DIR_KEY) + 1) * ENTRY;
         let dir = if shared {
             SegmentMemory::create_shared(&directory_file(job_id, rank), dir_len, 0)?
         } else {
             SegmentMemory::anonymous(dir_len, 0)?
         };
+        dir.copy_in(usize::from(DIR_KEY) * ENTRY, &1u32.to_le_bytes());
         let dir_mr = register(&*device, DIR_KEY, &dir)?;
         let mut dir_keys = dir_mr.keys();
         dir_keys.base += dir.data_offset().expect("directory data is in its mapping") as u64;
@@ -160,6 +167,7 @@ impl Registry {
         };
         let reg = Arc::new(LocalReg {
             mem: mem.clone(),
+            ctl: (ck.lkey, ck.base),
             _ctl: ctl,
             _data: data_mr,
             data: (data_keys.0, data_keys.2),
@@ -193,20 +201,31 @@ impl Registry {
         }
     }
 
-    /// The local side of a transfer from/to `mem`'s data at `off`.
-    pub fn local_sge(&self, mem: &Arc<SegmentMemory>, off: usize, len: u32) -> Result<Sge> {
-        let reg = self
-            .by_mem
+    fn local(&self, mem: &Arc<SegmentMemory>) -> Result<Arc<LocalReg>> {
+        self.by_mem
             .lock()
             .get(&(Arc::as_ptr(mem) as usize))
             .cloned()
-            .ok_or_else(|| {
-                Error::Device("local segment is not registered with the device".into())
-            })?;
+            .ok_or_else(|| Error::Device("local segment is not registered with the device".into()))
+    }
+
+    /// The local side of a transfer from/to `mem`'s data at `off`.
+    pub fn local_sge(&self, mem: &Arc<SegmentMemory>, off: usize, len: u32) -> Result<Sge> {
+        let reg = self.local(mem)?;
         Ok(Sge {
             lkey: reg.data.0,
             addr: reg.data.1 + off as u64,
             len,
+        })
+    }
+
+    /// Local notification slot `id` of `mem`, as the target of a 4-byte read.
+    pub fn local_slot_sge(&self, mem: &Arc<SegmentMemory>, id: u32) -> Result<Sge> {
+        let reg = self.local(mem)?;
+        Ok(Sge {
+            lkey: reg.ctl.0,
+            addr: reg.ctl.1 + SegmentMemory::slot_offset(id) as u64,
+            len: 4,
         })
     }
 
