@@ -429,6 +429,13 @@ impl Context {
         self.tcp.as_ref().map(|t| t.listen_addr())
     }
 
+    /// Test hook: the next verbs work request this rank posts completes with an error (fake
+    /// verbs device only; false otherwise).
+    #[cfg(feature = "testing")]
+    pub fn fail_next_verbs_request(&self) -> bool {
+        self.sh.verbs.as_ref().is_some_and(|v| v.inject_fault())
+    }
+
     /// Test hook: sends raw bytes to `rank` on the data connection, like a faulty peer.
     #[cfg(feature = "testing")]
     pub fn send_raw_frame(&self, rank: Rank, bytes: Vec<u8>) -> Result<()> {

@@ -181,6 +181,11 @@ pub(crate) trait Device: Send + Sync {
     /// Called once the job's shared-memory prefix is known (the fake finds peers' memory
     /// through it; real devices ignore it).
     fn attach_job(&self, _shm_prefix: &str) {}
+    /// Test hook: makes the next work request fail with an error completion. Only the fake
+    /// device can; the others return false.
+    fn inject_fault(&self) -> bool {
+        false
+    }
 }
 
 /// Opens the device this rank should use: `Ok(None)` with the reason when there is none

@@ -7,7 +7,8 @@
 //! time before its completion on a real device; "at once" is one legal schedule), in posting
 //! order. Fault injection: `GASPI_IB_FAKE_FAIL_AFTER=n` makes the n-th work request this
 //! process posts fail with a remote access error; `GASPI_IB_FAKE_MAX_WR=n` sets the device's
-//! send-queue limit. A peer whose process is gone makes every request to it fail as a
+//! send-queue limit; `GASPI_IB_FAKE_CQ_LAG=n` holds every completion back for `n` polls of
+//! its completion queue (a slow network: work stays in the send queue). A peer whose process is gone makes every request to it fail as a
 //! retry-exceeded error, as the peer's silent HCA would.
 
 use std::collections::{HashMap, VecDeque};
@@ -28,6 +29,7 @@ use crate::segment::{shm_file, SegKey};
 
 pub const FAKE_FAIL_AFTER: &str = "GASPI_IB_FAKE_FAIL_AFTER";
 pub const FAKE_MAX_WR: &str = "GASPI_IB_FAKE_MAX_WR";
+pub const FAKE_CQ_LAG: &str = "GASPI_IB_FAKE_CQ_LAG";
 
 /// Fake keys carry the segment key in their low bits and a registration generation above.
 const KEY_BITS: u32 = 9;
@@ -43,7 +45,9 @@ struct Fabric {
     generation: AtomicU32,
     posted: AtomicU64,
     fail_after: Option<u64>,
+    fail_next: std::sync::atomic::AtomicBool,
     max_wr: u32,
+    cq_lag: u32,
 }
 
 pub(crate) struct FakeDevice {
@@ -73,6 +77,8 @@ impl FakeDevice {
                 generation: AtomicU32::new(1),
                 posted: AtomicU64::new(0),
                 fail_after: env_num(FAKE_FAIL_AFTER)?,
+                fail_next: Default::default(),
+                cq_lag: env_num(FAKE_CQ_LAG)?.unwrap_or(0).min(1 << 20) as u32,
                 max_wr,
             }),
         })
@@ -97,7 +103,8 @@ impl Drop for FakeMr {
 }
 
 struct FakeCq {
-    done: Mutex<VecDeque<Completion>>,
+    /// Completions with the number of polls they are still held back for.
+    done: Mutex<VecDeque<(Completion, u32)>>,
 }
 
 impl CompletionQueue for FakeCq {
@@ -107,8 +114,13 @@ impl CompletionQueue for FakeCq {
 
     fn poll(&self, out: &mut Vec<Completion>, max: usize) -> Result<()> {
         let mut d = self.done.lock();
-        let n = d.len().min(max);
-        out.extend(d.drain(..n));
+        for (_, lag) in d.iter_mut() {
+            *lag = lag.saturating_sub(1);
+        }
+        // In order: a held completion holds back the ones behind it.
+        while out.len() < max && d.front().is_some_and(|(_, lag)| *lag == 0) {
+            out.push(d.pop_front().expect("checked").0);
+        }
         Ok(())
     }
 }
@@ -199,6 +211,11 @@ impl Device for FakeDevice {
     fn attach_job(&self, shm_prefix: &str) {
         let _ = self.fabric.prefix.set(shm_prefix.to_string());
     }
+
+    fn inject_fault(&self) -> bool {
+        self.fabric.fail_next.store(true, Ordering::Relaxed);
+        true
+    }
 }
 
 impl Fabric {
@@ -276,7 +293,7 @@ impl Fabric {
     /// Runs one work request against local and peer memory.
     fn execute(&self, peer: u16, wr: &WorkRequest) -> std::result::Result<(), String> {
         let n = self.posted.fetch_add(1, Ordering::Relaxed) + 1;
-        if self.fail_after == Some(n) {
+        if self.fail_after == Some(n) || self.fail_next.swap(false, Ordering::Relaxed) {
             return Err(format!(
                 "remote access error (injected at work request {n})"
             ));
@@ -382,10 +399,11 @@ impl QueuePair for FakeQp {
                 self.error = true;
             }
             if wr.signaled || status.is_err() {
-                done.push(Completion {
+                let c = Completion {
                     wr_id: wr.wr_id,
                     status,
-                });
+                };
+                done.push((c, self.fabric.cq_lag));
             }
         }
         self.cq.done.lock().extend(done);

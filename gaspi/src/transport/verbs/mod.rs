@@ -208,6 +208,12 @@ impl VerbsTransport {
     }
 
     /// Registers a new local segment with the device (at alloc, bind and group creation).
+    /// Test hook: the next work request fails (fake device only).
+    #[cfg(feature = "testing")]
+    pub fn inject_fault(&self) -> bool {
+        self.device.inject_fault()
+    }
+
     pub fn register_segment(&self, key: SegKey, mem: &Arc<SegmentMemory>) -> Result<()> {
         self.registry.add(key, mem)
     }
