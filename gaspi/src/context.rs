@@ -227,6 +227,12 @@ impl Context {
         }
         let device = match ib::open(choice, env.rank.0, &env.job_id)? {
             Ok(d) => d,
+            Err(why) if env.transport == TransportChoice::Verbs => {
+                tracing::warn!(
+                    "gaspi: GASPI_TRANSPORT=verbs but no InfiniBand verbs ({why}); using TCP"
+                );
+                return Ok(None);
+            }
             Err(why) => {
                 tracing::info!("gaspi: no InfiniBand verbs ({why}); using TCP between hosts");
                 return Ok(None);
