@@ -219,6 +219,92 @@ fn finish(done: Done, status: std::result::Result<(), String>, peer: Rank) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::verbs::device::QpEndpoint;
+
+    /// Records which posted requests were signaled.
+    struct RecordingQp(Arc<parking_lot::Mutex<Vec<(u64, bool)>>>);
+
+    impl QueuePair for RecordingQp {
+        fn qpn(&self) -> u32 {
+            1
+        }
+        fn connect(&mut self, _: u32, _: &QpEndpoint) -> Result<()> {
+            Ok(())
+        }
+        fn post_send(&mut self, wrs: &[WorkRequest]) -> Result<()> {
+            self.0
+                .lock()
+                .extend(wrs.iter().map(|w| (w.wr_id & 0xffff_ffff_ffff, w.signaled)));
+            Ok(())
+        }
+    }
+
+    fn write_op(q: &Arc<QueueState>) -> Op {
+        let sge = Sge {
+            lkey: 1,
+            addr: 0,
+            len: 8,
+        };
+        let remote = RemoteAddr { rkey: 2, addr: 0 };
+        Op {
+            wrs: vec![(WrOp::Write { sge }, remote)],
+            done: Done::Queue(q.clone()),
+            hold: None,
+            signal: false,
+        }
+    }
+
+    #[test]
+    fn signals_selectively_fences_and_retires_in_order() {
+        let log = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let mut ch = Channel::new(Box::new(RecordingQp(log.clone())), Rank(1), None, 17);
+        let q = Arc::new(QueueState::new(QueueId(0), 100));
+        for _ in 0..10 {
+            assert!(ch.has_room(1));
+            ch.post(write_op(&q)).unwrap();
+        }
+        // Depth 17: a completion every 4 requests.
+        let signaled: Vec<u64> = log.lock().iter().filter(|w| w.1).map(|w| w.0).collect();
+        assert_eq!(signaled, [4, 8]);
+        let empty = Sge {
+            lkey: 1,
+            addr: 0,
+            len: 0,
+        };
+        ch.fence(empty, RemoteAddr { rkey: 2, addr: 0 }).unwrap();
+        assert_eq!(*log.lock().last().unwrap(), (11, true));
+        // The completion of request 8 retires 1..=8; the fence's retires the rest.
+        ch.complete(8, Ok(()));
+        assert_eq!(ch.wrs_in_flight, 3);
+        ch.complete(11, Ok(()));
+        assert!(ch.idle());
+        q.wait(crate::types::Deadline::after(std::time::Duration::ZERO))
+            .unwrap();
+    }
+
+    #[test]
+    fn capacity_is_the_send_queue_and_errors_fail_everything() {
+        let log = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let mut ch = Channel::new(Box::new(RecordingQp(log)), Rank(3), Some(QueueId(2)), 4);
+        let q = Arc::new(QueueState::new(QueueId(2), 100));
+        for _ in 0..3 {
+            assert!(ch.has_room(1));
+            ch.post(write_op(&q)).unwrap();
+        }
+        assert!(!ch.has_room(1), "one slot stays free for the fence");
+        assert!(matches!(ch.queue_full(), Error::QueueFull { max: 3, .. }));
+        ch.complete(2, Err("remote access error".into()));
+        assert!(ch.idle());
+        let w = q.wait(crate::types::Deadline::after(std::time::Duration::ZERO));
+        assert!(
+            matches!(w, Err(Error::PeerFailed { rank: Rank(3) })),
+            "{w:?}"
+        );
+        assert!(matches!(
+            ch.post(write_op(&q)),
+            Err(Error::PeerFailed { .. })
+        ));
+    }
 
     #[test]
     fn wr_ids_carry_the_peer() {

@@ -183,6 +183,7 @@ pub(crate) trait Device: Send + Sync {
     fn attach_job(&self, _shm_prefix: &str) {}
     /// Test hook: makes the next work request fail with an error completion. Only the fake
     /// device can; the others return false.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     fn inject_fault(&self) -> bool {
         false
     }
