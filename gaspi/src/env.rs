@@ -13,7 +13,7 @@
 //! | `GASPI_JOB_TOKEN` | 32 hex digits (128 bits); peers must present it | derived from the job id (weak) |
 //! | `GASPI_JOB_ID` | job identifier, names shared-memory files | `"local"` |
 //! | `GASPI_INIT_TIMEOUT_MS` | how long init waits for the rendezvous and the peers | `30000` |
-//! | `GASPI_TRANSPORT` | `auto`, `tcp` or `shm` (see [`TransportChoice`]) | `auto` |
+//! | `GASPI_TRANSPORT` | `auto`, `tcp`, `shm` or `verbs` (see [`TransportChoice`]) | `auto` |
 //! | `GASPI_ADDR` | IP address this rank advertises for data connections | the address used to reach the rendezvous |
 //! | `GASPI_LOG` | `tracing` filter for the runtime's own log (e.g. `gaspi=debug`) | `warn` |
 //!
@@ -26,6 +26,11 @@
 //! - The reference implementation's per-rank variables: `GASPI_MASTER` (rank 0's host) and
 //!   `GASPI_SN_PORT` (default 10840) form the rendezvous when `GASPI_RENDEZVOUS` is unset.
 //!   `GASPI_SOCKET` and `GASPI_MFILE` are accepted and ignored.
+//!
+//! InfiniBand verbs (read by `transport::verbs`, see `docs/verbs.md`): `GASPI_IB_DEVICE`
+//! names the device (default: the first with an active port; `fake` selects the test device
+//! that executes work requests in software), `GASPI_IB_PORT` the port (default: the first
+//! active one), `GASPI_IB_GID_INDEX` the GID index used on RoCE (default 0).
 
 use std::fmt;
 
@@ -63,6 +68,9 @@ pub enum TransportChoice {
     Tcp,
     /// Shared memory for every peer; init fails if a peer is on another host.
     Shm,
+    /// InfiniBand verbs for every peer that has an active port (also on one host), TCP for
+    /// the others, with the reason logged.
+    Verbs,
 }
 
 impl TransportChoice {
@@ -71,6 +79,7 @@ impl TransportChoice {
             TransportChoice::Auto => "auto",
             TransportChoice::Tcp => "tcp",
             TransportChoice::Shm => "shm",
+            TransportChoice::Verbs => "verbs",
         }
     }
 }
@@ -88,8 +97,9 @@ impl std::str::FromStr for TransportChoice {
             "" | "auto" => Ok(TransportChoice::Auto),
             "tcp" | "ethernet" => Ok(TransportChoice::Tcp),
             "shm" | "shared" | "sharedmem" => Ok(TransportChoice::Shm),
+            "verbs" | "ib" | "infiniband" => Ok(TransportChoice::Verbs),
             other => Err(Error::Env(format!(
-                "{TRANSPORT}={other:?}: expected one of auto, tcp, shm"
+                "{TRANSPORT}={other:?}: expected one of auto, tcp, shm, verbs"
             ))),
         }
     }
