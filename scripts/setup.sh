@@ -12,6 +12,8 @@ command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v setsid >/dev/null 2>&1 || need+=(util-linux)
 command -v pgrep >/dev/null 2>&1 || need+=(procps)
 command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+command -v nm >/dev/null 2>&1 || need+=(binutils)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   $SUDO apt-get update -qq

@@ -137,3 +137,41 @@ pub(crate) fn write_array<T: Copy>(p: *mut T, vals: &[T], what: &'static str) ->
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn last() -> String {
+        // SAFETY: `last_error_ptr` points to this thread's NUL-terminated message.
+        unsafe { CStr::from_ptr(last_error_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_gaspi_error() {
+        let rc = guard("gaspi_test", || panic!("boom"));
+        assert_eq!(rc, code::ERROR);
+        assert!(
+            last().contains("gaspi_test: internal error: boom"),
+            "{}",
+            last()
+        );
+    }
+
+    #[test]
+    fn errors_map_to_codes_and_messages() {
+        assert_eq!(guard("f", || Ok(())), code::SUCCESS);
+        assert_eq!(guard("f", || Err(Error::Timeout)), code::TIMEOUT);
+        let rc = guard("gaspi_g", || out(std::ptr::null_mut::<u8>(), "rank", 1));
+        assert_eq!(rc, code::ERR_NULLPTR);
+        assert!(
+            last().contains("gaspi_g: null pointer passed for rank"),
+            "{}",
+            last()
+        );
+        assert_eq!(guard("h", || with_ctx(|_| Ok(()))), code::ERR_NOINIT);
+    }
+}
