@@ -18,6 +18,8 @@ command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
 dpkg -s linux-libc-dev >/dev/null 2>&1 || need+=(linux-libc-dev)
+command -v nm >/dev/null 2>&1 || need+=(binutils)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   $SUDO apt-get update -qq
