@@ -10,12 +10,15 @@ use crate::error::{Error, Result};
 use crate::mem::SegmentMemory;
 use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
 
-/// How long a waiter polls before it yields, and then before it sleeps. Long enough to catch
-/// a reply from a peer with a core of its own (shared-memory round trips take a few µs),
-/// short enough not to steal a shared core from the peer or the TCP progress thread that
-/// is about to deliver (a `pause` costs ~25 ns on current x86, so this is time-based).
+/// How long a waiter polls before it yields, and then before it sleeps. The spin catches a
+/// reply from a peer with a core of its own (shared-memory round trips take a few µs) and is
+/// short so as not to steal a shared core from the peer or the TCP progress thread (a
+/// `pause` costs ~25 ns on current x86, so this is time-based). Yielding lets any runnable
+/// thread have the core, and lasts longer than a futex wake-up takes to be scheduled, so two
+/// ranks that answer each other do not both fall into sleeping and pay that latency on
+/// every message.
 const SPIN_FOR: Duration = Duration::from_micros(20);
-const YIELD_FOR: Duration = Duration::from_micros(50);
+const YIELD_FOR: Duration = Duration::from_micros(250);
 /// A sleeping waiter re-checks at least this often (defensive; every change also wakes it).
 const MAX_SLEEP: Duration = Duration::from_millis(200);
 /// Polling interval of a sleeping waiter when verbs peers may write without waking it.
