@@ -86,7 +86,12 @@ pub fn load(
     if comm.is_master() {
         match read_master(dir, vs, optimizer) {
             Ok((p, opt_steps)) => {
-                header = [1.0, p.epochs_done as f64, p.global_step as f64, opt_steps as f64];
+                header = [
+                    1.0,
+                    p.epochs_done as f64,
+                    p.global_step as f64,
+                    opt_steps as f64,
+                ];
             }
             Err(e) => master_error = Some(e),
         }
@@ -96,7 +101,10 @@ pub fn load(
         return Err(e);
     }
     if header[0] != 1.0 {
-        return Err(ckpt_err(dir, "the master rank could not read the checkpoint"));
+        return Err(ckpt_err(
+            dir,
+            "the master rank could not read the checkpoint",
+        ));
     }
     broadcast_variables(comm, vs)?;
     let state: Vec<Tensor> = optimizer

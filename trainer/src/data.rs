@@ -17,6 +17,7 @@ pub const MNIST_TRAIN_IMAGES: &str = "train-images-idx3-ubyte";
 pub const MNIST_TRAIN_LABELS: &str = "train-labels-idx1-ubyte";
 
 /// Images `[N, 1, 28, 28]` (f32, normalized) and labels `[N]` (i64).
+#[derive(Debug)]
 pub struct Dataset {
     images: Tensor,
     labels: Tensor,
@@ -27,7 +28,9 @@ impl Dataset {
     /// prototype plus noise, so models can learn it. Same `seed`, same data, on every rank.
     pub fn synthetic(len: usize, seed: u64) -> Result<Self> {
         if len == 0 {
-            return Err(Error::Config("the synthetic dataset needs at least one sample".into()));
+            return Err(Error::Config(
+                "the synthetic dataset needs at least one sample".into(),
+            ));
         }
         let pixels = IMAGE_SIDE * IMAGE_SIDE;
         let mut rng = SplitMix64::new(seed.wrapping_add(0x5eed));
@@ -49,13 +52,13 @@ impl Dataset {
         let labels_path = dir.join(MNIST_TRAIN_LABELS);
         let images = read_idx(&images_path)?;
         let labels = read_idx(&labels_path)?;
-        if images.dims.len() != 3
-            || images.dims[1] != IMAGE_SIDE
-            || images.dims[2] != IMAGE_SIDE
-        {
+        if images.dims.len() != 3 || images.dims[1] != IMAGE_SIDE || images.dims[2] != IMAGE_SIDE {
             return Err(data_err(
                 &images_path,
-                format!("expected N x 28 x 28 images, found dimensions {:?}", images.dims),
+                format!(
+                    "expected N x 28 x 28 images, found dimensions {:?}",
+                    images.dims
+                ),
             ));
         }
         if labels.dims.len() != 1 || labels.dims[0] != images.dims[0] {
@@ -68,7 +71,10 @@ impl Dataset {
             ));
         }
         if let Some(bad) = labels.data.iter().find(|&&l| l as usize >= NUM_CLASSES) {
-            return Err(data_err(&labels_path, format!("label {bad} is not in 0..10")));
+            return Err(data_err(
+                &labels_path,
+                format!("label {bad} is not in 0..10"),
+            ));
         }
         let pixels = images
             .data
@@ -130,7 +136,10 @@ pub fn read_idx(path: &Path) -> Result<IdxArray> {
 pub fn parse_idx(bytes: &[u8]) -> std::result::Result<IdxArray, String> {
     let header = bytes.get(..4).ok_or("shorter than the 4-byte IDX header")?;
     if header[0] != 0 || header[1] != 0 {
-        return Err(format!("bad magic {:02x}{:02x}: not an IDX file", header[0], header[1]));
+        return Err(format!(
+            "bad magic {:02x}{:02x}: not an IDX file",
+            header[0], header[1]
+        ));
     }
     if header[2] != 0x08 {
         return Err(format!(
@@ -196,7 +205,10 @@ mod tests {
         assert!((first - ((1.0 / 255.0 - 0.1307) / 0.3081)).abs() < 1e-5);
 
         write_idx(&dir.join(MNIST_TRAIN_LABELS), &[3], &[7, 10, 9]).unwrap();
-        assert!(Dataset::mnist(&dir).unwrap_err().to_string().contains("label 10"));
+        assert!(Dataset::mnist(&dir)
+            .unwrap_err()
+            .to_string()
+            .contains("label 10"));
         write_idx(&dir.join(MNIST_TRAIN_LABELS), &[2], &[7, 1]).unwrap();
         assert!(Dataset::mnist(&dir).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
@@ -210,7 +222,10 @@ mod tests {
         assert!(parse_idx(&[0, 0, 8, 1, 0, 0, 0, 2, 5]).is_err());
         assert_eq!(
             parse_idx(&[0, 0, 8, 1, 0, 0, 0, 1, 5]).unwrap(),
-            IdxArray { dims: vec![1], data: vec![5] }
+            IdxArray {
+                dims: vec![1],
+                data: vec![5]
+            }
         );
     }
 

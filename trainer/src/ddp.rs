@@ -211,7 +211,8 @@ pub fn broadcast_tensors(comm: &Comm, tensors: &[Tensor]) -> Result<()> {
     for (i, t) in tensors.iter().enumerate() {
         check_param(i, t)?;
         let n = t.numel();
-        t.f_contiguous()?.f_copy_data(&mut flat[offset..offset + n], n)?;
+        t.f_contiguous()?
+            .f_copy_data(&mut flat[offset..offset + n], n)?;
         offset += n;
     }
     comm.broadcast_f32(&mut flat)?;

@@ -101,8 +101,7 @@ pub(crate) fn set_post_acc_grad_hook<T: HookTarget>(
 pub(crate) fn clear_post_acc_grad_hook(param: &Tensor) -> Result<()> {
     let mut error = std::ptr::null_mut();
     // SAFETY: as in `set_post_acc_grad_hook`.
-    let status =
-        unsafe { tnt_clear_post_acc_grad_hook(param.as_ptr() as *mut c_void, &mut error) };
+    let status = unsafe { tnt_clear_post_acc_grad_hook(param.as_ptr() as *mut c_void, &mut error) };
     check(status, error)
 }
 

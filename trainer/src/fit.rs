@@ -106,11 +106,16 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     let mut opt = Optimizer::new(cfg.optimizer, ddp.params(), cfg.lr)?;
     let mut start = Progress::default();
     if cfg.resume {
-        let dir = cfg.checkpoint_dir.as_ref().ok_or_else(|| {
-            Error::Config("--resume needs --checkpoint-dir".to_owned())
-        })?;
+        let dir = cfg
+            .checkpoint_dir
+            .as_ref()
+            .ok_or_else(|| Error::Config("--resume needs --checkpoint-dir".to_owned()))?;
         start = checkpoint::load(comm, dir, &mut vs, &mut opt)?;
-        tracing::info!(epochs_done = start.epochs_done, step = start.global_step, "resumed");
+        tracing::info!(
+            epochs_done = start.epochs_done,
+            step = start.global_step,
+            "resumed"
+        );
     }
     let steps_per_epoch = (data.len() / cfg.batch_size) as u64;
     let mut record = match &cfg.record {
@@ -160,8 +165,9 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             let t_end = now_ns();
             step += 1;
             times.push(step_times(t0, &trace, t_opt, t_end));
-            let correct = tch::no_grad(|| logits.argmax(-1, false).eq_tensor(&y).sum(tch::Kind::Float))
-                .double_value(&[]);
+            let correct =
+                tch::no_grad(|| logits.argmax(-1, false).eq_tensor(&y).sum(tch::Kind::Float))
+                    .double_value(&[]);
             let mut m = [loss_sum, correct, indices.len() as f64];
             comm.sum_f64(&mut m)?;
             for (s, v) in sums.iter_mut().zip(m) {

@@ -143,7 +143,8 @@ impl HookTarget for HookState {
         if !s.end_queued {
             s.end_queued = true;
             if let Err(e) = ffi::queue_end_of_backward(self) {
-                s.errors.push(format!("queueing the end-of-backward callback: {e}"));
+                s.errors
+                    .push(format!("queueing the end-of-backward callback: {e}"));
             }
         }
         match s.tracker.mark_ready(ParamId(index)) {
@@ -152,8 +153,7 @@ impl HookTarget for HookState {
                     *t = now;
                 }
                 if self.overlap && self.to_comm.send(Msg::Start(BucketId(bucket))).is_err() {
-                    s.errors
-                        .push("the communication thread is gone".to_owned());
+                    s.errors.push("the communication thread is gone".to_owned());
                 }
             }
             Ok(None) => {}

@@ -68,7 +68,9 @@ pub fn global_batch_loss(
     global_batch: usize,
 ) -> Result<(tch::Tensor, f64)> {
     if global_batch == 0 {
-        return Err(Error::Config("the global batch size must be positive".into()));
+        return Err(Error::Config(
+            "the global batch size must be positive".into(),
+        ));
     }
     let sum = logits.f_log_softmax(-1, tch::Kind::Float)?.f_nll_loss(
         labels,

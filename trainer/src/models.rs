@@ -52,18 +52,30 @@ fn lenet5(p: &nn::Path) -> nn::SequentialT {
         .add_fn(Tensor::relu)
         .add(nn::linear(p / "fc2", 120, 84, Default::default()))
         .add_fn(Tensor::relu)
-        .add(nn::linear(p / "fc3", 84, NUM_CLASSES as i64, Default::default()))
+        .add(nn::linear(
+            p / "fc3",
+            84,
+            NUM_CLASSES as i64,
+            Default::default(),
+        ))
 }
 
 fn mlp(p: &nn::Path, hidden: &[i64]) -> Result<nn::SequentialT> {
     if let Some(bad) = hidden.iter().find(|&&h| h <= 0) {
-        return Err(Error::Config(format!("hidden layer size {bad} must be positive")));
+        return Err(Error::Config(format!(
+            "hidden layer size {bad} must be positive"
+        )));
     }
     let mut seq = nn::seq_t().add_fn(|x| x.flatten(1, -1));
     let mut width = (IMAGE_SIDE * IMAGE_SIDE) as i64;
     for (i, &h) in hidden.iter().enumerate() {
         seq = seq
-            .add(nn::linear(p / format!("fc{i}"), width, h, Default::default()))
+            .add(nn::linear(
+                p / format!("fc{i}"),
+                width,
+                h,
+                Default::default(),
+            ))
             .add_fn(Tensor::relu);
         width = h;
     }
@@ -90,7 +102,8 @@ fn conv_bn(p: &nn::Path, c_in: i64, c_out: i64, k: i64, stride: i64) -> nn::Sequ
 fn basic_block(p: &nn::Path, c_in: i64, c_out: i64, stride: i64) -> nn::FuncT<'static> {
     let a = conv_bn(&(p / "a"), c_in, c_out, 3, stride);
     let b = conv_bn(&(p / "b"), c_out, c_out, 3, 1);
-    let shortcut = (stride != 1 || c_in != c_out).then(|| conv_bn(&(p / "short"), c_in, c_out, 1, stride));
+    let shortcut =
+        (stride != 1 || c_in != c_out).then(|| conv_bn(&(p / "short"), c_in, c_out, 1, stride));
     nn::func_t(move |x, train| {
         let y = x.apply_t(&a, train).relu().apply_t(&b, train);
         let s = match &shortcut {
@@ -109,7 +122,12 @@ fn resnet(p: &nn::Path) -> nn::SequentialT {
         .add(basic_block(&(p / "block2"), 16, 32, 2))
         .add(basic_block(&(p / "block3"), 32, 64, 2))
         .add_fn(|x| x.adaptive_avg_pool2d([1, 1]).flatten(1, -1))
-        .add(nn::linear(p / "fc", 64, NUM_CLASSES as i64, Default::default()))
+        .add(nn::linear(
+            p / "fc",
+            64,
+            NUM_CLASSES as i64,
+            Default::default(),
+        ))
 }
 
 /// One encoder layer: multi-head self-attention and a feed-forward block, post-norm.
@@ -173,7 +191,14 @@ impl Transformer {
         let side = IMAGE_SIDE as i64;
         Transformer {
             embed: nn::linear(p / "embed", side, dim, Default::default()),
-            position: p.var("position", &[side, dim], nn::Init::Randn { mean: 0.0, stdev: 0.02 }),
+            position: p.var(
+                "position",
+                &[side, dim],
+                nn::Init::Randn {
+                    mean: 0.0,
+                    stdev: 0.02,
+                },
+            ),
             layers: (0..depth)
                 .map(|i| EncoderLayer::new(&(p / format!("layer{i}")), dim, heads))
                 .collect(),

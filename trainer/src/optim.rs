@@ -8,8 +8,16 @@ use crate::error::{Error, Result};
 /// Which update rule, with its hyper-parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum OptimizerKind {
-    Sgd { momentum: f64, weight_decay: f64 },
-    Adam { beta1: f64, beta2: f64, eps: f64, weight_decay: f64 },
+    Sgd {
+        momentum: f64,
+        weight_decay: f64,
+    },
+    Adam {
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        weight_decay: f64,
+    },
 }
 
 impl OptimizerKind {
@@ -26,7 +34,7 @@ impl OptimizerKind {
 
     fn slots(self) -> usize {
         match self {
-            OptimizerKind::Sgd { momentum, .. } if momentum == 0.0 => 0,
+            OptimizerKind::Sgd { momentum: 0.0, .. } => 0,
             OptimizerKind::Sgd { .. } => 1,
             OptimizerKind::Adam { .. } => 2,
         }
@@ -47,7 +55,9 @@ impl Optimizer {
     /// An optimizer over `params` (usually `DataParallel::params`) with learning rate `lr`.
     pub fn new(kind: OptimizerKind, params: &[Tensor], lr: f64) -> Result<Self> {
         if !(lr.is_finite() && lr >= 0.0) {
-            return Err(Error::Config(format!("learning rate {lr} is not a finite number >= 0")));
+            return Err(Error::Config(format!(
+                "learning rate {lr} is not a finite number >= 0"
+            )));
         }
         let state = (0..kind.slots())
             .map(|_| params.iter().map(Tensor::zeros_like).collect())

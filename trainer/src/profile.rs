@@ -24,7 +24,11 @@ pub struct ProfileSummary {
 impl ProfileSummary {
     /// Medians over `steps`, skipping the first `warmup` (allocation, first-touch effects).
     pub fn from_steps(steps: &[StepTimes], warmup: usize) -> Option<Self> {
-        let used = if steps.len() > warmup { &steps[warmup..] } else { steps };
+        let used = if steps.len() > warmup {
+            &steps[warmup..]
+        } else {
+            steps
+        };
         if used.is_empty() {
             return None;
         }
@@ -44,7 +48,11 @@ impl ProfileSummary {
 impl fmt::Display for ProfileSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let m = &self.median;
-        let share = if m.step_ms > 0.0 { 100.0 * m.exposed_comm_ms / m.step_ms } else { 0.0 };
+        let share = if m.step_ms > 0.0 {
+            100.0 * m.exposed_comm_ms / m.step_ms
+        } else {
+            0.0
+        };
         write!(
             f,
             "profile: median over {} steps: step {:.3} ms, compute {:.3} ms, exposed comm {:.3} ms \

@@ -15,11 +15,10 @@ impl EpochProgress {
     pub fn new(enabled: bool, epoch: u64, epochs: u64, steps: u64) -> Self {
         let bar = enabled.then(|| {
             let bar = ProgressBar::new(steps);
-            let style = ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
+            let style =
+                ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> ");
             bar.set_style(style);
             bar.set_prefix(format!("epoch {}/{epochs}", epoch + 1));
             bar

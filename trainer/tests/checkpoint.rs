@@ -10,8 +10,18 @@ use common::*;
 fn resume_continues_exactly_like_an_uninterrupted_run() {
     let scratch = Scratch::new("resume");
     let base = [
-        "--model", "lenet5", "--batch-size", "16", "--samples", "64", "--optimizer", "adam",
-        "--lr", "0.001", "--warmup-epochs", "1",
+        "--model",
+        "lenet5",
+        "--batch-size",
+        "16",
+        "--samples",
+        "64",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.001",
+        "--warmup-epochs",
+        "1",
     ];
     let dir = |n: &str| scratch.path(n).display().to_string();
     let (straight, split) = (dir("straight"), dir("split"));
@@ -24,10 +34,30 @@ fn resume_continues_exactly_like_an_uninterrupted_run() {
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         train_ok(2, &refs);
     };
-    run(with(&["--epochs", "2", "--checkpoint-dir", &straight, "--record", &rec_straight]));
-    run(with(&["--epochs", "1", "--checkpoint-dir", &split, "--record", &rec_first]));
     run(with(&[
-        "--epochs", "2", "--checkpoint-dir", &split, "--resume", "--record", &rec_second,
+        "--epochs",
+        "2",
+        "--checkpoint-dir",
+        &straight,
+        "--record",
+        &rec_straight,
+    ]));
+    run(with(&[
+        "--epochs",
+        "1",
+        "--checkpoint-dir",
+        &split,
+        "--record",
+        &rec_first,
+    ]));
+    run(with(&[
+        "--epochs",
+        "2",
+        "--checkpoint-dir",
+        &split,
+        "--resume",
+        "--record",
+        &rec_second,
     ]));
 
     let a = assert_replicas_identical(std::path::Path::new(&rec_straight), 2);
@@ -39,7 +69,11 @@ fn resume_continues_exactly_like_an_uninterrupted_run() {
     for (x, y) in a.iter().zip(resumed) {
         assert_eq!(x.step, y.step);
         assert_eq!(x.loss, y.loss, "step {}", x.step);
-        assert_eq!(x.checksum, y.checksum, "weights differ after step {}", x.step);
+        assert_eq!(
+            x.checksum, y.checksum,
+            "weights differ after step {}",
+            x.step
+        );
     }
     let excess = max_weight_excess(
         &load_weights(std::path::Path::new(&straight)),
@@ -54,7 +88,10 @@ fn resume_continues_exactly_like_an_uninterrupted_run() {
 fn resume_without_a_checkpoint_fails_on_every_rank() {
     let scratch = Scratch::new("no-ckpt");
     let dir = scratch.path("missing").display().to_string();
-    let out = run_train(2, &["--samples", "64", "--checkpoint-dir", &dir, "--resume"]);
+    let out = run_train(
+        2,
+        &["--samples", "64", "--checkpoint-dir", &dir, "--resume"],
+    );
     assert!(!out.timed_out, "{}", out.report());
     for r in &out.ranks {
         assert_eq!(r.status.and_then(|s| s.code()), Some(1), "{}", out.report());

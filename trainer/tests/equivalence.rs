@@ -43,9 +43,15 @@ fn compare_rank_counts(name: &str, model_args: &[&str]) {
                     );
                 }
                 let excess = max_weight_excess(&weights, ref_weights, WEIGHT_ATOL, WEIGHT_RTOL);
-                assert!(excess <= 0.0, "{n} ranks: weights off by {excess} beyond tolerance");
+                assert!(
+                    excess <= 0.0,
+                    "{n} ranks: weights off by {excess} beyond tolerance"
+                );
                 // The runs really trained: the weights moved away from... the same start.
-                assert_ne!(records.first().unwrap().checksum, records.last().unwrap().checksum);
+                assert_ne!(
+                    records.first().unwrap().checksum,
+                    records.last().unwrap().checksum
+                );
             }
         }
     }
@@ -57,8 +63,18 @@ fn lenet5_uneven_global_batch_matches_one_rank() {
     compare_rank_counts(
         "lenet5",
         &[
-            "--model", "lenet5", "--batch-size", "11", "--samples", "64", "--max-steps", "5",
-            "--lr", "0.05", "--fusion-threshold", "4",
+            "--model",
+            "lenet5",
+            "--batch-size",
+            "11",
+            "--samples",
+            "64",
+            "--max-steps",
+            "5",
+            "--lr",
+            "0.05",
+            "--fusion-threshold",
+            "4",
         ],
     );
 }
@@ -70,8 +86,20 @@ fn mlp_even_and_uneven_batches_match_one_rank() {
     compare_rank_counts(
         "mlp",
         &[
-            "--model", "mlp", "--hidden", "64,32", "--batch-size", "10", "--samples", "30",
-            "--epochs", "2", "--lr", "0.05", "--fusion-threshold", "0",
+            "--model",
+            "mlp",
+            "--hidden",
+            "64,32",
+            "--batch-size",
+            "10",
+            "--samples",
+            "30",
+            "--epochs",
+            "2",
+            "--lr",
+            "0.05",
+            "--fusion-threshold",
+            "0",
         ],
     );
 }

@@ -13,8 +13,20 @@ fn run(name: &str, extra: &[&str]) -> (Scratch, Vec<Vec<Record>>) {
     let record = scratch.path("rec");
     let record_s = record.display().to_string();
     let mut args = vec![
-        "--model", "mlp", "--hidden", "512,512", "--batch-size", "32", "--samples", "256",
-        "--max-steps", "6", "--fusion-threshold", "0", "--record", &record_s,
+        "--model",
+        "mlp",
+        "--hidden",
+        "512,512",
+        "--batch-size",
+        "32",
+        "--samples",
+        "256",
+        "--max-steps",
+        "6",
+        "--fusion-threshold",
+        "0",
+        "--record",
+        &record_s,
     ];
     args.extend_from_slice(extra);
     train_ok(2, &args);
@@ -32,7 +44,11 @@ fn hooks_fire_once_per_parameter_and_buckets_start_during_backward() {
         for r in records {
             let hooks = r.list("hooks");
             assert_eq!(hooks.len(), 6, "3 weights + 3 biases");
-            assert!(hooks.iter().all(|&c| c == 1), "rank {rank} step {}: hook counts {hooks:?}", r.step);
+            assert!(
+                hooks.iter().all(|&c| c == 1),
+                "rank {rank} step {}: hook counts {hooks:?}",
+                r.step
+            );
             let (ready, start) = (r.list("ready_ns"), r.list("start_ns"));
             let last_hook = r.num("last_hook_ns");
             assert_eq!(start.len(), 6, "threshold 0: one bucket per tensor");
@@ -45,7 +61,10 @@ fn hooks_fire_once_per_parameter_and_buckets_start_during_backward() {
         }
         // The communication thread may be descheduled on a loaded machine in a single step;
         // over 6 steps the first allreduce must start before backward ended at least once.
-        assert!(started_early >= 1, "rank {rank}: no bucket started before backward ended");
+        assert!(
+            started_early >= 1,
+            "rank {rank}: no bucket started before backward ended"
+        );
     }
 }
 
@@ -57,7 +76,11 @@ fn without_overlap_no_bucket_starts_before_backward_ends() {
             assert!(r.list("hooks").iter().all(|&c| c == 1));
             let last_hook = r.num("last_hook_ns");
             let first_start = r.list("start_ns").into_iter().min().unwrap();
-            assert!(first_start > last_hook, "step {}: a bucket started during backward", r.step);
+            assert!(
+                first_start > last_hook,
+                "step {}: a bucket started during backward",
+                r.step
+            );
         }
     }
 }

@@ -85,7 +85,9 @@ struct Args {
 
 fn run(args: Args) -> trainer::Result<()> {
     if args.threads < 1 {
-        return Err(trainer::Error::Config("--threads must be at least 1".into()));
+        return Err(trainer::Error::Config(
+            "--threads must be at least 1".into(),
+        ));
     }
     tch::set_num_threads(args.threads);
     let fusion_threshold = match args.fusion_threshold {

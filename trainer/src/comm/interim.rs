@@ -58,7 +58,13 @@ impl Allreduce<f32> {
 
     pub fn wait(&mut self, timeout: Timeout) -> Result<&[f32]> {
         if self.started {
-            sum_chunked(&self.ctx, self.group, &self.input, &mut self.output, timeout)?;
+            sum_chunked(
+                &self.ctx,
+                self.group,
+                &self.input,
+                &mut self.output,
+                timeout,
+            )?;
             self.started = false;
         }
         Ok(&self.output)

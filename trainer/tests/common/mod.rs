@@ -74,8 +74,7 @@ impl Record {
 /// The records of rank `rank` for `--record <prefix>`.
 pub fn read_records(prefix: &Path, rank: u16) -> Vec<Record> {
     let path = PathBuf::from(format!("{}.rank{rank}", prefix.display()));
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines()
         .map(|line| {
             let fields: HashMap<String, String> = line
@@ -99,7 +98,11 @@ pub fn assert_replicas_identical(prefix: &Path, n: u16) -> Vec<Record> {
     assert!(!first.is_empty(), "no steps recorded");
     for rank in 1..n {
         let other = read_records(prefix, rank);
-        assert_eq!(other.len(), first.len(), "rank {rank} ran a different number of steps");
+        assert_eq!(
+            other.len(),
+            first.len(),
+            "rank {rank} ran a different number of steps"
+        );
         for (a, b) in first.iter().zip(&other) {
             assert_eq!(a.step, b.step);
             assert_eq!(
