@@ -127,8 +127,10 @@ pub(crate) struct BucketAllreduce {
 }
 
 impl BucketAllreduce {
-    pub(crate) fn input_mut(&mut self) -> &mut [f32] {
-        self.inner.input_mut()
+    pub(crate) fn input_mut(&mut self) -> Result<&mut [f32]> {
+        self.inner
+            .input_mut()
+            .map_err(|e| comm_err("filling a bucket allreduce", e))
     }
 
     pub(crate) fn start(&mut self) -> Result<()> {

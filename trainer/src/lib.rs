@@ -81,3 +81,19 @@ pub fn global_batch_loss(
     let local_sum = sum.f_double_value(&[])?;
     Ok((sum / global_batch as f64, local_sum))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_batch_loss_is_the_local_sum_over_the_global_batch() {
+        let logits = tch::Tensor::from_slice(&[0.0f32, 0.0, 0.0, 0.0]).view([2, 2]);
+        let labels = tch::Tensor::from_slice(&[0i64, 1]);
+        let (loss, sum) = global_batch_loss(&logits, &labels, 8).unwrap();
+        let ln2 = std::f64::consts::LN_2;
+        assert!((sum - 2.0 * ln2).abs() < 1e-6);
+        assert!((loss.double_value(&[]) - 2.0 * ln2 / 8.0).abs() < 1e-6);
+        assert!(global_batch_loss(&logits, &labels, 0).is_err());
+    }
+}

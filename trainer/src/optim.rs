@@ -188,3 +188,45 @@ fn parse_state_name(name: &str) -> Option<(usize, usize)> {
     let (slot, param) = name.strip_prefix("slot")?.split_once(".param")?;
     Some((slot.parse().ok()?, param.parse().ok()?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn param(value: f32, grad: f32) -> Tensor {
+        let p = Tensor::from_slice(&[value]).set_requires_grad(true);
+        (&p * grad).sum(Kind::Float).backward();
+        p
+    }
+
+    #[test]
+    fn sgd_with_momentum_matches_the_formula() {
+        let p = param(1.0, 2.0);
+        let mut opt = Optimizer::new(OptimizerKind::SGD, &[p.shallow_clone()], 0.1).unwrap();
+        opt.step().unwrap(); // buf = 2, p = 1 - 0.2
+        opt.step().unwrap(); // buf = 0.9 * 2 + 2 = 3.8, p = 0.8 - 0.38
+        assert!((p.double_value(&[0]) - 0.42).abs() < 1e-6);
+        assert_eq!(opt.steps(), 2);
+    }
+
+    #[test]
+    fn adam_first_step_moves_by_lr_against_the_gradient_sign() {
+        let p = param(1.0, -3.0);
+        let mut opt = Optimizer::new(OptimizerKind::ADAM, &[p.shallow_clone()], 0.01).unwrap();
+        opt.step().unwrap();
+        assert!((p.double_value(&[0]) - 1.01).abs() < 1e-6);
+        let state = opt.state_tensors();
+        assert_eq!(state.len(), 2);
+        let mut other = Optimizer::new(OptimizerKind::ADAM, &[p.shallow_clone()], 0.01).unwrap();
+        other.load_state(&state, 1).unwrap();
+        assert_eq!(other.steps(), 1);
+        assert!(other.state_tensors()[1].1.equal(&state[1].1));
+        assert!(other.load_state(&state[..1], 1).is_err());
+    }
+
+    #[test]
+    fn bad_learning_rates_are_rejected() {
+        assert!(Optimizer::new(OptimizerKind::SGD, &[], f64::NAN).is_err());
+        assert!(Optimizer::new(OptimizerKind::SGD, &[], -1.0).is_err());
+    }
+}

@@ -179,7 +179,7 @@ impl Worker {
             return Err(Error::Comm(format!("bucket {} started twice", bucket.0)));
         }
         if let Some(buckets) = self.buckets.as_mut() {
-            let input = buckets[bucket.0].input_mut();
+            let input = buckets[bucket.0].input_mut()?;
             for m in b.members() {
                 let grad = self.params[m.param.0].grad();
                 if !grad.defined() {

@@ -43,8 +43,8 @@ impl Allreduce<f32> {
         })
     }
 
-    pub fn input_mut(&mut self) -> &mut [f32] {
-        &mut self.input
+    pub fn input_mut(&mut self) -> Result<&mut [f32]> {
+        Ok(&mut self.input)
     }
 
     pub fn start(&mut self) -> Result<()> {
