@@ -95,6 +95,9 @@ impl Optimizer {
         let kind = self.kind;
         let params = &self.params;
         let state = &mut self.state;
+        // In place, no temporaries the size of the model: `p.addcmul_(d, -lr)` is
+        // `p -= lr * d` with the scalar as a 0-dim tensor broadcast by libtorch.
+        let neg_lr = Tensor::from(-lr as f32);
         tch::no_grad(|| -> Result<()> {
             for (i, p) in params.iter().enumerate() {
                 let g = p.grad();
@@ -107,7 +110,7 @@ impl Optimizer {
                         momentum,
                         weight_decay,
                     } => {
-                        let mut d = if weight_decay != 0.0 {
+                        let d = if weight_decay != 0.0 {
                             g.f_add(&(&p * weight_decay))?
                         } else {
                             g
@@ -115,9 +118,10 @@ impl Optimizer {
                         if momentum != 0.0 {
                             let buf = &mut state[0][i];
                             let _ = buf.f_mul_scalar_(momentum)?.f_add_(&d)?;
-                            d = buf.shallow_clone();
+                            let _ = p.f_addcmul_(buf, &neg_lr)?;
+                        } else {
+                            let _ = p.f_addcmul_(&d, &neg_lr)?;
                         }
-                        let _ = p.f_sub_(&(d * lr))?;
                     }
                     OptimizerKind::Adam {
                         beta1,
@@ -133,12 +137,14 @@ impl Optimizer {
                         let (m_slot, v_slot) = state.split_at_mut(1);
                         let m = &mut m_slot[0][i];
                         let v = &mut v_slot[0][i];
-                        let _ = m.f_mul_scalar_(beta1)?.f_add_(&(&g * (1.0 - beta1)))?;
-                        let _ = v.f_mul_scalar_(beta2)?.f_add_(&(&g * &g * (1.0 - beta2)))?;
-                        let m_hat = &*m / (1.0 - beta1.powf(t));
-                        let v_hat = &*v / (1.0 - beta2.powf(t));
-                        let update = m_hat / (v_hat.sqrt() + eps) * lr;
-                        let _ = p.f_sub_(&update)?;
+                        // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2
+                        let _ = m.f_lerp_(&g, 1.0 - beta1)?;
+                        let _ = v.f_mul_scalar_(beta2)?.f_addcmul_(&g, &(&g * (1.0 - beta2)))?;
+                        let bc1 = 1.0 - beta1.powf(t);
+                        let bc2 = 1.0 - beta2.powf(t);
+                        // p -= lr / bc1 * m / (sqrt(v / bc2) + eps)
+                        let denom = (&*v / bc2).f_sqrt()?.f_add_scalar(eps)?;
+                        let _ = p.f_addcdiv_(&(&*m * (-lr / bc1)), &denom)?;
                     }
                 }
             }
@@ -195,7 +201,7 @@ mod tests {
 
     fn param(value: f32, grad: f32) -> Tensor {
         let p = Tensor::from_slice(&[value]).set_requires_grad(true);
-        (&p * grad).sum(Kind::Float).backward();
+        (&p * f64::from(grad)).sum(Kind::Float).backward();
         p
     }
 
