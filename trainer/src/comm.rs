@@ -112,18 +112,14 @@ impl Comm {
     pub(crate) fn bucket_allreduce(&self, count: usize) -> Result<BucketAllreduce> {
         let inner = Allreduce::new(&self.ctx, Group::ALL, count, Op::Sum, Options::default())
             .map_err(|e| comm_err("creating a bucket allreduce", e))?;
-        Ok(BucketAllreduce {
-            inner,
-            timeout: self.timeout(),
-        })
+        Ok(BucketAllreduce { inner })
     }
 }
 
 /// One bucket's allreduce: fill [`BucketAllreduce::input_mut`], [`start`](Self::start), and
-/// later [`wait`](Self::wait) for the sum.
+/// later [`wait_for`](Self::wait_for) the sum.
 pub(crate) struct BucketAllreduce {
     inner: Allreduce<f32>,
-    timeout: Timeout,
 }
 
 impl BucketAllreduce {
@@ -139,17 +135,13 @@ impl BucketAllreduce {
             .map_err(|e| comm_err("starting a bucket allreduce", e))
     }
 
-    /// Makes progress without blocking; true when the sum is ready.
-    pub(crate) fn test(&mut self) -> Result<bool> {
-        self.inner
-            .test()
-            .map_err(|e| comm_err("progressing a bucket allreduce", e))
-    }
-
-    pub(crate) fn wait(&mut self) -> Result<&[f32]> {
-        let timeout = self.timeout;
-        self.inner
-            .wait(timeout)
-            .map_err(|e| comm_err("waiting for a bucket allreduce", e))
+    /// Drives the allreduce for at most `timeout`: the sum when complete, `None` when the
+    /// time ran out first (call again; the run goes on).
+    pub(crate) fn wait_for(&mut self, timeout: Timeout) -> Result<Option<&[f32]>> {
+        match self.inner.wait(timeout) {
+            Ok(sum) => Ok(Some(sum)),
+            Err(e) if e.is_timeout() => Ok(None),
+            Err(e) => Err(comm_err("waiting for a bucket allreduce", e)),
+        }
     }
 }

@@ -139,7 +139,9 @@ impl Optimizer {
                         let v = &mut v_slot[0][i];
                         // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2
                         let _ = m.f_lerp_(&g, 1.0 - beta1)?;
-                        let _ = v.f_mul_scalar_(beta2)?.f_addcmul_(&g, &(&g * (1.0 - beta2)))?;
+                        let _ = v
+                            .f_mul_scalar_(beta2)?
+                            .f_addcmul_(&g, &(&g * (1.0 - beta2)))?;
                         let bc1 = 1.0 - beta1.powf(t);
                         let bc2 = 1.0 - beta2.powf(t);
                         // p -= lr / bc1 * m / (sqrt(v / bc2) + eps)

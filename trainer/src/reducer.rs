@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use fusion::{BucketId, BucketPlan};
+use gaspi::Timeout;
 use tch::Tensor;
 
 use crate::comm::{BucketAllreduce, Comm};
@@ -15,8 +15,9 @@ use crate::error::{Error, Result};
 use crate::ffi;
 use crate::hooks::now_ns;
 
-/// How long the idle thread sleeps between progress calls while allreduces are in flight.
-const POLL_INTERVAL: Duration = Duration::from_micros(50);
+/// How long the thread drives one in-flight allreduce before it looks for newly complete
+/// buckets again.
+const PROGRESS_SLICE: Timeout = Timeout::ms(1);
 
 /// When each bucket started and finished, in [`now_ns`] time.
 #[derive(Clone, Debug, Default)]
@@ -40,12 +41,30 @@ pub(crate) struct Reducer {
     handle: Option<JoinHandle<()>>,
 }
 
+/// Where one bucket is in the current step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    /// `seq` counts starts within the step: the same order on every rank.
+    InFlight {
+        start_ns: u64,
+        seq: u64,
+    },
+    Done {
+        start_ns: u64,
+        done_ns: u64,
+    },
+}
+
 struct Worker {
     plan: Arc<BucketPlan>,
     params: Vec<Tensor>,
     /// `None` on a single rank: nothing to reduce.
     buckets: Option<Vec<BucketAllreduce>>,
-    start_ns: Vec<Option<u64>>,
+    phase: Vec<Phase>,
+    comm_timeout: Timeout,
+    /// Buckets started in this step.
+    started: u64,
     error: Option<Error>,
 }
 
@@ -64,7 +83,9 @@ impl Reducer {
         };
         let (tx, rx) = crossbeam_channel::unbounded();
         let worker = Worker {
-            start_ns: vec![None; plan.num_buckets()],
+            phase: vec![Phase::Idle; plan.num_buckets()],
+            comm_timeout: comm.timeout(),
+            started: 0,
             plan,
             params,
             buckets,
@@ -117,65 +138,100 @@ impl Drop for Reducer {
 impl Worker {
     fn run(mut self, rx: Receiver<Msg>) {
         loop {
-            let msg = if self.in_flight() {
-                match rx.recv_timeout(POLL_INTERVAL) {
-                    Ok(msg) => msg,
-                    Err(RecvTimeoutError::Timeout) => {
-                        self.progress();
-                        continue;
-                    }
-                    Err(RecvTimeoutError::Disconnected) => return,
+            // Everything the hooks queued first: starting a bucket early matters most.
+            loop {
+                match rx.try_recv() {
+                    Ok(msg) => self.handle(msg),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return,
                 }
-            } else {
-                match rx.recv() {
-                    Ok(msg) => msg,
+            }
+            match self.oldest_in_flight() {
+                // Drive it for a short slice, then look for new buckets again.
+                Some(b) => self.drive(b, PROGRESS_SLICE),
+                None => match rx.recv() {
+                    Ok(msg) => self.handle(msg),
                     Err(_) => return,
-                }
-            };
-            match msg {
-                Msg::Start(bucket) => {
-                    if let Err(e) = self.start(bucket) {
-                        self.error.get_or_insert(e);
-                    }
-                }
-                Msg::StartAll => {
-                    for b in 0..self.plan.num_buckets() {
-                        if self.start_ns[b].is_none() {
-                            if let Err(e) = self.start(BucketId(b)) {
-                                self.error.get_or_insert(e);
-                            }
-                        }
-                    }
-                }
-                Msg::Finish(reply) => {
-                    let result = self.finish();
-                    let _ = reply.send(result);
-                }
+                },
             }
         }
     }
 
-    fn in_flight(&self) -> bool {
-        self.buckets.is_some() && self.start_ns.iter().any(Option::is_some)
+    fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Start(bucket) => self.start_or_record(bucket),
+            Msg::StartAll => {
+                for b in 0..self.plan.num_buckets() {
+                    if self.phase[b] == Phase::Idle {
+                        self.start_or_record(BucketId(b));
+                    }
+                }
+            }
+            Msg::Finish(reply) => {
+                let result = self.finish();
+                let _ = reply.send(result);
+            }
+        }
     }
 
-    /// Lets started allreduces advance while the hooks have nothing for us.
-    fn progress(&mut self) {
+    fn start_or_record(&mut self, bucket: BucketId) {
+        if let Err(e) = self.start(bucket) {
+            self.error.get_or_insert(e);
+        }
+    }
+
+    /// The in-flight bucket started first. Ranks start buckets in the same order (the hooks
+    /// fire in the same order everywhere), so they all drive the same one.
+    fn oldest_in_flight(&self) -> Option<usize> {
+        self.phase
+            .iter()
+            .enumerate()
+            .filter_map(|(b, p)| match p {
+                Phase::InFlight { seq, .. } => Some((*seq, b)),
+                _ => None,
+            })
+            .min()
+            .map(|(_, b)| b)
+    }
+
+    /// Waits up to `slice` for bucket `b`; once complete, writes its sums into `.grad` (those
+    /// parameters' gradients are final: their hooks have fired).
+    fn drive(&mut self, b: usize, slice: Timeout) {
+        if let Err(e) = self.try_complete(b, slice) {
+            self.error.get_or_insert(e);
+            // Do not spin on a failed bucket; `finish` reports the error.
+            if let Phase::InFlight { start_ns, .. } = self.phase[b] {
+                self.phase[b] = Phase::Done {
+                    start_ns,
+                    done_ns: now_ns(),
+                };
+            }
+        }
+    }
+
+    fn try_complete(&mut self, b: usize, timeout: Timeout) -> Result<bool> {
+        let Phase::InFlight { start_ns, .. } = self.phase[b] else {
+            return Ok(true);
+        };
         if let Some(buckets) = self.buckets.as_mut() {
-            for (b, started) in buckets.iter_mut().zip(&self.start_ns) {
-                if started.is_some() {
-                    if let Err(e) = b.test() {
-                        self.error.get_or_insert(e);
-                    }
-                }
+            let Some(sum) = buckets[b].wait_for(timeout)? else {
+                return Ok(false);
+            };
+            for m in self.plan.buckets()[b].members() {
+                let grad = self.params[m.param.0].grad();
+                ffi::write_f32(&grad, &sum[m.offset_elements..m.offset_elements + m.numel])?;
             }
         }
+        self.phase[b] = Phase::Done {
+            start_ns,
+            done_ns: now_ns(),
+        };
+        Ok(true)
     }
 
     fn start(&mut self, bucket: BucketId) -> Result<()> {
         let b = self.plan.bucket(bucket)?;
-        let slot = &mut self.start_ns[bucket.0];
-        if slot.is_some() {
+        if self.phase[bucket.0] != Phase::Idle {
             return Err(Error::Comm(format!("bucket {} started twice", bucket.0)));
         }
         if let Some(buckets) = self.buckets.as_mut() {
@@ -192,15 +248,26 @@ impl Worker {
                 grad.f_copy_data(dst, m.numel)?;
             }
             buckets[bucket.0].start()?;
+            self.phase[bucket.0] = Phase::InFlight {
+                start_ns: now_ns(),
+                seq: self.started,
+            };
+            self.started += 1;
+        } else {
+            let now = now_ns();
+            self.phase[bucket.0] = Phase::Done {
+                start_ns: now,
+                done_ns: now,
+            };
         }
-        *slot = Some(now_ns());
         Ok(())
     }
 
     fn finish(&mut self) -> Result<CommTimes> {
         let result = self.finish_inner();
         // Whatever happened, the next step starts clean.
-        self.start_ns.fill(None);
+        self.phase.fill(Phase::Idle);
+        self.started = 0;
         match self.error.take() {
             Some(e) => Err(e),
             None => result,
@@ -208,23 +275,29 @@ impl Worker {
     }
 
     fn finish_inner(&mut self) -> Result<CommTimes> {
+        let n = self.plan.num_buckets();
         let mut times = CommTimes {
-            start_ns: Vec::with_capacity(self.plan.num_buckets()),
-            done_ns: Vec::with_capacity(self.plan.num_buckets()),
+            start_ns: Vec::with_capacity(n),
+            done_ns: Vec::with_capacity(n),
         };
-        for (index, bucket) in self.plan.buckets().iter().enumerate() {
-            let started = self.start_ns[index].ok_or_else(|| {
-                Error::Comm(format!("bucket {index} never became ready in this step"))
-            })?;
-            times.start_ns.push(started);
-            if let Some(buckets) = self.buckets.as_mut() {
-                let sum = buckets[index].wait()?;
-                for m in bucket.members() {
-                    let grad = self.params[m.param.0].grad();
-                    ffi::write_f32(&grad, &sum[m.offset_elements..m.offset_elements + m.numel])?;
-                }
+        if let Some(b) = self.phase.iter().position(|p| *p == Phase::Idle) {
+            return Err(Error::Comm(format!(
+                "bucket {b} never became ready in this step"
+            )));
+        }
+        // In start order, as every rank does; bounded by the communication timeout.
+        while let Some(b) = self.oldest_in_flight() {
+            if !self.try_complete(b, self.comm_timeout)? {
+                return Err(Error::Comm(format!(
+                    "bucket {b}: allreduce did not complete within the timeout"
+                )));
             }
-            times.done_ns.push(now_ns());
+        }
+        for phase in &self.phase {
+            if let Phase::Done { start_ns, done_ns } = *phase {
+                times.start_ns.push(start_ns);
+                times.done_ns.push(done_ns);
+            }
         }
         Ok(times)
     }
