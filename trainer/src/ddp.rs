@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use fusion::{BucketPlan, DType, FusionThreshold, ParamSpec, ReadyTracker};
+use fusion::{BucketPlan, DType, FusionThreshold, ParamId, ParamSpec, ReadyTracker};
 use tch::{nn, Device, Kind, Tensor};
 
 use crate::comm::Comm;
@@ -19,6 +19,9 @@ pub struct DdpConfig {
     /// Start each bucket's allreduce from the autograd hook while backward continues (true),
     /// or all of them after backward (false, for comparison).
     pub overlap: bool,
+    /// After the first step, lay the buckets out in the order rank 0 saw the gradients
+    /// become ready (instead of reverse registration order), so buckets fill in order.
+    pub rebuild_buckets: bool,
 }
 
 impl Default for DdpConfig {
@@ -26,6 +29,7 @@ impl Default for DdpConfig {
         DdpConfig {
             fusion_threshold: FusionThreshold::DEFAULT,
             overlap: true,
+            rebuild_buckets: true,
         }
     }
 }
@@ -43,6 +47,7 @@ pub struct DataParallel {
     state: Arc<HookState>,
     reducer: Reducer,
     overlap: bool,
+    rebuild_buckets: bool,
     step: u64,
 }
 
@@ -72,6 +77,7 @@ impl DataParallel {
             state,
             reducer,
             overlap: config.overlap,
+            rebuild_buckets: config.rebuild_buckets,
             step: 0,
         };
         for (i, p) in ddp.params.iter().enumerate() {
@@ -138,7 +144,52 @@ impl DataParallel {
         trace.backward_returned_ns = backward_returned_ns;
         trace.reduced_ns = now_ns();
         self.step = step;
+        if step == 1 && self.rebuild_buckets {
+            self.rebuild_from_observed_order()?;
+        }
         Ok(trace)
+    }
+
+    /// Collective: re-lays the buckets out in rank 0's observed ready order (if it differs)
+    /// and recreates the bucket allreduces for it.
+    fn rebuild_from_observed_order(&mut self) -> Result<()> {
+        let n = self.params.len();
+        // Rank 0's order to everyone: a sum where the other ranks contribute zeros.
+        let mut order = vec![0f64; n];
+        if self.comm.is_master() {
+            let observed = self.state.observed_order().ok_or_else(|| Error::Step {
+                step: self.step,
+                message: "no complete ready order was observed".to_owned(),
+            })?;
+            for (slot, p) in order.iter_mut().zip(observed) {
+                *slot = p.0 as f64;
+            }
+        }
+        self.comm.sum_f64(&mut order)?;
+        let order: Vec<ParamId> = order.iter().map(|&i| ParamId(i as usize)).collect();
+        if order == self.plan.order() {
+            return Ok(());
+        }
+        let plan = Arc::new(BucketPlan::with_order(
+            self.plan.params(),
+            &order,
+            self.plan.threshold(),
+        )?);
+        let reducer = Reducer::spawn(
+            &self.comm,
+            Arc::clone(&plan),
+            self.params.iter().map(Tensor::shallow_clone).collect(),
+        )?;
+        self.state
+            .replace(ReadyTracker::new(Arc::clone(&plan)), reducer.sender());
+        // The old thread exits once its last sender (just replaced) is gone.
+        self.reducer = reducer;
+        tracing::debug!(
+            buckets = plan.num_buckets(),
+            "buckets rebuilt in the observed order"
+        );
+        self.plan = plan;
+        Ok(())
     }
 
     /// An order-sensitive hash of the bits of every trainable parameter: equal on every rank

@@ -44,6 +44,7 @@ pub struct StepTrace {
 /// Per-step state shared by the hooks (autograd thread) and the step (caller's thread).
 struct StepState {
     tracker: ReadyTracker,
+    to_comm: Sender<Msg>,
     trace: StepTrace,
     end_queued: bool,
     errors: Vec<String>,
@@ -53,7 +54,6 @@ struct StepState {
 /// removed every hook.
 pub(crate) struct HookState {
     state: Mutex<StepState>,
-    to_comm: Sender<Msg>,
     /// Start each bucket's allreduce from the hook (false: only after backward).
     overlap: bool,
 }
@@ -65,6 +65,7 @@ impl HookState {
         HookState {
             state: Mutex::new(StepState {
                 tracker,
+                to_comm,
                 trace: StepTrace {
                     hook_counts: vec![0; params],
                     bucket_ready_ns: vec![0; buckets],
@@ -73,7 +74,6 @@ impl HookState {
                 end_queued: false,
                 errors: Vec::new(),
             }),
-            to_comm,
             overlap,
         }
     }
@@ -127,6 +127,24 @@ impl HookState {
     pub(crate) fn num_buckets(&self) -> usize {
         self.lock().tracker.plan().num_buckets()
     }
+
+    /// The order the gradients became ready in during the last complete step.
+    pub(crate) fn observed_order(&self) -> Option<Vec<ParamId>> {
+        self.lock()
+            .tracker
+            .observed_order()
+            .map(<[ParamId]>::to_vec)
+    }
+
+    /// Switches to a new plan and the communication thread that serves it (between steps).
+    pub(crate) fn replace(&self, tracker: ReadyTracker, to_comm: Sender<Msg>) {
+        let mut s = self.lock();
+        let (params, buckets) = (tracker.plan().num_params(), tracker.plan().num_buckets());
+        s.tracker = tracker;
+        s.to_comm = to_comm;
+        s.trace.hook_counts = vec![0; params];
+        s.trace.bucket_ready_ns = vec![0; buckets];
+    }
 }
 
 impl HookTarget for HookState {
@@ -152,7 +170,7 @@ impl HookTarget for HookState {
                 if let Some(t) = s.trace.bucket_ready_ns.get_mut(bucket) {
                     *t = now;
                 }
-                if self.overlap && self.to_comm.send(Msg::Start(BucketId(bucket))).is_err() {
+                if self.overlap && s.to_comm.send(Msg::Start(BucketId(bucket))).is_err() {
                     s.errors.push("the communication thread is gone".to_owned());
                 }
             }

@@ -66,6 +66,9 @@ struct Args {
     /// Allreduce all gradients after backward instead of overlapping (for comparison).
     #[arg(long)]
     no_overlap: bool,
+    /// Keep the buckets in reverse registration order (no rebuild after the first step).
+    #[arg(long)]
+    no_bucket_rebuild: bool,
     /// Print median per-step timings: compute, exposed communication, optimizer.
     #[arg(long)]
     profile: bool,
@@ -118,6 +121,7 @@ fn run(args: Args) -> trainer::Result<()> {
         ddp: DdpConfig {
             fusion_threshold,
             overlap: !args.no_overlap,
+            rebuild_buckets: !args.no_bucket_rebuild,
         },
         profile: args.profile,
         max_steps: args.max_steps,
