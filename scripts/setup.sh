@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a fresh Debian 12 machine with the Rust toolchain:
-# toolchain components and the system tools the multi-process tests use.
+# toolchain components, the system tools the multi-process tests use, and the build needs
+# of the InfiniBand verbs feature.
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -12,6 +13,13 @@ command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v setsid >/dev/null 2>&1 || need+=(util-linux)
 command -v pgrep >/dev/null 2>&1 || need+=(procps)
 command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+# The `verbs` feature (default) builds rdma-core's headers-only stub through `sideway`:
+# cmake, libclang (bindgen) and the kernel headers. libibverbs itself is loaded at run time.
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
+dpkg -s linux-libc-dev >/dev/null 2>&1 || need+=(linux-libc-dev)
+command -v nm >/dev/null 2>&1 || need+=(binutils)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   $SUDO apt-get update -qq

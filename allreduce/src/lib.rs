@@ -1,1 +1,89 @@
-//! Pipelined collectives (ring, recursive doubling, Rabenseifner, broadcast) over `gaspi`. Not built yet: see the allreduce issue.
+//! Collectives over [`gaspi`]: allreduce (pipelined ring, recursive doubling, Rabenseifner)
+//! and broadcast (binomial tree, pipelined chain), for `f32`, `f64`, `f16`, `bf16`, `i32`,
+//! `i64`, `u32` and `u64` with SUM, MIN, MAX, PROD and AVG.
+//!
+//! A collective is set up once for a group, a size and a type ([`Allreduce::new`],
+//! [`Broadcast::new`]): that allocates its own segment and notification ids, so many can be
+//! in flight at once. Each run is `start` then `test`/`wait`. Progress is made by the
+//! calling thread inside `test`/`wait`, or by a thread of the collective's own
+//! ([`Progress::Thread`]). Results are bit-identical on every member and from run to run.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use allreduce::{Allreduce, Op, Options};
+//! use gaspi::{Context, Group, Timeout};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let ctx = Arc::new(Context::init()?); // one rank without a launcher
+//! let n = ctx.num_ranks() as f32;
+//! let mut sum = Allreduce::<f32>::new(&ctx, Group::ALL, 1000, Op::Sum, Options::default())?;
+//! for step in 0..3 {
+//!     sum.input_mut()?.fill(step as f32);
+//!     sum.start()?;
+//!     // ... overlap other work here, polling with sum.test()? ...
+//!     let out = sum.wait(Timeout::ms(10_000))?;
+//!     assert!(out.iter().all(|x| *x == step as f32 * n));
+//! }
+//!
+//! // One-shot helpers set up, run and free a collective.
+//! let mut weights = vec![0.5f64; 10];
+//! allreduce::broadcast(&ctx, Group::ALL, gaspi::Rank(0), &mut weights, Timeout::BLOCK)?;
+//! # drop(sum);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Algorithms and their thresholds are described on [`Options`] and in `docs/allreduce.md`.
+
+mod broadcast;
+mod collective;
+mod driver;
+mod element;
+mod engine;
+mod error;
+mod options;
+mod reduce;
+mod region;
+mod schedule;
+mod setup;
+
+use std::sync::Arc;
+
+use gaspi::{Context, Group, Rank, Timeout};
+
+pub use broadcast::Broadcast;
+pub use element::{DataType, Element, Op};
+pub use error::{Error, Result};
+pub use half::{bf16, f16};
+pub use options::{Algorithm, Options, Progress, Thresholds, DEFAULT_CHUNK_BYTES};
+pub use reduce::Allreduce;
+
+/// Reduces `data` in place over `group` (sets up a collective, runs it once, frees it).
+/// For repeated reductions keep an [`Allreduce`] instead.
+pub fn allreduce<T: Element>(
+    ctx: &Arc<Context>,
+    group: Group,
+    data: &mut [T],
+    op: Op,
+    timeout: Timeout,
+) -> Result<()> {
+    let mut ar = Allreduce::new(ctx, group, data.len(), op, Options::default())?;
+    ar.start_from(data)?;
+    data.copy_from_slice(ar.wait(timeout)?);
+    Ok(())
+}
+
+/// Broadcasts `data` from `root` to every member of `group`, in place (sets up a
+/// collective, runs it once, frees it).
+pub fn broadcast<T: Element>(
+    ctx: &Arc<Context>,
+    group: Group,
+    root: Rank,
+    data: &mut [T],
+    timeout: Timeout,
+) -> Result<()> {
+    let mut bc = Broadcast::new(ctx, group, data.len(), root, Options::default())?;
+    bc.start_from(data)?;
+    data.copy_from_slice(bc.wait(timeout)?);
+    Ok(())
+}

@@ -25,6 +25,23 @@ pub(crate) struct Table {
     pub addrs: Vec<SocketAddr>,
     /// Chosen by rank 0; makes shared-memory file names unique per run.
     pub nonce: u64,
+    /// Per rank: its verbs endpoint record and its queue pair numbers meant for this rank
+    /// (both empty when that rank has no verbs device). Opaque here; see `transport::verbs`.
+    pub verbs: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// What this rank contributes to the verbs part of the rendezvous: one record for everyone
+/// and one blob per peer (its queue pair numbers towards that peer). Empty without verbs.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct VerbsHello {
+    pub common: Vec<u8>,
+    pub to_peer: Vec<Vec<u8>>,
+}
+
+impl VerbsHello {
+    fn for_peer(&self, r: usize) -> &[u8] {
+        self.to_peer.get(r).map_or(&[], |v| v.as_slice())
+    }
 }
 
 /// Identity of "this host" for shared memory: same kernel boot and same network namespace.
@@ -47,8 +64,11 @@ impl Wire<'_> {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
     fn str(&mut self, s: &str) {
-        self.u16(s.len() as u16);
-        self.0.extend_from_slice(s.as_bytes());
+        self.bytes(s.as_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.u16(b.len() as u16);
+        self.0.extend_from_slice(b);
     }
 }
 
@@ -104,8 +124,11 @@ impl Reader<'_> {
         ))
     }
     fn str(&mut self) -> Result<String> {
+        String::from_utf8(self.bytes()?).map_err(|_| Error::Bootstrap("bad string".into()))
+    }
+    fn bytes(&mut self) -> Result<Vec<u8>> {
         let n = usize::from(self.u16()?);
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| Error::Bootstrap("bad string".into()))
+        Ok(self.take(n)?.to_vec())
     }
 }
 
@@ -137,16 +160,20 @@ fn data_listener(env: &JobEnv, ip: IpAddr) -> Result<TcpListener> {
 }
 
 /// Runs the rendezvous; returns the table and this rank's data listener.
-pub(crate) fn rendezvous(env: &JobEnv, deadline: Deadline) -> Result<(Table, TcpListener)> {
+pub(crate) fn rendezvous(
+    env: &JobEnv,
+    verbs: &VerbsHello,
+    deadline: Deadline,
+) -> Result<(Table, TcpListener)> {
     let rv = env
         .rendezvous
         .as_deref()
         .ok_or_else(|| Error::Env(format!("{RENDEZVOUS} is not set")))?;
     let addr = resolve(rv)?;
     if env.rank == Rank(0) {
-        serve(env, addr, deadline)
+        serve(env, verbs, addr, deadline)
     } else {
-        join(env, addr, deadline)
+        join(env, verbs, addr, deadline)
     }
 }
 
@@ -158,7 +185,12 @@ fn timeout_error(env: &JobEnv, what: &str) -> Error {
     ))
 }
 
-fn join(env: &JobEnv, addr: SocketAddr, deadline: Deadline) -> Result<(Table, TcpListener)> {
+fn join(
+    env: &JobEnv,
+    verbs: &VerbsHello,
+    addr: SocketAddr,
+    deadline: Deadline,
+) -> Result<(Table, TcpListener)> {
     let stream = loop {
         let limit = deadline
             .remaining()
@@ -187,6 +219,11 @@ fn join(env: &JobEnv, addr: SocketAddr, deadline: Deadline) -> Result<(Table, Tc
     w.u16(env.nranks);
     w.str(&host_identity());
     w.str(&listener.local_addr()?.to_string());
+    w.bytes(&verbs.common);
+    w.u16(env.nranks);
+    for r in 0..usize::from(env.nranks) {
+        w.bytes(verbs.for_peer(r));
+    }
     send_frame(&stream, &body)?;
     let reply = recv_frame(&stream, deadline).map_err(|e| match e {
         Error::Bootstrap(m)
@@ -226,17 +263,27 @@ fn join(env: &JobEnv, addr: SocketAddr, deadline: Deadline) -> Result<(Table, Tc
                 .map_err(|_| Error::Bootstrap(format!("bad address {a:?} in the table")))?,
         );
     }
+    let mut table_verbs = Vec::with_capacity(usize::from(n));
+    for _ in 0..n {
+        table_verbs.push((r.bytes()?, r.bytes()?));
+    }
     Ok((
         Table {
             hosts,
             addrs,
             nonce,
+            verbs: table_verbs,
         },
         listener,
     ))
 }
 
-fn serve(env: &JobEnv, addr: SocketAddr, deadline: Deadline) -> Result<(Table, TcpListener)> {
+fn serve(
+    env: &JobEnv,
+    verbs: &VerbsHello,
+    addr: SocketAddr,
+    deadline: Deadline,
+) -> Result<(Table, TcpListener)> {
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::STREAM,
@@ -253,7 +300,9 @@ fn serve(env: &JobEnv, addr: SocketAddr, deadline: Deadline) -> Result<(Table, T
     let n = usize::from(env.nranks);
     let mut hosts = vec![String::new(); n];
     let mut addrs: Vec<Option<SocketAddr>> = vec![None; n];
-    let mut conns: Vec<TcpStream> = Vec::new();
+    let mut conns: Vec<(usize, TcpStream)> = Vec::new();
+    let mut hellos: Vec<VerbsHello> = vec![VerbsHello::default(); n];
+    hellos[0] = verbs.clone();
     let mut my_listener: Option<TcpListener> = None;
     hosts[0] = host_identity();
     while conns.len() < n - 1 {
@@ -291,13 +340,14 @@ fn serve(env: &JobEnv, addr: SocketAddr, deadline: Deadline) -> Result<(Table, T
             }
         };
         match check_hello(env, &body, &addrs) {
-            Ok((rank, host, data)) => {
+            Ok((rank, host, data, v)) => {
                 if my_listener.is_none() {
                     my_listener = Some(data_listener(env, stream.local_addr()?.ip())?);
                 }
                 hosts[rank] = host;
                 addrs[rank] = Some(data);
-                conns.push(stream);
+                hellos[rank] = v;
+                conns.push((rank, stream));
             }
             Err(why) => {
                 tracing::warn!("rendezvous: rejected {from}: {why}");
@@ -323,14 +373,26 @@ fn serve(env: &JobEnv, addr: SocketAddr, deadline: Deadline) -> Result<(Table, T
         w.str(h);
         w.str(&a.to_string());
     }
-    for c in &conns {
-        send_frame(c, &body)?;
+    // Each rank gets every rank's verbs record plus the queue pairs meant for it.
+    for (dest, c) in &conns {
+        let mut personal = body.clone();
+        let mut w = Wire(&mut personal);
+        for h in &hellos {
+            w.bytes(&h.common);
+            w.bytes(h.for_peer(*dest));
+        }
+        send_frame(c, &personal)?;
     }
+    let verbs = hellos
+        .iter()
+        .map(|h| (h.common.clone(), h.for_peer(0).to_vec()))
+        .collect();
     Ok((
         Table {
             hosts,
             addrs,
             nonce,
+            verbs,
         },
         listener,
     ))
@@ -340,7 +402,7 @@ fn check_hello(
     env: &JobEnv,
     body: &[u8],
     seen: &[Option<SocketAddr>],
-) -> std::result::Result<(usize, String, SocketAddr), String> {
+) -> std::result::Result<(usize, String, SocketAddr, VerbsHello), String> {
     if !body.starts_with(MAGIC_HELLO) || body.len() < 4 + 16 + 4 {
         return Err("not a tarantella rendezvous request".into());
     }
@@ -367,5 +429,15 @@ fn check_hello(
     let host = r.str().map_err(|e| e.to_string())?;
     let a = r.str().map_err(|e| e.to_string())?;
     let addr = a.parse().map_err(|_| format!("bad data address {a:?}"))?;
-    Ok((usize::from(rank), host, addr))
+    let common = r.bytes().map_err(|e| e.to_string())?;
+    let count = r.u16().map_err(|e| e.to_string())?;
+    let to_peer = (0..count)
+        .map(|_| r.bytes().map_err(|e| e.to_string()))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok((
+        usize::from(rank),
+        host,
+        addr,
+        VerbsHello { common, to_peer },
+    ))
 }

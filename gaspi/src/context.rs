@@ -17,6 +17,8 @@ use crate::state::StateVector;
 use crate::transport::shm::Shm;
 use crate::transport::tcp::wire::{Header, Op};
 use crate::transport::tcp::TcpTransport;
+use crate::transport::verbs::device::{self as ib, DeviceChoice};
+use crate::transport::verbs::{VerbsSetup, VerbsTransport};
 use crate::transport::{Dest, Route, Routes, Transport};
 use crate::types::{Deadline, Group, NetworkType, PeerState, Rank, Timeout};
 
@@ -33,8 +35,10 @@ pub(crate) struct Shared {
     /// `/dev/shm/tnt-<job>-<nonce>` when segments are shared with local peers.
     pub shm_prefix: Option<String>,
     pub segments: SegmentTable,
-    pub state: StateVector,
+    pub state: Arc<StateVector>,
     pub routes: Routes,
+    /// Queue pairs to the peers reached over verbs.
+    pub verbs: Option<VerbsTransport>,
     pub passive: PassiveInbox,
     pub rpc: RpcTable,
     pub stats: crate::stats::Stats,
@@ -87,8 +91,11 @@ impl Context {
         let deadline = Deadline::after(Duration::from_millis(env.init_timeout_ms));
         let me = env.rank;
         let n = env.nranks;
+        let choice = DeviceChoice::from_env()?;
+        let verbs_setup = Self::open_verbs(&config, &env, &choice)?;
         let (table, listener) = if n > 1 {
-            let (t, l) = bootstrap::rendezvous(&env, deadline)?;
+            let hello = verbs_setup.as_ref().map(|v| v.hello()).unwrap_or_default();
+            let (t, l) = bootstrap::rendezvous(&env, &hello, deadline)?;
             (Some(t), Some(l))
         } else {
             (None, None)
@@ -101,8 +108,19 @@ impl Context {
                     continue;
                 }
                 let same_host = t.hosts[r] == my_host;
+                let verbs = verbs_setup.is_some() && !t.verbs[r].0.is_empty();
                 *route = match (env.transport, same_host) {
-                    (TransportChoice::Tcp, _) | (TransportChoice::Auto, false) => Route::Tcp,
+                    (TransportChoice::Tcp, _) => Route::Tcp,
+                    (TransportChoice::Verbs, _) | (TransportChoice::Auto, false) if verbs => {
+                        Route::Verbs
+                    }
+                    (TransportChoice::Verbs, _) => {
+                        tracing::warn!(
+                            "GASPI_TRANSPORT=verbs: rank {r} has no verbs device; using TCP to it"
+                        );
+                        Route::Tcp
+                    }
+                    (TransportChoice::Auto, false) => Route::Tcp,
                     (_, true) => Route::Shm,
                     (TransportChoice::Shm, false) => {
                         return Err(Error::Env(format!(
@@ -113,17 +131,39 @@ impl Context {
             }
         }
         let routes = Routes::new(&routes);
+        // The fake device reaches peers' memory through their segment files.
         let shm_prefix = match &table {
-            Some(t) if routes.any_shm() => {
+            Some(t) if routes.any_shm() || (choice.is_fake() && routes.any(Route::Verbs)) => {
                 Some(format!("/dev/shm/tnt-{}-{:016x}", env.job_id, t.nonce))
             }
             _ => None,
         };
+        let state = Arc::new(StateVector::new(n));
+        let verbs = match (verbs_setup, &table) {
+            (Some(setup), Some(t)) if routes.any(Route::Verbs) => Some(
+                setup.connect(
+                    t,
+                    &routes
+                        .ranks_with(Route::Verbs)
+                        .into_iter()
+                        .map(Rank)
+                        .collect::<Vec<_>>(),
+                    state.clone(),
+                    shm_prefix.as_deref(),
+                )?,
+            ),
+            _ => None,
+        };
         if me.0 == 0 || n == 1 {
             tracing::info!(
-                "gaspi: {n} ranks, transport {}: shm to {:?}, tcp to {:?}",
+                "gaspi: {n} ranks, transport {}: shm to {:?}, verbs to {:?}{}, tcp to {:?}",
                 env.transport,
                 routes.ranks_with(Route::Shm),
+                routes.ranks_with(Route::Verbs),
+                verbs
+                    .as_ref()
+                    .map(|v| format!(" ({})", v.describe()))
+                    .unwrap_or_default(),
                 routes.ranks_with(Route::Tcp)
             );
         }
@@ -137,8 +177,9 @@ impl Context {
             job: env.clone(),
             shm_prefix,
             segments: SegmentTable::default(),
-            state: StateVector::new(n),
+            state,
             routes,
+            verbs,
             rpc: RpcTable::default(),
             stats: Default::default(),
         });
@@ -167,6 +208,53 @@ impl Context {
                 other => other,
             })?;
         Ok(ctx)
+    }
+
+    /// Opens the verbs device when this job may use one: `None` (with the reason logged)
+    /// means TCP. Auto mode skips it when every rank is on this host.
+    fn open_verbs(
+        config: &Config,
+        env: &JobEnv,
+        choice: &DeviceChoice,
+    ) -> Result<Option<VerbsSetup>> {
+        let wanted = match env.transport {
+            TransportChoice::Verbs => true,
+            TransportChoice::Auto => env.local_nranks < env.nranks,
+            TransportChoice::Tcp | TransportChoice::Shm => false,
+        };
+        if !wanted || env.nranks < 2 {
+            return Ok(None);
+        }
+        let device = match ib::open(choice, env.rank.0, &env.job_id)? {
+            Ok(d) => d,
+            Err(why) if env.transport == TransportChoice::Verbs => {
+                tracing::warn!(
+                    "gaspi: GASPI_TRANSPORT=verbs but no InfiniBand verbs ({why}); using TCP"
+                );
+                return Ok(None);
+            }
+            Err(why) => {
+                tracing::info!("gaspi: no InfiniBand verbs ({why}); using TCP between hosts");
+                return Ok(None);
+            }
+        };
+        match VerbsSetup::new(
+            device,
+            env.rank,
+            env.nranks,
+            config.queue_size_max,
+            &env.job_id,
+            choice.is_fake(),
+        ) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if !choice.is_fake() => {
+                tracing::warn!(
+                    "gaspi: cannot set up InfiniBand verbs ({e}); using TCP between hosts"
+                );
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Ends this process's participation (`gaspi_proc_term`): tells peers goodbye, stops the
@@ -198,6 +286,10 @@ impl Context {
         match self.sh.routes.get(dst.rank) {
             Route::Local => Ok(&Shm),
             Route::Shm if dst.mem.is_some() => Ok(&Shm),
+            Route::Verbs if dst.verbs.is_some() => match &self.sh.verbs {
+                Some(v) => Ok(v),
+                None => Ok(self.tcp()?),
+            },
             _ => Ok(self.tcp()?),
         }
     }
@@ -247,9 +339,19 @@ impl Context {
         self.sh.routes.get(rank) == Route::Shm
     }
 
-    /// `gaspi_network_type`: Ethernet (TCP and shared memory).
+    /// Whether `rank` is reached through InfiniBand verbs.
+    pub fn uses_verbs_to(&self, rank: Rank) -> bool {
+        self.sh.routes.get(rank) == Route::Verbs
+    }
+
+    /// `gaspi_network_type`: InfiniBand when verbs carry traffic to some peer, else
+    /// Ethernet (TCP and shared memory).
     pub fn network_type(&self) -> NetworkType {
-        NetworkType::Ethernet
+        if self.sh.routes.any(Route::Verbs) {
+            NetworkType::Ib
+        } else {
+            NetworkType::Ethernet
+        }
     }
 
     /// Health of every rank as seen from here (`gaspi_state_vec_get`).
@@ -331,6 +433,13 @@ impl Context {
     #[cfg(feature = "testing")]
     pub fn data_listen_addr(&self) -> Option<std::net::SocketAddr> {
         self.tcp.as_ref().map(|t| t.listen_addr())
+    }
+
+    /// Test hook: the next verbs work request this rank posts completes with an error (fake
+    /// verbs device only; false otherwise).
+    #[cfg(feature = "testing")]
+    pub fn fail_next_verbs_request(&self) -> bool {
+        self.sh.verbs.as_ref().is_some_and(|v| v.inject_fault())
     }
 
     /// Test hook: sends raw bytes to `rank` on the data connection, like a faulty peer.

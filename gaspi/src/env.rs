@@ -13,7 +13,7 @@
 //! | `GASPI_JOB_TOKEN` | 32 hex digits (128 bits); peers must present it | derived from the job id (weak) |
 //! | `GASPI_JOB_ID` | job identifier, names shared-memory files | `"local"` |
 //! | `GASPI_INIT_TIMEOUT_MS` | how long init waits for the rendezvous and the peers | `30000` |
-//! | `GASPI_TRANSPORT` | `auto`, `tcp` or `shm` (see [`TransportChoice`]) | `auto` |
+//! | `GASPI_TRANSPORT` | `auto`, `tcp`, `shm` or `verbs` (see [`TransportChoice`]) | `auto` |
 //! | `GASPI_ADDR` | IP address this rank advertises for data connections | the address used to reach the rendezvous |
 //! | `GASPI_LOG` | `tracing` filter for the runtime's own log (e.g. `gaspi=debug`) | `warn` |
 //!
@@ -25,7 +25,16 @@
 //!   and the job id is `slurm-<job>.<step>`.
 //! - The reference implementation's per-rank variables: `GASPI_MASTER` (rank 0's host) and
 //!   `GASPI_SN_PORT` (default 10840) form the rendezvous when `GASPI_RENDEZVOUS` is unset.
-//!   `GASPI_SOCKET` and `GASPI_MFILE` are accepted and ignored.
+//!   `GASPI_MFILE` names the machine file (one host per line, rank i on line i; blank lines
+//!   and `#` comments skipped): it gives `GASPI_NRANKS` (the number of lines) when that is
+//!   unset, the local rank and count (lines naming the same host as this rank's line) when
+//!   `GASPI_LOCAL_*` are unset, and the rendezvous host (line 0) when `GASPI_MASTER` is unset.
+//!   `GASPI_SOCKET` is this rank's NUMA socket (a number, see [`numa_socket`]).
+//!
+//! InfiniBand verbs (read by `transport::verbs`, see `docs/verbs.md`): `GASPI_IB_DEVICE`
+//! names the device (default: the first with an active port; `fake` selects the test device
+//! that executes work requests in software), `GASPI_IB_PORT` the port (default: the first
+//! active one), `GASPI_IB_GID_INDEX` the GID index used on RoCE (default 0).
 
 use std::fmt;
 
@@ -47,6 +56,10 @@ pub const LOG: &str = "GASPI_LOG";
 pub const MASTER: &str = "GASPI_MASTER";
 /// Reference implementation: the service-network port.
 pub const SN_PORT: &str = "GASPI_SN_PORT";
+/// Reference implementation: the NUMA socket of this rank.
+pub const SOCKET: &str = "GASPI_SOCKET";
+/// Reference implementation: the machine file, one host per line, rank i on line i.
+pub const MFILE: &str = "GASPI_MFILE";
 
 /// Default init timeout in milliseconds.
 pub const DEFAULT_INIT_TIMEOUT_MS: u64 = 30_000;
@@ -63,6 +76,9 @@ pub enum TransportChoice {
     Tcp,
     /// Shared memory for every peer; init fails if a peer is on another host.
     Shm,
+    /// InfiniBand verbs for every peer that has an active port (also on one host), TCP for
+    /// the others, with the reason logged.
+    Verbs,
 }
 
 impl TransportChoice {
@@ -71,6 +87,7 @@ impl TransportChoice {
             TransportChoice::Auto => "auto",
             TransportChoice::Tcp => "tcp",
             TransportChoice::Shm => "shm",
+            TransportChoice::Verbs => "verbs",
         }
     }
 }
@@ -88,8 +105,9 @@ impl std::str::FromStr for TransportChoice {
             "" | "auto" => Ok(TransportChoice::Auto),
             "tcp" | "ethernet" => Ok(TransportChoice::Tcp),
             "shm" | "shared" | "sharedmem" => Ok(TransportChoice::Shm),
+            "verbs" | "ib" | "infiniband" => Ok(TransportChoice::Verbs),
             other => Err(Error::Env(format!(
-                "{TRANSPORT}={other:?}: expected one of auto, tcp, shm"
+                "{TRANSPORT}={other:?}: expected one of auto, tcp, shm, verbs"
             ))),
         }
     }
@@ -189,6 +207,11 @@ impl JobEnv {
                 .map_err(|_| Error::Env(format!("{name}={v:?} is not an integer in 0..=65535")))
         };
 
+        parse_socket(get(SOCKET))?;
+        let mfile = match get(MFILE).filter(|s| !s.trim().is_empty()) {
+            Some(path) => Some(machine_file(path.trim())?),
+            None => None,
+        };
         let slurm =
             get(NRANKS).is_none() && get("SLURM_PROCID").is_some() && get("SLURM_NTASKS").is_some();
         let (rank, nranks, local_rank, local_nranks, mut rendezvous, mut job_id);
@@ -217,21 +240,41 @@ impl JobEnv {
                 .map(|h| format!("{h}:{port}"));
             job_id = format!("slurm-{job}.{step}");
         } else {
-            nranks = match get(NRANKS) {
-                Some(v) => parse_u16(NRANKS, v)?,
-                None => 1,
+            nranks = match (get(NRANKS), &mfile) {
+                (Some(v), _) => parse_u16(NRANKS, v)?,
+                (None, Some(hosts)) => u16::try_from(hosts.len())
+                    .map_err(|_| Error::Env(format!("{MFILE} has more than 65535 lines")))?,
+                (None, None) => 1,
             };
             rank = match get(RANK) {
                 Some(v) => parse_u16(RANK, v)?,
                 None => 0,
             };
+            // Ranks on the same host as this rank's line of the machine file.
+            let same_host = mfile.as_ref().and_then(|hosts| {
+                let mine = hosts.get(usize::from(rank))?;
+                let before = hosts[..usize::from(rank)]
+                    .iter()
+                    .filter(|h| *h == mine)
+                    .count();
+                let all = hosts.iter().filter(|h| *h == mine).count();
+                Some((before as u16, all as u16))
+            });
+            if let Some(hosts) = &mfile {
+                if hosts.len() < usize::from(nranks) {
+                    return Err(Error::Env(format!(
+                        "{MFILE} lists {} hosts for {nranks} ranks",
+                        hosts.len()
+                    )));
+                }
+            }
             local_rank = match get(LOCAL_RANK) {
                 Some(v) => parse_u16(LOCAL_RANK, v)?,
-                None => rank,
+                None => same_host.map_or(rank, |(before, _)| before),
             };
             local_nranks = match get(LOCAL_NRANKS) {
                 Some(v) => parse_u16(LOCAL_NRANKS, v)?,
-                None => nranks,
+                None => same_host.map_or(nranks, |(_, all)| all),
             };
             rendezvous = None;
             job_id = "local".to_string();
@@ -239,7 +282,10 @@ impl JobEnv {
         if let Some(r) = get(RENDEZVOUS).filter(|s| !s.trim().is_empty()) {
             rendezvous = Some(r.trim().to_string());
         } else if rendezvous.is_none() {
-            if let Some(master) = get(MASTER).filter(|s| !s.trim().is_empty()) {
+            let master = get(MASTER)
+                .filter(|s| !s.trim().is_empty())
+                .or_else(|| mfile.as_ref().and_then(|h| h.first().cloned()));
+            if let Some(master) = master {
                 let port = match get(SN_PORT) {
                     Some(v) => parse_u16(SN_PORT, v)?,
                     None => DEFAULT_SN_PORT,
@@ -324,6 +370,40 @@ impl JobEnv {
         }
         v
     }
+}
+
+/// This rank's NUMA socket from `GASPI_SOCKET` (`None` when unset), as the reference
+/// implementation's launcher sets it (`gaspi_numa_socket`).
+pub fn numa_socket() -> Result<Option<u8>> {
+    parse_socket(std::env::var(SOCKET).ok())
+}
+
+fn parse_socket(v: Option<String>) -> Result<Option<u8>> {
+    match v.filter(|s| !s.trim().is_empty()) {
+        None => Ok(None),
+        Some(s) => {
+            s.trim().parse::<u8>().map(Some).map_err(|_| {
+                Error::Env(format!("{SOCKET}={s:?} is not a socket number in 0..=255"))
+            })
+        }
+    }
+}
+
+/// The hosts of a machine file: the first word of every line that is not blank or a
+/// `#` comment, in order.
+fn machine_file(path: &str) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Env(format!("{MFILE}={path:?} cannot be read: {e}")))?;
+    let hosts: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    if hosts.is_empty() {
+        return Err(Error::Env(format!("{MFILE}={path:?} lists no hosts")));
+    }
+    Ok(hosts)
 }
 
 /// `"4(x2),3"` → 4; `"2"` → 2.
@@ -440,6 +520,29 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(e.rendezvous.as_deref(), Some("head:999"));
+    }
+
+    #[test]
+    fn reference_machine_file_and_socket() {
+        let dir = std::env::temp_dir().join(format!("tnt-mfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("machines");
+        std::fs::write(&path, "# job\nnodeA\nnodeA\n\nnodeB slots=1\nnodeA\n").unwrap();
+        let p = path.to_str().unwrap();
+        let e = env(&[(RANK, "3"), (MFILE, p), (SOCKET, "1")]).unwrap();
+        assert_eq!((e.rank, e.nranks), (Rank(3), 4));
+        assert_eq!((e.local_rank, e.local_nranks), (2, 3));
+        assert_eq!(e.rendezvous.as_deref(), Some("nodeA:10840"));
+        let e = env(&[(RANK, "2"), (NRANKS, "3"), (MFILE, p), (MASTER, "head")]).unwrap();
+        assert_eq!((e.local_rank, e.local_nranks), (0, 1));
+        assert_eq!(e.rendezvous.as_deref(), Some("head:10840"));
+        assert!(
+            env(&[(RANK, "0"), (NRANKS, "5"), (MFILE, p)]).is_err(),
+            "too few lines"
+        );
+        assert!(env(&[(MFILE, "/nonexistent/machines")]).is_err());
+        assert!(env(&[(SOCKET, "north")]).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

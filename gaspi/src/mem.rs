@@ -290,6 +290,30 @@ impl SegmentMemory {
         }
     }
 
+    /// The mapping (control page, notification slots and, unless user-bound, the data):
+    /// what an RDMA device registers.
+    pub fn mapping(&self) -> (*mut u8, usize) {
+        (self.map.as_mut_ptr(), self.map.len())
+    }
+
+    /// Byte offset of the data area in the mapping; `None` when the data is user memory.
+    pub fn data_offset(&self) -> Option<usize> {
+        match self.data {
+            Data::InMapping => Some(ctl_len(self.notif_count)),
+            Data::User { .. } => None,
+        }
+    }
+
+    /// Byte offset of notification slot `id` in every segment's mapping.
+    pub fn slot_offset(id: u32) -> usize {
+        PAGE + id as usize * 4
+    }
+
+    /// The shared-memory file behind the mapping, if any.
+    pub fn file_path(&self) -> Option<&Path> {
+        self.file.as_ref().map(|(p, _)| p.as_path())
+    }
+
     /// Raw address of the data area (for the C ABI's `gaspi_segment_ptr` and typed views).
     pub fn data_addr(&self) -> *mut u8 {
         self.data_ptr()

@@ -17,6 +17,8 @@ const SPIN_ITERS: u32 = 200;
 const YIELD_FOR: Duration = Duration::from_micros(50);
 /// A sleeping waiter re-checks at least this often (defensive; every change also wakes it).
 const MAX_SLEEP: Duration = Duration::from_millis(200);
+/// Polling interval of a sleeping waiter when verbs peers may write without waking it.
+const VERBS_NAP: Duration = Duration::from_micros(50);
 
 /// Which peers' failure ends a wait.
 pub(crate) enum Watch<'a> {
@@ -65,6 +67,9 @@ impl Context {
                 }
             } else if start.elapsed() < YIELD_FOR {
                 std::thread::yield_now();
+            } else if self.sh.verbs.is_some() {
+                // RDMA writes wake no futex: poll with short naps.
+                std::thread::sleep(left.map_or(VERBS_NAP, |d| d.min(VERBS_NAP)));
             } else {
                 let nap = left.map_or(MAX_SLEEP, |d| d.min(MAX_SLEEP));
                 mem.sleep_unless(nap, || check().is_some() || failed().is_some());

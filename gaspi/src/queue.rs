@@ -44,6 +44,10 @@ impl QueueState {
         }
     }
 
+    pub fn id(&self) -> QueueId {
+        self.id
+    }
+
     /// Takes `n` entries, or fails with `QueueFull` taking none.
     pub fn reserve(&self, n: u32) -> Result<()> {
         self.entries
@@ -179,7 +183,12 @@ impl Context {
     /// Waits until every operation posted on `queue` is locally complete (`gaspi_wait`).
     /// A failed operation returns [`Error::PeerFailed`] (once) and marks the peer CORRUPT.
     pub fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
-        self.queues.get(queue)?.wait(timeout.deadline())
+        let q = self.queues.get(queue)?;
+        match &self.sh.verbs {
+            // Verbs completions are polled by the waiter.
+            Some(v) => v.wait(&q, timeout.deadline()),
+            None => q.wait(timeout.deadline()),
+        }
     }
 
     /// Entries posted on `queue` since its last `wait` (`gaspi_queue_size`).
@@ -214,8 +223,7 @@ impl Context {
 
     /// Drops a queue's error state and waits for what is in flight (`gaspi_queue_purge`).
     pub fn queue_purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
-        let q = self.queues.get(queue)?;
-        match q.wait(timeout.deadline()) {
+        match self.wait(queue, timeout) {
             Ok(()) | Err(Error::PeerFailed { .. }) => Ok(()),
             Err(e) => Err(e),
         }

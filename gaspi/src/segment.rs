@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytemuck::Pod;
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -54,6 +54,9 @@ pub(crate) struct RemoteSegment {
     pub notif_count: u32,
     /// The peer's segment mapped here, when it is on this host and shareable.
     pub mem: Option<Arc<SegmentMemory>>,
+    /// Its verbs keys, read from the peer's directory at first use (`None` inside: the
+    /// segment is not reachable over verbs).
+    pub verbs: OnceLock<Option<crate::transport::verbs::RemoteKeys>>,
 }
 
 #[derive(Default)]
@@ -84,12 +87,15 @@ impl SegmentTable {
     }
 }
 
+/// The shared-memory file of `rank`'s segment `key` under a job's `prefix`.
+pub(crate) fn shm_file(prefix: &str, rank: u16, key: SegKey) -> PathBuf {
+    PathBuf::from(format!("{prefix}-r{rank}-s{key}"))
+}
+
 impl Shared {
     /// Path of the shared-memory file of `rank`'s segment `key` (when shm is in use).
     pub(crate) fn shm_path(&self, rank: Rank, key: SegKey) -> Option<PathBuf> {
-        self.shm_prefix
-            .as_ref()
-            .map(|p| PathBuf::from(format!("{p}-r{}-s{key}", rank.0)))
+        self.shm_prefix.as_ref().map(|p| shm_file(p, rank.0, key))
     }
 
     /// Fresh, zeroed memory for a local segment: shared with local peers when any exist.
@@ -125,8 +131,20 @@ impl Shared {
                 segment: SegmentId(key as u8),
             });
         }
+        let mem = Arc::new(mem);
+        if let Some(v) = &self.verbs {
+            // Peers learn about the region only through the directory entry written here;
+            // without one they reach this segment over TCP.
+            if let Err(e) = v.register_segment(key, &mem) {
+                tracing::warn!(
+                    segment = key,
+                    "cannot register segment with the device: {e}"
+                );
+                v.unregister_segment(key);
+            }
+        }
         let seg = Arc::new(LocalSegment {
-            mem: Arc::new(mem),
+            mem,
             tag,
             failures_seen: AtomicU64::new(self.state.failures()),
             allowed: (0..self.nranks)
@@ -174,6 +192,7 @@ impl Shared {
                 tag,
                 notif_count,
                 mem,
+                verbs: OnceLock::new(),
             }),
         );
         let _g = self.segments.registered.lock();
@@ -368,6 +387,7 @@ impl Context {
                 key,
                 notif_count: local.mem.notif_count(),
                 mem: Some(local.mem.clone()),
+                verbs: None,
             });
         }
         let remote = self
@@ -381,11 +401,30 @@ impl Context {
         if offset.checked_add(len).is_none_or(|e| e > remote.size) {
             return Err(oob(remote.size));
         }
+        let verbs = match (self.sh.routes.get(rank), &self.sh.verbs) {
+            (Route::Verbs, Some(v)) => match remote.verbs.get() {
+                Some(k) => *k,
+                None => {
+                    let k = v.lookup(rank, key)?;
+                    if k.is_none() {
+                        tracing::info!(
+                            rank = rank.0,
+                            segment = key,
+                            "peer segment not reachable over verbs: using TCP to it from now on"
+                        );
+                        self.sh.routes.demote(rank, Route::Verbs);
+                    }
+                    *remote.verbs.get_or_init(|| k)
+                }
+            },
+            _ => None,
+        };
         Ok(Dest {
             rank,
             key,
             notif_count: remote.notif_count,
             mem: remote.mem.clone(),
+            verbs,
         })
     }
 
@@ -535,6 +574,9 @@ impl Context {
     pub fn segment_delete(&self, seg: SegmentId) -> Result<()> {
         let key = self.user_key(seg)?;
         let removed = self.sh.segments.remove_local(key);
+        if let (Some(v), Some(_)) = (&self.sh.verbs, &removed) {
+            v.unregister_segment(key);
+        }
         let local = removed.ok_or(Error::InvalidSegment {
             segment: seg,
             rank: None,

@@ -140,6 +140,8 @@ pub enum Transport {
     Auto,
     Tcp,
     Shm,
+    /// InfiniBand verbs to every peer with an active port (TCP to the others).
+    Verbs,
 }
 
 impl From<Transport> for TransportChoice {
@@ -148,6 +150,7 @@ impl From<Transport> for TransportChoice {
             Transport::Auto => TransportChoice::Auto,
             Transport::Tcp => TransportChoice::Tcp,
             Transport::Shm => TransportChoice::Shm,
+            Transport::Verbs => TransportChoice::Verbs,
         }
     }
 }

@@ -4,11 +4,74 @@
 //! [`gaspi::testing::spmd`]) over TCP and over shared memory, with 2 to 5 ranks, and is bounded
 //! in time: a job that does not finish is killed and the test fails with every rank's output.
 
-/// Defines one module of multi-process tests: the same body on several (ranks, transport)
+use std::time::Duration;
+
+use gaspi::env::TransportChoice;
+use gaspi::{testing, Config, Context, Rank};
+
+/// How the ranks of a test case talk to each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Net {
+    Auto,
+    Tcp,
+    Shm,
+    /// `GASPI_TRANSPORT=verbs` on the fake verbs device: the verbs code path (queue pairs,
+    /// memory regions, signaling, completions) with work requests executed by the fake.
+    FakeVerbs,
+}
+
+impl Net {
+    pub fn transport(self) -> TransportChoice {
+        match self {
+            Net::Auto => TransportChoice::Auto,
+            Net::Tcp => TransportChoice::Tcp,
+            Net::Shm => TransportChoice::Shm,
+            Net::FakeVerbs => TransportChoice::Verbs,
+        }
+    }
+
+    /// Environment the ranks need besides the transport.
+    pub fn env(self) -> Vec<(String, String)> {
+        match self {
+            Net::FakeVerbs => vec![("GASPI_IB_DEVICE".into(), "fake".into())],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Runs `body` on `nranks` ranks over `net` (see [`gaspi::testing::spmd_with`]); over the
+/// fake verbs device every rank first checks that its peers are really reached over verbs,
+/// so a silent fallback to TCP fails the test.
+pub fn run_case(
+    name: &str,
+    nranks: u16,
+    net: Net,
+    config: Config,
+    timeout: Duration,
+    body: impl FnOnce(Context),
+) {
+    let extra = net.env();
+    if let Some(outcome) = testing::spmd_job(name, nranks, net.transport(), timeout, |job| {
+        job.env.extend(extra)
+    }) {
+        outcome.assert_success();
+        return;
+    }
+    let ctx = Context::init_with(config).expect("gaspi init");
+    if net == Net::FakeVerbs {
+        for r in (0..ctx.num_ranks()).map(Rank).filter(|r| *r != ctx.rank()) {
+            assert!(ctx.uses_verbs_to(r), "rank {r} is not reached over verbs");
+        }
+    }
+    body(ctx);
+    std::process::exit(0);
+}
+
+/// Defines one module of multi-process tests: the same body on several (ranks, [`Net`])
 /// cases, each its own `#[test]`.
 ///
 /// ```ignore
-/// spmd_cases!(ring, |ctx| { /* body on every rank */ }, tcp_2 = (2, Tcp), shm_5 = (5, Shm));
+/// spmd_cases!(ring, |ctx| { /* body on every rank */ }, tcp_2 = (2, Tcp), verbs_5 = (5, FakeVerbs));
 /// ```
 #[macro_export]
 macro_rules! spmd_cases {
@@ -19,10 +82,12 @@ macro_rules! spmd_cases {
             $(
                 #[test]
                 fn $case() {
-                    gaspi::testing::spmd(
+                    $crate::run_case(
                         concat!(stringify!($name), "::", stringify!($case)),
                         $n,
-                        gaspi::env::TransportChoice::$t,
+                        $crate::Net::$t,
+                        gaspi::Config::default(),
+                        std::time::Duration::from_secs(60),
                         $body,
                     );
                 }

@@ -8,8 +8,7 @@ use gaspi::{Context, Group, Rank, ReduceOp, Timeout};
 
 use crate::error::{Error, Result};
 
-mod interim;
-use interim::{broadcast, Allreduce, Op, Options};
+use allreduce::{broadcast, Allreduce, Op, Options};
 
 /// Default bound on any single collective: a dead or stuck peer becomes an error, not a hang.
 pub const DEFAULT_COMM_TIMEOUT: Duration = Duration::from_secs(120);

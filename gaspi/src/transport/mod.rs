@@ -1,6 +1,6 @@
 //! Transports behind one trait. Every peer is reached through exactly one of them, chosen at
 //! init ([`Route`]): the rank itself and ranks on the same host through shared memory, the
-//! others through TCP. The TCP mesh is always built: it also carries the control traffic
+//! others through InfiniBand verbs when both have an active port, else TCP. The TCP mesh is always built: it also carries the control traffic
 //! (segment registration, passive messages, pings) and tells a rank when a peer dies.
 
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -14,6 +14,7 @@ use crate::types::{AtomicOp, Deadline, Rank};
 
 pub(crate) mod shm;
 pub(crate) mod tcp;
+pub(crate) mod verbs;
 
 /// The far side of a one-sided operation, resolved and bounds-checked by the caller.
 pub(crate) struct Dest {
@@ -22,6 +23,8 @@ pub(crate) struct Dest {
     pub notif_count: u32,
     /// The peer's segment mapped into this process (self and shared-memory peers).
     pub mem: Option<Arc<SegmentMemory>>,
+    /// The keys of the peer's segment (verbs peers whose segment is registered).
+    pub verbs: Option<verbs::RemoteKeys>,
 }
 
 /// A transfer between a local segment and a remote one (bounds already checked).
@@ -60,6 +63,7 @@ pub(crate) enum Route {
     Local = 0,
     Shm = 1,
     Tcp = 2,
+    Verbs = 3,
 }
 
 pub(crate) struct Routes(Vec<AtomicU8>);
@@ -73,6 +77,7 @@ impl Routes {
         match self.0[rank.index()].load(Ordering::Acquire) {
             0 => Route::Local,
             1 => Route::Shm,
+            3 => Route::Verbs,
             _ => Route::Tcp,
         }
     }
@@ -80,8 +85,15 @@ impl Routes {
     /// Moves a shared-memory peer to TCP for good (it registered memory we cannot map).
     /// Safe for ordering: every shared-memory op is complete when its post returns.
     pub fn demote_to_tcp(&self, rank: Rank) {
+        self.demote(rank, Route::Shm);
+    }
+
+    /// Moves a peer from `from` to TCP for good (it registered memory that its route cannot
+    /// reach). For verbs this happens only when a device refused to register a segment;
+    /// ops already posted over verbs are not ordered with later TCP ops.
+    pub fn demote(&self, rank: Rank, from: Route) {
         let _ = self.0[rank.index()].compare_exchange(
-            Route::Shm as u8,
+            from as u8,
             Route::Tcp as u8,
             Ordering::AcqRel,
             Ordering::Acquire,
@@ -89,9 +101,13 @@ impl Routes {
     }
 
     pub fn any_shm(&self) -> bool {
+        self.any(Route::Shm)
+    }
+
+    pub fn any(&self, route: Route) -> bool {
         self.0
             .iter()
-            .any(|r| r.load(Ordering::Acquire) == Route::Shm as u8)
+            .any(|r| r.load(Ordering::Acquire) == route as u8)
     }
 
     pub fn ranks_with(&self, route: Route) -> Vec<u16> {

@@ -1,0 +1,168 @@
+//! What allreduce and broadcast objects share: setup from a schedule plan, and the
+//! start/test/wait life cycle over a typed data range.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use gaspi::{Context, Group, Timeout};
+
+use crate::driver::Driver;
+use crate::element::{Element, Op};
+use crate::engine::{Deadline, Engine, Kernels};
+use crate::error::{Error, Result};
+use crate::options::{Options, Progress};
+use crate::region::OwnedSegment;
+use crate::schedule::{Schedule, Shape};
+use crate::setup::{create_segment, SIGNATURE};
+
+/// This rank's place in `group` and the shape of a collective over `count` elements.
+pub(crate) fn shape_of<T: Element>(
+    ctx: &Context,
+    group: Group,
+    count: usize,
+    options: &Options,
+) -> Result<(Vec<gaspi::Rank>, Shape)> {
+    let members = ctx.group_members(group)?;
+    let me = members
+        .iter()
+        .position(|r| *r == ctx.rank())
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "rank {} is not a member of group {}",
+                ctx.rank(),
+                group.0
+            ))
+        })?;
+    let elem = std::mem::size_of::<T>();
+    count.checked_mul(elem).ok_or_else(|| {
+        Error::InvalidArgument(format!("{count} elements overflow the address space"))
+    })?;
+    let shape = Shape {
+        me,
+        ranks: members.len(),
+        count,
+        elem,
+        chunk_bytes: options.chunk_bytes,
+        notif_limit: ctx.notification_num(),
+    };
+    Ok((members, shape))
+}
+
+/// A set-up collective over `count` elements of `T`.
+pub(crate) struct Collective<T: Element> {
+    driver: Driver,
+    seg: Arc<OwnedSegment>,
+    count: usize,
+    _elem: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> Collective<T> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        ctx: &Arc<Context>,
+        group: Group,
+        members: Vec<gaspi::Rank>,
+        count: usize,
+        op: Op,
+        plan: Vec<Schedule>,
+        largest_send: usize,
+        signature: [u64; SIGNATURE],
+        options: &Options,
+    ) -> Result<Self> {
+        let max = ctx.transfer_size_max() as usize;
+        if largest_send > max {
+            return Err(Error::InvalidArgument(format!(
+                "this algorithm sends {largest_send} bytes at once, more than the transport's \
+                 {max}; use the ring or a smaller chunk"
+            )));
+        }
+        let notifs = plan.iter().map(|s| s.notifications).max().unwrap_or(0);
+        if notifs > ctx.notification_num() {
+            return Err(Error::InvalidArgument(format!(
+                "collective needs {notifs} notifications, segments have {}",
+                ctx.notification_num()
+            )));
+        }
+        let bytes = plan.iter().map(|s| s.segment_bytes).max().unwrap_or(0);
+        let seg = Arc::new(create_segment(
+            ctx,
+            group,
+            bytes,
+            signature,
+            options.setup_timeout,
+        )?);
+        let engine = Engine::new(
+            Arc::clone(&seg),
+            members,
+            options.queue,
+            plan,
+            Kernels::of::<T>(),
+            op,
+        );
+        let driver = Driver::new(engine, options.progress == Progress::Thread)?;
+        Ok(Collective {
+            driver,
+            seg,
+            count,
+            _elem: PhantomData,
+        })
+    }
+
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    pub fn buffer_mut(&mut self) -> Result<&mut [T]> {
+        if self.driver.is_active() {
+            return Err(Error::WrongState(
+                "running: wait for it before touching the buffer",
+            ));
+        }
+        // SAFETY: no run is active, so no peer writes the data range (see `region`), and
+        // `&mut self` keeps other views of it from living at the same time.
+        Ok(unsafe { self.seg.data_mut::<T>(self.count) })
+    }
+
+    pub fn start(&mut self) -> Result<()> {
+        self.driver.start()
+    }
+
+    pub fn start_from(&mut self, data: &[T]) -> Result<()> {
+        if data.len() != self.count {
+            return Err(Error::InvalidArgument(format!(
+                "{} elements given to a collective set up for {}",
+                data.len(),
+                self.count
+            )));
+        }
+        self.buffer_mut()?.copy_from_slice(data);
+        self.start()
+    }
+
+    pub fn test(&mut self) -> Result<bool> {
+        self.driver.progress(Deadline::Now)
+    }
+
+    pub fn wait(&mut self, timeout: Timeout) -> Result<&[T]> {
+        if !self.driver.progress(Deadline::from_timeout(timeout))? {
+            return Err(Error::Timeout);
+        }
+        self.output()
+    }
+
+    pub fn output(&self) -> Result<&[T]> {
+        if let Some(f) = self.driver.failure() {
+            return Err(Error::Failed(f));
+        }
+        if self.driver.is_active() {
+            return Err(Error::WrongState(
+                "running: wait for it before reading the result",
+            ));
+        }
+        if self.driver.completed_runs() == 0 {
+            return Err(Error::WrongState("not run yet: start it first"));
+        }
+        // SAFETY: as in `buffer_mut`; `&self` rules out a `&mut` view at the same time.
+        Ok(unsafe { self.seg.data::<T>(self.count) })
+    }
+}

@@ -1,0 +1,274 @@
+//! Who moves a collective forward: the caller (in `test`/`wait`) or a progress thread.
+//!
+//! Caller-driven collectives must not depend on the application waiting for them in the
+//! same order on every rank: rank A may wait for X while rank B waits for Y, and each
+//! needs the other to forward data of the collective it is not waiting for. So `test` and
+//! `wait` on one collective also move every other active caller-driven collective of the
+//! process forward (they are registered while a run is active), as an MPI progress engine
+//! does. When nothing moves, `wait` sleeps on its own collective's next notification; while
+//! other collectives are active it sleeps in short slices so that it gets back to them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::engine::{Deadline, Engine};
+use crate::error::{Error, Result};
+
+/// How often a progress thread blocked in a wait looks at its stop flag.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// Longest sleep of a `wait` while other collectives are active (gaspi waits in ms).
+const SHARED_SLICE: Duration = Duration::from_millis(1);
+
+type EngineRef = Arc<Mutex<Engine>>;
+
+/// Active caller-driven collectives of this process.
+static ACTIVE: Mutex<Vec<Weak<Mutex<Engine>>>> = Mutex::new(Vec::new());
+
+fn register(engine: &EngineRef) {
+    let mut active = ACTIVE.lock();
+    active.retain(|w| w.strong_count() > 0);
+    if !active.iter().any(|w| w.as_ptr() == Arc::as_ptr(engine)) {
+        active.push(Arc::downgrade(engine));
+    }
+}
+
+/// Moves every other active collective forward without blocking; true if any advanced.
+/// Their errors stay with them (reported by their own `test`/`wait`).
+fn poll_others(me: &EngineRef) -> (bool, bool) {
+    let others: Vec<EngineRef> = {
+        let mut active = ACTIVE.lock();
+        active.retain(|w| {
+            w.upgrade()
+                .is_some_and(|e| e.try_lock().is_none_or(|e| e.is_active()))
+        });
+        active
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|e| !Arc::ptr_eq(e, me))
+            .collect()
+    };
+    let mut advanced = false;
+    for e in &others {
+        // A collective locked by another thread is being driven there.
+        if let Some(mut e) = e.try_lock() {
+            let before = e.position();
+            let _ = e.progress(Deadline::Now);
+            advanced |= e.position() != before;
+        }
+    }
+    (advanced, !others.is_empty())
+}
+
+pub(crate) enum Driver {
+    Caller(EngineRef),
+    Thread(ProgressThread),
+}
+
+impl Driver {
+    pub fn new(engine: Engine, thread: bool) -> Result<Self> {
+        if thread {
+            Ok(Driver::Thread(ProgressThread::spawn(engine)?))
+        } else {
+            Ok(Driver::Caller(Arc::new(Mutex::new(engine))))
+        }
+    }
+
+    pub fn start(&mut self) -> Result<()> {
+        match self {
+            Driver::Caller(e) => {
+                e.lock().start()?;
+                register(e);
+                Ok(())
+            }
+            Driver::Thread(t) => t.start(),
+        }
+    }
+
+    /// `Ok(true)` when no run is in flight any more.
+    pub fn progress(&mut self, deadline: Deadline) -> Result<bool> {
+        match self {
+            Driver::Caller(e) => drive(e, deadline),
+            Driver::Thread(t) => t.progress(deadline),
+        }
+    }
+
+    /// True while a started run has not completed.
+    pub fn is_active(&self) -> bool {
+        match self {
+            Driver::Caller(e) => e.lock().is_active(),
+            Driver::Thread(t) => t.is_active(),
+        }
+    }
+
+    /// Why the collective failed, if it did.
+    pub fn failure(&self) -> Option<String> {
+        match self {
+            Driver::Caller(e) => e.lock().failure().map(str::to_owned),
+            Driver::Thread(t) => t.shared.state.lock().failed.clone(),
+        }
+    }
+
+    /// Runs completed so far.
+    pub fn completed_runs(&self) -> u64 {
+        match self {
+            Driver::Caller(e) => e.lock().completed_runs(),
+            Driver::Thread(t) => t.shared.state.lock().completed,
+        }
+    }
+}
+
+/// The caller-driven wait: see the module docs.
+fn drive(me: &EngineRef, deadline: Deadline) -> Result<bool> {
+    loop {
+        let before = me.lock().position();
+        if me.lock().progress(Deadline::Now)? {
+            return Ok(true);
+        }
+        let (others_moved, others_active) = poll_others(me);
+        let moved = others_moved || me.lock().position() != before;
+        let now = Instant::now();
+        let slice_end = match deadline {
+            Deadline::Now => return Ok(false),
+            Deadline::At(t) if t <= now => return Ok(false),
+            _ if moved => continue,
+            Deadline::At(t) if others_active => t.min(now + SHARED_SLICE),
+            Deadline::Never if others_active => now + SHARED_SLICE,
+            d => {
+                // Alone: sleep until our own next event or the caller's deadline.
+                return me.lock().progress(d);
+            }
+        };
+        if me.lock().progress(Deadline::At(slice_end))? {
+            return Ok(true);
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// A run was started and the thread has not finished it.
+    active: bool,
+    completed: u64,
+    /// The failure of the last run, reported by every later call.
+    failed: Option<String>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    stop: AtomicBool,
+}
+
+pub(crate) struct ProgressThread {
+    shared: Arc<Shared>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl ProgressThread {
+    fn spawn(mut engine: Engine) -> Result<Self> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let sh = Arc::clone(&shared);
+        let handle = std::thread::Builder::new()
+            .name("tnt-collective".into())
+            .spawn(move || loop {
+                {
+                    let mut st = sh.state.lock();
+                    while !st.active && !sh.stop.load(Ordering::Acquire) {
+                        sh.changed.wait(&mut st);
+                    }
+                    if sh.stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                }
+                let outcome = run_to_end(&mut engine, &sh.stop);
+                let mut st = sh.state.lock();
+                st.active = false;
+                match outcome {
+                    Ok(()) => st.completed += 1,
+                    Err(e) => st.failed = Some(e.to_string()),
+                }
+                sh.changed.notify_all();
+            })
+            .map_err(|e| Error::ProgressThread(e.to_string()))?;
+        Ok(ProgressThread {
+            shared,
+            handle: Some(handle),
+        })
+    }
+
+    fn start(&mut self) -> Result<()> {
+        let mut st = self.shared.state.lock();
+        if let Some(f) = &st.failed {
+            return Err(Error::Failed(f.clone()));
+        }
+        if st.active {
+            return Err(Error::WrongState(
+                "still running (wait for it before start)",
+            ));
+        }
+        st.active = true;
+        self.shared.changed.notify_all();
+        Ok(())
+    }
+
+    fn progress(&mut self, deadline: Deadline) -> Result<bool> {
+        let mut st = self.shared.state.lock();
+        loop {
+            if let Some(f) = &st.failed {
+                return Err(Error::Failed(f.clone()));
+            }
+            if !st.active {
+                return Ok(true);
+            }
+            match deadline {
+                Deadline::Now => return Ok(false),
+                Deadline::Never => self.shared.changed.wait(&mut st),
+                Deadline::At(t) => {
+                    if self.shared.changed.wait_until(&mut st, t).timed_out() && st.active {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_active(&self) -> bool {
+        self.shared.state.lock().active
+    }
+}
+
+fn run_to_end(engine: &mut Engine, stop: &AtomicBool) -> Result<()> {
+    engine.start()?;
+    loop {
+        if engine.progress(Deadline::At(Instant::now() + STOP_POLL))? {
+            return Ok(());
+        }
+        if stop.load(Ordering::Acquire) {
+            return Err(Error::ProgressThread(
+                "stopped before the run finished".into(),
+            ));
+        }
+    }
+}
+
+impl Drop for ProgressThread {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        {
+            let _st = self.shared.state.lock();
+            self.shared.changed.notify_all();
+        }
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}

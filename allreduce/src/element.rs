@@ -1,0 +1,279 @@
+//! Element types and the reduction kernels.
+//!
+//! The kernels are plain loops over slices with the operation inlined, which the compiler
+//! turns into SIMD code (checked with the `reduce-kernel` bench: a SUM over f32 runs at
+//! memory speed, like `copy_from_slice`). Half-precision types go through f32 in blocks:
+//! each element is widened, combined and rounded back once, so the result of one combine
+//! is the correctly rounded f32 result narrowed to the type.
+//!
+//! Every combine takes its two operands in a fixed order (`src_first` says which comes
+//! first), so that algorithms in which two ranks combine the same pair of values get the
+//! same bits on both sides even for operations that are not bitwise commutative (MIN/MAX
+//! of `-0.0` and `+0.0`, NaN payloads).
+
+use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
+
+/// The reduction operation of an allreduce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Sum,
+    Min,
+    Max,
+    Prod,
+    /// The sum divided by the number of ranks (integer division for integer types).
+    Avg,
+}
+
+/// The element types the collectives reduce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DataType {
+    F32,
+    F64,
+    F16,
+    Bf16,
+    I32,
+    I64,
+    U32,
+    U64,
+}
+
+impl DataType {
+    /// Size of one element in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            DataType::F16 | DataType::Bf16 => 2,
+            DataType::F32 | DataType::I32 | DataType::U32 => 4,
+            DataType::F64 | DataType::I64 | DataType::U64 => 8,
+        }
+    }
+
+    /// The name nccl-tests prints (`float`, `half`, `int32`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DataType::F32 => "float",
+            DataType::F64 => "double",
+            DataType::F16 => "half",
+            DataType::Bf16 => "bfloat16",
+            DataType::I32 => "int32",
+            DataType::I64 => "int64",
+            DataType::U32 => "uint32",
+            DataType::U64 => "uint64",
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A type the collectives can reduce: `f32`, `f64`, [`half::f16`], [`half::bf16`], `i32`,
+/// `i64`, `u32`, `u64`. Integer SUM/PROD wrap on overflow.
+pub trait Element:
+    bytemuck::Pod + PartialOrd + Send + Sync + std::fmt::Debug + sealed::Sealed + 'static
+{
+    /// The runtime tag of the type.
+    const DATA_TYPE: DataType;
+
+    /// `dst[i] = op(src[i], dst[i])` when `src_first`, else `op(dst[i], src[i])`. AVG
+    /// combines as SUM; the division comes once at the end ([`Element::divide`]).
+    #[doc(hidden)]
+    fn combine(op: Op, dst: &mut [Self], src: &[Self], src_first: bool);
+
+    /// `data[i] /= ranks`: the final step of AVG.
+    #[doc(hidden)]
+    fn divide(data: &mut [Self], ranks: usize);
+}
+
+#[inline(always)]
+fn zip_apply<T: Copy>(dst: &mut [T], src: &[T], src_first: bool, f: impl Fn(T, T) -> T) {
+    if src_first {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = f(*s, *d);
+        }
+    } else {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = f(*d, *s);
+        }
+    }
+}
+
+// MIN/MAX keep the first operand on ties and when the second is NaN, and are written as
+// selects so they vectorize.
+#[inline(always)]
+fn min_of<T: PartialOrd>(a: T, b: T) -> T {
+    if b < a {
+        b
+    } else {
+        a
+    }
+}
+
+#[inline(always)]
+fn max_of<T: PartialOrd>(a: T, b: T) -> T {
+    if b > a {
+        b
+    } else {
+        a
+    }
+}
+
+macro_rules! float_element {
+    ($t:ty, $tag:ident) => {
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DATA_TYPE: DataType = DataType::$tag;
+
+            fn combine(op: Op, dst: &mut [Self], src: &[Self], src_first: bool) {
+                match op {
+                    Op::Sum | Op::Avg => zip_apply(dst, src, src_first, |a, b| a + b),
+                    Op::Prod => zip_apply(dst, src, src_first, |a, b| a * b),
+                    Op::Min => zip_apply(dst, src, src_first, min_of),
+                    Op::Max => zip_apply(dst, src, src_first, max_of),
+                }
+            }
+
+            fn divide(data: &mut [Self], ranks: usize) {
+                let n = ranks as $t;
+                for x in data {
+                    *x /= n;
+                }
+            }
+        }
+    };
+}
+
+macro_rules! int_element {
+    ($t:ty, $tag:ident) => {
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DATA_TYPE: DataType = DataType::$tag;
+
+            fn combine(op: Op, dst: &mut [Self], src: &[Self], src_first: bool) {
+                match op {
+                    Op::Sum | Op::Avg => zip_apply(dst, src, src_first, <$t>::wrapping_add),
+                    Op::Prod => zip_apply(dst, src, src_first, <$t>::wrapping_mul),
+                    Op::Min => zip_apply(dst, src, src_first, min_of),
+                    Op::Max => zip_apply(dst, src, src_first, max_of),
+                }
+            }
+
+            fn divide(data: &mut [Self], ranks: usize) {
+                let n = ranks as $t;
+                for x in data {
+                    *x /= n;
+                }
+            }
+        }
+    };
+}
+
+/// Elements per block when half types are widened to f32 (two 4 KiB stack buffers).
+const WIDEN_BLOCK: usize = 1024;
+
+macro_rules! half_element {
+    ($t:ty, $tag:ident) => {
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DATA_TYPE: DataType = DataType::$tag;
+
+            fn combine(op: Op, dst: &mut [Self], src: &[Self], src_first: bool) {
+                let mut wide_dst = [0f32; WIDEN_BLOCK];
+                let mut wide_src = [0f32; WIDEN_BLOCK];
+                for (d, s) in dst.chunks_mut(WIDEN_BLOCK).zip(src.chunks(WIDEN_BLOCK)) {
+                    let (wd, ws) = (&mut wide_dst[..d.len()], &mut wide_src[..d.len()]);
+                    d.convert_to_f32_slice(wd);
+                    s.convert_to_f32_slice(ws);
+                    f32::combine(op, wd, ws, src_first);
+                    d.convert_from_f32_slice(wd);
+                }
+            }
+
+            fn divide(data: &mut [Self], ranks: usize) {
+                let mut wide = [0f32; WIDEN_BLOCK];
+                for d in data.chunks_mut(WIDEN_BLOCK) {
+                    let w = &mut wide[..d.len()];
+                    d.convert_to_f32_slice(w);
+                    f32::divide(w, ranks);
+                    d.convert_from_f32_slice(w);
+                }
+            }
+        }
+    };
+}
+
+float_element!(f32, F32);
+float_element!(f64, F64);
+int_element!(i32, I32);
+int_element!(i64, I64);
+int_element!(u32, U32);
+int_element!(u64, U64);
+half_element!(f16, F16);
+half_element!(bf16, Bf16);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_on_f32() {
+        let src = [1.0f32, -2.0, 3.0];
+        for (op, want) in [
+            (Op::Sum, [3.0f32, 3.0, 3.0]),
+            (Op::Avg, [3.0, 3.0, 3.0]),
+            (Op::Prod, [2.0, -10.0, 0.0]),
+            (Op::Min, [1.0, -2.0, 0.0]),
+            (Op::Max, [2.0, 5.0, 3.0]),
+        ] {
+            let mut dst = [2.0f32, 5.0, 0.0];
+            f32::combine(op, &mut dst, &src, false);
+            assert_eq!(dst, want, "{op:?}");
+        }
+    }
+
+    #[test]
+    fn operand_order_decides_signed_zero() {
+        let mut dst = [0.0f32];
+        f32::combine(Op::Min, &mut dst, &[-0.0], true);
+        assert!(dst[0].is_sign_negative(), "src first: min(-0, +0) keeps -0");
+        let mut dst = [0.0f32];
+        f32::combine(Op::Min, &mut dst, &[-0.0], false);
+        assert!(dst[0].is_sign_positive(), "dst first: min(+0, -0) keeps +0");
+    }
+
+    #[test]
+    fn integers_wrap_and_divide() {
+        let mut dst = [i32::MAX, 7];
+        i32::combine(Op::Sum, &mut dst, &[1, 2], false);
+        assert_eq!(dst, [i32::MIN, 9]);
+        i32::divide(&mut dst[1..], 2);
+        assert_eq!(dst[1], 4);
+        let mut u = [3u64, 4];
+        u64::combine(Op::Prod, &mut u, &[5, 6], true);
+        assert_eq!(u, [15, 24]);
+    }
+
+    #[test]
+    fn half_types_round_once_per_combine() {
+        let n = WIDEN_BLOCK * 2 + 3;
+        let mut dst: Vec<f16> = (0..n).map(|i| f16::from_f32(i as f32 * 0.5)).collect();
+        let src: Vec<f16> = (0..n).map(|_| f16::from_f32(0.25)).collect();
+        f16::combine(Op::Sum, &mut dst, &src, false);
+        for (i, d) in dst.iter().enumerate() {
+            assert_eq!(
+                *d,
+                f16::from_f32(f16::from_f32(i as f32 * 0.5).to_f32() + 0.25)
+            );
+        }
+        let mut b = [bf16::from_f32(3.0), bf16::from_f32(-1.0)];
+        bf16::combine(
+            Op::Max,
+            &mut b,
+            &[bf16::from_f32(2.0), bf16::from_f32(4.0)],
+            true,
+        );
+        assert_eq!(b, [bf16::from_f32(3.0), bf16::from_f32(4.0)]);
+        bf16::divide(&mut b, 2);
+        assert_eq!(b, [bf16::from_f32(1.5), bf16::from_f32(2.0)]);
+    }
+}

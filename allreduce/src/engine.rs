@@ -1,0 +1,210 @@
+//! Runs a rank's [`Schedule`] against gaspi, resumably: `progress` goes as far as it can
+//! before its deadline and picks up at the same action on the next call.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use gaspi::{Local, NotificationId, QueueId, Rank, Remote, Timeout};
+
+use crate::element::{Element, Op};
+use crate::error::{Error, Result};
+use crate::region::OwnedSegment;
+use crate::schedule::{Action, Schedule};
+
+/// How long a call may block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Deadline {
+    /// Do not block (`test`).
+    Now,
+    At(Instant),
+    Never,
+}
+
+impl Deadline {
+    pub fn from_timeout(t: Timeout) -> Self {
+        if t == Timeout::BLOCK {
+            Deadline::Never
+        } else if t == Timeout::TEST {
+            Deadline::Now
+        } else {
+            Deadline::At(Instant::now() + std::time::Duration::from_millis(t.0))
+        }
+    }
+
+    fn timeout(self) -> Timeout {
+        match self {
+            Deadline::Now => Timeout::TEST,
+            Deadline::Never => Timeout::BLOCK,
+            Deadline::At(t) => {
+                let left = t.saturating_duration_since(Instant::now());
+                Timeout::ms(left.as_micros().div_ceil(1000) as u64)
+            }
+        }
+    }
+}
+
+/// The typed kernels an engine needs, fixed when the collective is built.
+#[derive(Clone, Copy)]
+pub(crate) struct Kernels {
+    reduce: fn(&OwnedSegment, Op, usize, usize, usize, bool),
+    divide: fn(&OwnedSegment, usize, usize, usize),
+}
+
+impl Kernels {
+    pub fn of<T: Element>() -> Self {
+        Kernels {
+            reduce: OwnedSegment::reduce::<T>,
+            divide: OwnedSegment::divide::<T>,
+        }
+    }
+}
+
+pub(crate) struct Engine {
+    pub seg: Arc<OwnedSegment>,
+    members: Vec<Rank>,
+    queue: QueueId,
+    /// Runs cycle through these schedules.
+    plan: Vec<Schedule>,
+    kernels: Kernels,
+    op: Op,
+    runs: u64,
+    cursor: usize,
+    active: bool,
+    /// A failure is reported by gaspi once; keep it so later calls do not wait for ever.
+    failed: Option<String>,
+}
+
+impl Engine {
+    pub fn new(
+        seg: Arc<OwnedSegment>,
+        members: Vec<Rank>,
+        queue: QueueId,
+        plan: Vec<Schedule>,
+        kernels: Kernels,
+        op: Op,
+    ) -> Self {
+        Engine {
+            seg,
+            members,
+            queue,
+            plan,
+            kernels,
+            op,
+            runs: 0,
+            cursor: 0,
+            active: false,
+            failed: None,
+        }
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
+    pub fn completed_runs(&self) -> u64 {
+        self.runs
+    }
+
+    /// Where the engine stands (changes whenever it makes progress).
+    pub fn position(&self) -> (u64, usize) {
+        (self.runs, self.cursor)
+    }
+
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    pub fn start(&mut self) -> Result<()> {
+        if self.active {
+            return Err(Error::WrongState(
+                "still running (wait for it before start)",
+            ));
+        }
+        if let Some(f) = &self.failed {
+            return Err(Error::Failed(f.clone()));
+        }
+        self.active = true;
+        self.cursor = 0;
+        Ok(())
+    }
+
+    /// Advances the active run; `Ok(true)` once it is complete (also when none is active).
+    pub fn progress(&mut self, deadline: Deadline) -> Result<bool> {
+        if !self.active {
+            return Ok(true);
+        }
+        if let Some(f) = &self.failed {
+            return Err(Error::Failed(f.clone()));
+        }
+        match self.advance(deadline) {
+            Ok(done) => Ok(done),
+            Err(e) if e.is_timeout() => Ok(false),
+            Err(e) => {
+                self.failed = Some(e.to_string());
+                self.active = false;
+                Err(e)
+            }
+        }
+    }
+
+    fn advance(&mut self, deadline: Deadline) -> Result<bool> {
+        let ctx = &self.seg.ctx;
+        let seg = self.seg.id;
+        let schedule = &self.plan[(self.runs % self.plan.len() as u64) as usize];
+        // Notification values carry the run number (never 0), which helps when debugging.
+        let value = (self.runs % u64::from(u32::MAX)) as u32 + 1;
+        while let Some(action) = schedule.actions.get(self.cursor) {
+            match *action {
+                Action::Send {
+                    to,
+                    src,
+                    dst,
+                    len,
+                    notif,
+                } => {
+                    let rank = self.members[to];
+                    let post = || {
+                        if len == 0 {
+                            ctx.notify(seg, rank, NotificationId(notif), value, self.queue)
+                        } else {
+                            ctx.write_notify(
+                                Local::new(seg, src as u64),
+                                Remote::new(rank, seg, dst as u64),
+                                len as u64,
+                                NotificationId(notif),
+                                value,
+                                self.queue,
+                            )
+                        }
+                    };
+                    match post() {
+                        Err(gaspi::Error::QueueFull { .. }) => {
+                            ctx.wait(self.queue, deadline.timeout())?;
+                            post()?;
+                        }
+                        r => r?,
+                    }
+                }
+                Action::Recv { notif } => {
+                    let id = NotificationId(notif);
+                    ctx.notify_waitsome(seg, id, 1, deadline.timeout())?;
+                    ctx.notify_reset(seg, id)?;
+                }
+                Action::Reduce {
+                    src,
+                    dst,
+                    len,
+                    src_first,
+                } => (self.kernels.reduce)(&self.seg, self.op, src, dst, len, src_first),
+                Action::Divide { off, len } => {
+                    (self.kernels.divide)(&self.seg, off, len, self.members.len())
+                }
+                Action::Flush => ctx.wait(self.queue, deadline.timeout())?,
+            }
+            self.cursor += 1;
+        }
+        self.active = false;
+        self.runs += 1;
+        Ok(true)
+    }
+}

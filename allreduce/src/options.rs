@@ -1,0 +1,197 @@
+//! Options of a collective and the automatic choice of algorithm.
+
+use gaspi::{QueueId, Timeout};
+
+use crate::error::{Error, Result};
+
+/// Allreduce algorithm.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// Chosen by message size (see [`Thresholds`]).
+    #[default]
+    Auto,
+    /// Pipelined ring: bandwidth-optimal, `2(p-1)` steps.
+    Ring,
+    /// Recursive doubling with folding: `log2(p)` steps, whole message per step.
+    RecursiveDoubling,
+    /// Recursive halving then doubling: bandwidth-optimal in `2 log2(p)` steps.
+    Rabenseifner,
+}
+
+impl Algorithm {
+    fn parse(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Algorithm::Auto),
+            "ring" => Ok(Algorithm::Ring),
+            "rd" | "recursive-doubling" | "recursive_doubling" => Ok(Algorithm::RecursiveDoubling),
+            "rabenseifner" | "rhd" => Ok(Algorithm::Rabenseifner),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown allreduce algorithm {other:?} (auto, ring, rd, rabenseifner)"
+            ))),
+        }
+    }
+
+    pub(crate) fn tag(self) -> u64 {
+        self as u64
+    }
+}
+
+/// Who drives a collective forward.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Progress {
+    /// The calling thread, inside `test` and `wait` (no extra thread).
+    #[default]
+    Caller,
+    /// A thread per collective that runs each started operation to completion; `test`
+    /// only looks and `wait` sleeps until it is done.
+    Thread,
+}
+
+/// Message-size thresholds of [`Algorithm::Auto`], in bytes of the whole vector.
+///
+/// Measured on a 2-core machine with 2–4 ranks over shared memory and TCP loopback (see
+/// `docs/allreduce.md`): recursive doubling wins while the message is latency-bound, the
+/// ring once the pipeline has enough chunks to hide its `2(p-1)` steps, and Rabenseifner
+/// in between. Override with `TNT_ALLREDUCE_SMALL_MAX` and `TNT_ALLREDUCE_RING_MIN`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Thresholds {
+    /// Up to this size: recursive doubling.
+    pub small_max: usize,
+    /// From this size: ring. Between the two: Rabenseifner.
+    pub ring_min: usize,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            small_max: 16 << 10,
+            ring_min: 1 << 20,
+        }
+    }
+}
+
+/// Default pipelining chunk of the ring and of the chain broadcast.
+pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
+
+/// How a collective is set up. `Options::default()` suits most uses; environment variables
+/// override the automatic choices (read when a collective is created):
+///
+/// | variable | meaning |
+/// |---|---|
+/// | `TNT_ALLREDUCE_ALGORITHM` | `auto`, `ring`, `rd`, `rabenseifner`: used when `algorithm` is `Auto` |
+/// | `TNT_ALLREDUCE_SMALL_MAX` | bytes: recursive doubling up to this size |
+/// | `TNT_ALLREDUCE_RING_MIN` | bytes: ring from this size |
+/// | `TNT_ALLREDUCE_CHUNK` | bytes: pipelining chunk (ring, chain broadcast) |
+/// | `TNT_BROADCAST_TREE_MAX` | bytes: binomial-tree broadcast up to this size, chain above |
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub algorithm: Algorithm,
+    pub thresholds: Thresholds,
+    /// Pipelining chunk in bytes.
+    pub chunk_bytes: usize,
+    /// Broadcasts up to this many bytes use the binomial tree, larger ones the chain.
+    pub tree_max: usize,
+    /// The gaspi queue the collective posts on.
+    pub queue: QueueId,
+    /// Bound on the collective constructor (it talks to every member).
+    pub setup_timeout: Timeout,
+    pub progress: Progress,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            algorithm: Algorithm::Auto,
+            thresholds: Thresholds::default(),
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            tree_max: 64 << 10,
+            queue: QueueId(0),
+            setup_timeout: Timeout::BLOCK,
+            progress: Progress::Caller,
+        }
+    }
+}
+
+fn env_bytes(name: &str) -> Result<Option<usize>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .map(Some)
+            .map_err(|_| Error::InvalidArgument(format!("{name}={v:?} is not a byte count"))),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(e) => Err(Error::InvalidArgument(format!("{name}: {e}"))),
+    }
+}
+
+impl Options {
+    /// These options with the environment's overrides applied.
+    pub(crate) fn resolved(&self) -> Result<Options> {
+        let mut o = self.clone();
+        if o.algorithm == Algorithm::Auto {
+            if let Ok(v) = std::env::var("TNT_ALLREDUCE_ALGORITHM") {
+                o.algorithm = Algorithm::parse(&v)?;
+            }
+        }
+        if let Some(v) = env_bytes("TNT_ALLREDUCE_SMALL_MAX")? {
+            o.thresholds.small_max = v;
+        }
+        if let Some(v) = env_bytes("TNT_ALLREDUCE_RING_MIN")? {
+            o.thresholds.ring_min = v;
+        }
+        if let Some(v) = env_bytes("TNT_ALLREDUCE_CHUNK")? {
+            o.chunk_bytes = v;
+        }
+        if let Some(v) = env_bytes("TNT_BROADCAST_TREE_MAX")? {
+            o.tree_max = v;
+        }
+        if o.chunk_bytes == 0 {
+            return Err(Error::InvalidArgument("chunk size must be > 0".into()));
+        }
+        Ok(o)
+    }
+
+    /// The algorithm for a vector of `bytes` on `ranks` ranks.
+    pub(crate) fn pick(&self, bytes: usize, ranks: usize) -> Algorithm {
+        match self.algorithm {
+            Algorithm::Auto if ranks <= 2 && bytes > self.thresholds.small_max => {
+                // On two ranks Rabenseifner is the ring without its pipeline.
+                Algorithm::Ring
+            }
+            Algorithm::Auto if bytes <= self.thresholds.small_max => Algorithm::RecursiveDoubling,
+            Algorithm::Auto if bytes < self.thresholds.ring_min => Algorithm::Rabenseifner,
+            Algorithm::Auto => Algorithm::Ring,
+            a => a,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_picks_by_size() {
+        let o = Options::default();
+        assert_eq!(o.pick(4 << 10, 4), Algorithm::RecursiveDoubling);
+        assert_eq!(o.pick(256 << 10, 4), Algorithm::Rabenseifner);
+        assert_eq!(o.pick(64 << 20, 4), Algorithm::Ring);
+        assert_eq!(o.pick(256 << 10, 2), Algorithm::Ring);
+        let forced = Options {
+            algorithm: Algorithm::Rabenseifner,
+            ..Options::default()
+        };
+        assert_eq!(forced.pick(8, 3), Algorithm::Rabenseifner);
+    }
+
+    #[test]
+    fn algorithm_names_parse() {
+        assert_eq!(
+            Algorithm::parse("RD").unwrap(),
+            Algorithm::RecursiveDoubling
+        );
+        assert_eq!(Algorithm::parse(" ring ").unwrap(), Algorithm::Ring);
+        let e = Algorithm::parse("bogus").unwrap_err().to_string();
+        assert!(e.contains("unknown allreduce algorithm \"bogus\""), "{e}");
+    }
+}

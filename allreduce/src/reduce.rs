@@ -1,0 +1,129 @@
+//! The allreduce object: set up once for a group, a size, a type and an operation, then
+//! started many times.
+
+use std::sync::Arc;
+
+use gaspi::{Context, Group, Timeout};
+
+use crate::collective::{shape_of, Collective};
+use crate::element::{Element, Op};
+use crate::error::Result;
+use crate::options::{Algorithm, Options};
+use crate::schedule;
+
+/// A reusable allreduce of `count` elements of `T` over a group.
+///
+/// Setting up allocates a segment and notification ids for this collective alone, so any
+/// number of them can be in flight at once, started in any order on different ranks.
+/// The data lives in that segment: fill [`input_mut`](Self::input_mut) (or pass a slice to
+/// [`start_from`](Self::start_from)), [`start`](Self::start), then [`test`](Self::test)
+/// or [`wait`](Self::wait) for the result. The result is bit-identical on every member.
+pub struct Allreduce<T: Element> {
+    inner: Collective<T>,
+    algorithm: Algorithm,
+    op: Op,
+}
+
+fn kind_signature(kind: u64, dtype: u64, op: u64, alg: u64, extra: u64) -> u64 {
+    kind | dtype << 8 | op << 16 | alg << 24 | extra << 32
+}
+
+impl<T: Element> Allreduce<T> {
+    /// Sets up the collective. Collective over `group`: every member calls it with the
+    /// same count, op and options, in the same order relative to the other collective
+    /// constructors of this crate (it allocates a segment on all members).
+    pub fn new(
+        ctx: &Arc<Context>,
+        group: Group,
+        count: usize,
+        op: Op,
+        options: Options,
+    ) -> Result<Self> {
+        let options = options.resolved()?;
+        let (members, shape) = shape_of::<T>(ctx, group, count, &options)?;
+        let bytes = count * shape.elem;
+        let algorithm = options.pick(bytes, shape.ranks);
+        let avg = op == Op::Avg;
+        let (plan, largest_send) = match algorithm {
+            Algorithm::RecursiveDoubling => (
+                (0..2)
+                    .map(|q| schedule::recursive_doubling(&shape, avg, q))
+                    .collect(),
+                bytes,
+            ),
+            Algorithm::Rabenseifner => (
+                vec![schedule::rabenseifner(&shape, avg)],
+                bytes / 2 + shape.elem,
+            ),
+            Algorithm::Ring | Algorithm::Auto => (vec![schedule::ring(&shape, avg)], 0),
+        };
+        let signature = [
+            count as u64,
+            kind_signature(1, T::DATA_TYPE as u64, op as u64, algorithm.tag(), 0),
+            options.chunk_bytes as u64,
+        ];
+        let inner = Collective::new(
+            ctx,
+            group,
+            members,
+            count,
+            op,
+            plan,
+            largest_send,
+            signature,
+            &options,
+        )?;
+        tracing::debug!(count, ?op, ?algorithm, "allreduce set up");
+        Ok(Allreduce {
+            inner,
+            algorithm,
+            op,
+        })
+    }
+
+    /// Elements per run.
+    pub fn count(&self) -> usize {
+        self.inner.count()
+    }
+
+    /// The algorithm in use (never `Auto`).
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    pub fn op(&self) -> Op {
+        self.op
+    }
+
+    /// The input buffer, to fill in place before [`start`](Self::start) (no extra copy).
+    /// After a run it holds the result. Fails while a run is in flight.
+    pub fn input_mut(&mut self) -> Result<&mut [T]> {
+        self.inner.buffer_mut()
+    }
+
+    /// Starts a run over the current contents of [`input_mut`](Self::input_mut).
+    pub fn start(&mut self) -> Result<()> {
+        self.inner.start()
+    }
+
+    /// Copies `data` (exactly `count` elements) in and starts a run.
+    pub fn start_from(&mut self, data: &[T]) -> Result<()> {
+        self.inner.start_from(data)
+    }
+
+    /// Makes progress without blocking; `true` once the run is complete.
+    pub fn test(&mut self) -> Result<bool> {
+        self.inner.test()
+    }
+
+    /// Waits for the run to complete and returns the result. On
+    /// [`Error::Timeout`](crate::Error::Timeout) the run goes on: call again.
+    pub fn wait(&mut self, timeout: Timeout) -> Result<&[T]> {
+        self.inner.wait(timeout)
+    }
+
+    /// The result of the last completed run.
+    pub fn output(&self) -> Result<&[T]> {
+        self.inner.output()
+    }
+}

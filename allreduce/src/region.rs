@@ -1,0 +1,111 @@
+//! The collective's segment memory, seen as typed slices. The only `unsafe` of the crate.
+//!
+//! Remote ranks write into this memory while we compute on other parts of it. What keeps
+//! the views below from aliasing a concurrent write is the schedule's protocol (see
+//! [`crate::schedule`]): a staging range is read only after the notification that ends the
+//! write into it, and the data range receives remote writes only while a run is active
+//! and only into parts this rank does not touch until the matching notification. Every
+//! view is created for exactly the range an action names and dropped before the next
+//! action runs.
+
+use std::sync::Arc;
+
+use gaspi::{Context, SegmentId};
+
+use crate::element::{Element, Op};
+
+/// A segment created for one collective, deleted when the last user drops it.
+pub(crate) struct OwnedSegment {
+    pub ctx: Arc<Context>,
+    pub id: SegmentId,
+    seg: gaspi::Segment,
+}
+
+impl OwnedSegment {
+    pub fn new(ctx: Arc<Context>, id: SegmentId) -> gaspi::Result<Self> {
+        let seg = ctx.segment(id)?;
+        Ok(OwnedSegment { ctx, id, seg })
+    }
+
+    fn check<T>(&self, off: usize, len: usize) {
+        // Offsets come from schedules sized for this segment: a miss is a bug here, not a
+        // user error, and must never turn into an out-of-bounds access.
+        assert!(
+            off.checked_add(len)
+                .is_some_and(|end| end as u64 <= self.seg.len())
+                && off % std::mem::align_of::<T>() == 0
+                && len % std::mem::size_of::<T>() == 0,
+            "collective range {off}+{len} outside segment of {} bytes",
+            self.seg.len()
+        );
+    }
+
+    /// `data[dst..] = op(staging[src..], data[dst..])` over `len` bytes.
+    pub fn reduce<T: Element>(&self, op: Op, src: usize, dst: usize, len: usize, first: bool) {
+        self.check::<T>(src, len);
+        self.check::<T>(dst, len);
+        assert!(src + len <= dst || dst + len <= src, "overlapping reduce");
+        let n = len / std::mem::size_of::<T>();
+        let base = self.seg.as_ptr();
+        // SAFETY: both ranges are inside the mapping (checked above), aligned for T (the
+        // mapping is page-aligned and offsets are multiples of T's size), and disjoint; the
+        // schedule guarantees no remote write into either while the reduce runs.
+        let (d, s) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(base.add(dst) as *mut T, n),
+                std::slice::from_raw_parts(base.add(src) as *const T, n),
+            )
+        };
+        T::combine(op, d, s, first);
+    }
+
+    /// Divides `len` bytes at `off` by `ranks`.
+    pub fn divide<T: Element>(&self, off: usize, len: usize, ranks: usize) {
+        // SAFETY: see `slice_mut`; the schedule owns this range at this point.
+        let d = unsafe { self.slice_mut::<T>(off, len) };
+        T::divide(d, ranks);
+    }
+
+    /// The first `count` elements (the data range) for the user, between runs.
+    ///
+    /// # Safety
+    /// No run may be active: then no peer writes the data range (see module docs).
+    pub unsafe fn data<T: Element>(&self, count: usize) -> &[T] {
+        let len = count * std::mem::size_of::<T>();
+        self.check::<T>(0, len);
+        // SAFETY: in bounds and aligned (checked); exclusivity is the caller's contract.
+        unsafe { std::slice::from_raw_parts(self.seg.as_ptr() as *const T, count) }
+    }
+
+    /// As [`data`](Self::data), mutable.
+    ///
+    /// # Safety
+    /// As for `data`, and no other view of the range may be alive.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn data_mut<T: Element>(&self, count: usize) -> &mut [T] {
+        // SAFETY: forwarded contract.
+        unsafe { self.slice_mut(0, count * std::mem::size_of::<T>()) }
+    }
+
+    /// # Safety
+    /// The range must not be read or written by anyone else while the slice lives.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn slice_mut<T: Element>(&self, off: usize, len: usize) -> &mut [T] {
+        self.check::<T>(off, len);
+        // SAFETY: in bounds and aligned (checked); exclusivity is the caller's contract.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.seg.as_ptr().add(off) as *mut T,
+                len / std::mem::size_of::<T>(),
+            )
+        }
+    }
+}
+
+impl Drop for OwnedSegment {
+    fn drop(&mut self) {
+        if let Err(e) = self.ctx.segment_delete(self.id) {
+            tracing::debug!(segment = self.id.0, "deleting collective segment: {e}");
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! All ranks of a schedule in one process, against a model of asynchronous transports: a
+//! send is delivered at a random later point, reading its source *at delivery time* (like
+//! TCP reading the segment when the socket has room), and a `Flush` delivers the rank's
+//! pending sends. Ranks run several collectives back to back and refill their input as
+//! soon as they finish, as applications do. Wrong data, a notification overwritten before
+//! it was consumed, or a deadlock fail the test.
+
+use super::*;
+use crate::element::{Element, Op};
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) as usize
+    }
+}
+
+struct Pending {
+    to: usize,
+    src: usize,
+    dst: usize,
+    len: usize,
+    notif: u32,
+}
+
+struct Rank {
+    /// Runs cycle through these.
+    scheds: Vec<Schedule>,
+    mem: Vec<u8>,
+    notif: Vec<bool>,
+    cursor: usize,
+    run: usize,
+    pending: std::collections::VecDeque<Pending>,
+}
+
+impl Rank {
+    fn actions(&self) -> &[Action] {
+        &self.scheds[self.run % self.scheds.len()].actions
+    }
+}
+
+fn deliver(ranks: &mut [Rank], from: usize) {
+    let Some(s) = ranks[from].pending.pop_front() else {
+        return;
+    };
+    let data = ranks[from].mem[s.src..s.src + s.len].to_vec();
+    let target = &mut ranks[s.to];
+    target.mem[s.dst..s.dst + s.len].copy_from_slice(&data);
+    let slot = &mut target.notif[s.notif as usize];
+    assert!(
+        !*slot,
+        "rank {from} overwrote notification {} of rank {} before it was consumed",
+        s.notif, s.to
+    );
+    *slot = true;
+}
+
+struct Sim {
+    elem_count: usize,
+    runs: usize,
+    seed: u64,
+    op: Op,
+}
+
+impl Sim {
+    /// Runs `runs` collectives; `input(rank, run)` fills data, `check(rank, run, data)`
+    /// checks the result.
+    fn run(
+        &self,
+        scheds: Vec<Vec<Schedule>>,
+        input: impl Fn(usize, usize) -> Option<Vec<i64>>,
+        check: impl Fn(usize, usize, &[i64]),
+    ) {
+        let p = scheds.len();
+        let all = || scheds.iter().flatten();
+        let size = all().map(|s| s.segment_bytes).max().unwrap_or(0);
+        let notifs = all().map(|s| s.notifications).max().unwrap_or(0) as usize;
+        let bytes = self.elem_count * 8;
+        let mut ranks: Vec<Rank> = scheds
+            .into_iter()
+            .map(|scheds| Rank {
+                scheds,
+                mem: vec![0xAB; size.max(bytes)],
+                notif: vec![false; notifs],
+                cursor: 0,
+                run: 0,
+                pending: Default::default(),
+            })
+            .collect();
+        for (i, r) in ranks.iter_mut().enumerate() {
+            if let Some(v) = input(i, 0) {
+                r.mem[..bytes].copy_from_slice(bytemuck::cast_slice(&v));
+            }
+        }
+        let mut rng = Lcg(self.seed);
+        let mut idle_rounds = 0;
+        while ranks.iter().any(|r| r.run < self.runs) {
+            let i = rng.next() % p;
+            if rng.next() % 3 == 0 {
+                deliver(&mut ranks, rng.next() % p);
+            }
+            let progressed = ranks[i].run < self.runs && step(&mut ranks, i, self.op);
+            if ranks[i].run < self.runs && ranks[i].cursor == ranks[i].actions().len() {
+                let data: Vec<i64> = bytemuck::pod_collect_to_vec(&ranks[i].mem[..bytes]);
+                check(i, ranks[i].run, &data);
+                ranks[i].run += 1;
+                ranks[i].cursor = 0;
+                if let Some(v) = input(i, ranks[i].run) {
+                    ranks[i].mem[..bytes].copy_from_slice(bytemuck::cast_slice(&v));
+                }
+            }
+            idle_rounds = if progressed { 0 } else { idle_rounds + 1 };
+            if idle_rounds > 50 * p {
+                // Nothing moved for a while: deliver everything; if still stuck, deadlock.
+                let before: usize = ranks.iter().map(|r| r.pending.len()).sum();
+                for j in 0..p {
+                    while !ranks[j].pending.is_empty() {
+                        deliver(&mut ranks, j);
+                    }
+                }
+                let moved =
+                    (0..p).any(|j| ranks[j].run < self.runs && step(&mut ranks, j, self.op));
+                assert!(before > 0 || moved, "deadlock: every rank waits");
+                idle_rounds = 0;
+            }
+        }
+        for r in &ranks {
+            assert!(r.pending.is_empty(), "sends left after the last flush");
+        }
+    }
+}
+
+/// Advances rank `i` by one action if it can.
+fn step(ranks: &mut [Rank], i: usize, op: Op) -> bool {
+    let p = ranks.len();
+    let r = &mut ranks[i];
+    let Some(action) = r.actions().get(r.cursor).cloned() else {
+        return false;
+    };
+    match action {
+        Action::Send {
+            to,
+            src,
+            dst,
+            len,
+            notif,
+        } => {
+            assert_ne!(to, i, "send to self");
+            r.pending.push_back(Pending {
+                to,
+                src,
+                dst,
+                len,
+                notif,
+            });
+        }
+        Action::Recv { notif } => {
+            if !r.notif[notif as usize] {
+                return false;
+            }
+            r.notif[notif as usize] = false;
+        }
+        Action::Reduce {
+            src,
+            dst,
+            len,
+            src_first,
+        } => {
+            let s: Vec<i64> = bytemuck::pod_collect_to_vec(&r.mem[src..src + len]);
+            let mut d: Vec<i64> = bytemuck::pod_collect_to_vec(&r.mem[dst..dst + len]);
+            i64::combine(op, &mut d, &s, src_first);
+            r.mem[dst..dst + len].copy_from_slice(bytemuck::cast_slice(&d));
+        }
+        Action::Divide { off, len } => {
+            let mut d: Vec<i64> = bytemuck::pod_collect_to_vec(&r.mem[off..off + len]);
+            i64::divide(&mut d, p);
+            r.mem[off..off + len].copy_from_slice(bytemuck::cast_slice(&d));
+        }
+        Action::Flush => {
+            while !ranks[i].pending.is_empty() {
+                deliver(ranks, i);
+            }
+        }
+    }
+    ranks[i].cursor += 1;
+    true
+}
+
+fn value(rank: usize, run: usize, j: usize) -> i64 {
+    let v = (rank as i64 + 1) * 1000 + j as i64 * 7 + run as i64 * 13;
+    if j % 3 == 0 {
+        -v
+    } else {
+        v
+    }
+}
+
+type Builder = fn(&Shape, bool) -> Vec<Schedule>;
+
+fn shapes(p: usize, count: usize, chunk: usize) -> impl Iterator<Item = Shape> {
+    (0..p).map(move |me| Shape {
+        me,
+        ranks: p,
+        count,
+        elem: 8,
+        chunk_bytes: chunk,
+        notif_limit: 65536,
+    })
+}
+
+fn check_allreduce(name: &str, build: Builder, p: usize, count: usize, chunk: usize, op: Op) {
+    for seed in 1..4 {
+        let scheds = shapes(p, count, chunk)
+            .map(|sh| build(&sh, op == Op::Avg))
+            .collect();
+        let sim = Sim {
+            elem_count: count,
+            runs: 3,
+            seed,
+            op,
+        };
+        sim.run(
+            scheds,
+            |rank, run| Some((0..count).map(|j| value(rank, run, j)).collect()),
+            |rank, run, data| {
+                for (j, got) in data.iter().enumerate() {
+                    let vals = (0..p).map(|r| value(r, run, j));
+                    let want = match op {
+                        Op::Sum => vals.sum::<i64>(),
+                        Op::Avg => vals.sum::<i64>() / p as i64,
+                        Op::Max => vals.max().unwrap(),
+                        Op::Min => vals.min().unwrap(),
+                        Op::Prod => vals.fold(1i64, |a, b| a.wrapping_mul(b)),
+                    };
+                    assert_eq!(
+                        *got, want,
+                        "{name}: p={p} count={count} chunk={chunk} {op:?} seed={seed}: \
+                         rank {rank} run {run} element {j}"
+                    );
+                }
+            },
+        );
+    }
+}
+
+const COUNTS: [usize; 7] = [0, 1, 2, 3, 7, 100, 1003];
+
+#[test]
+fn ring_reduces_every_shape() {
+    for p in 1..=6 {
+        for count in COUNTS {
+            for chunk in [8, 24, 1 << 20] {
+                check_allreduce(
+                    "ring",
+                    |sh, avg| vec![ring(sh, avg)],
+                    p,
+                    count,
+                    chunk,
+                    Op::Sum,
+                );
+            }
+            check_allreduce("ring", |sh, avg| vec![ring(sh, avg)], p, count, 16, Op::Avg);
+        }
+    }
+}
+
+#[test]
+fn recursive_doubling_reduces_every_shape() {
+    for p in 1..=9 {
+        for count in COUNTS {
+            for op in [Op::Sum, Op::Max, Op::Avg] {
+                check_allreduce(
+                    "rd",
+                    |sh, avg| (0..2).map(|q| recursive_doubling(sh, avg, q)).collect(),
+                    p,
+                    count,
+                    64,
+                    op,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn rabenseifner_reduces_every_shape() {
+    for p in 1..=9 {
+        for count in COUNTS {
+            for op in [Op::Sum, Op::Min, Op::Avg] {
+                check_allreduce(
+                    "rabenseifner",
+                    |sh, avg| vec![rabenseifner(sh, avg)],
+                    p,
+                    count,
+                    64,
+                    op,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn ring_keeps_notification_ids_within_the_limit() {
+    let sh = Shape {
+        me: 0,
+        ranks: 5,
+        count: 1 << 20,
+        elem: 4,
+        chunk_bytes: 8,
+        notif_limit: 1000,
+    };
+    let s = ring(&sh, false);
+    assert!(s.notifications <= 1000, "{}", s.notifications);
+}
+
+type BcastBuilder = fn(&Shape, usize) -> Schedule;
+
+fn check_broadcast(name: &str, build: BcastBuilder, p: usize, count: usize, root: usize) {
+    for seed in 1..4 {
+        let scheds = shapes(p, count, 40)
+            .map(|sh| vec![build(&sh, root)])
+            .collect();
+        let sim = Sim {
+            elem_count: count,
+            runs: 3,
+            seed,
+            op: Op::Sum,
+        };
+        sim.run(
+            scheds,
+            |rank, run| (rank == root).then(|| (0..count).map(|j| value(root, run, j)).collect()),
+            |rank, run, data| {
+                for (j, got) in data.iter().enumerate() {
+                    assert_eq!(
+                        *got,
+                        value(root, run, j),
+                        "{name}: p={p} count={count} root={root} seed={seed}: \
+                         rank {rank} run {run} element {j}"
+                    );
+                }
+            },
+        );
+    }
+}
+
+#[test]
+fn broadcasts_reach_every_rank_from_any_root() {
+    for p in 1..=7 {
+        for count in [0, 1, 5, 100] {
+            for root in 0..p {
+                check_broadcast("tree", broadcast_tree, p, count, root);
+                check_broadcast("chain", broadcast_chain, p, count, root);
+            }
+        }
+    }
+}

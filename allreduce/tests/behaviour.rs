@@ -1,0 +1,310 @@
+//! Life-cycle behaviour of the collectives across real rank processes: overlapping
+//! collectives started in different orders, the progress thread, timeouts that resume,
+//! subgroups, broadcasts from every root, and clear errors for bad setups.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use allreduce::{Algorithm, Allreduce, Broadcast, Error, Op, Options, Progress};
+use common::{assert_same_everywhere, fingerprint};
+use gaspi::env::TransportChoice::{self, Shm, Tcp};
+use gaspi::{Context, Group, Rank, Timeout};
+
+const LONG: Timeout = Timeout::ms(60_000);
+
+fn spmd(name: &str, n: u16, t: TransportChoice, body: impl FnOnce(Arc<Context>)) {
+    gaspi::testing::spmd_with(
+        name,
+        n,
+        t,
+        gaspi::Config::default(),
+        Duration::from_secs(120),
+        |ctx| {
+            let ctx = Arc::new(ctx);
+            body(Arc::clone(&ctx));
+            // Nobody leaves while a peer may still need its messages.
+            ctx.barrier(Group::ALL, LONG).unwrap();
+        },
+    );
+}
+
+/// Several collectives in flight at once, started and waited in a different order on
+/// each rank, with fresh input every round.
+fn overlapping(ctx: Arc<Context>) {
+    let me = ctx.rank().0 as usize;
+    let p = ctx.num_ranks() as usize;
+    let sizes = [3usize, 5000, 70_000, 300_000];
+    let algs = [
+        Algorithm::RecursiveDoubling,
+        Algorithm::Rabenseifner,
+        Algorithm::Ring,
+        Algorithm::Ring,
+    ];
+    let mut colls: Vec<Allreduce<i64>> = sizes
+        .iter()
+        .zip(algs)
+        .map(|(&n, algorithm)| {
+            let o = Options {
+                algorithm,
+                chunk_bytes: 16 << 10,
+                ..Options::default()
+            };
+            Allreduce::new(&ctx, Group::ALL, n, Op::Sum, o).unwrap()
+        })
+        .collect();
+    for round in 0..5usize {
+        let mut order: Vec<usize> = (0..colls.len()).collect();
+        order.rotate_left((me + round) % colls.len());
+        if me % 2 == 1 {
+            order.reverse();
+        }
+        for &c in &order {
+            let buf = colls[c].input_mut().unwrap();
+            for (j, x) in buf.iter_mut().enumerate() {
+                *x = (me * 1_000_000 + j + round * 7) as i64;
+            }
+            colls[c].start().unwrap();
+        }
+        order.rotate_left(1);
+        for &c in &order {
+            let out = colls[c].wait(LONG).unwrap();
+            for (j, x) in out.iter().enumerate() {
+                let want: usize = (0..p).map(|r| r * 1_000_000 + j + round * 7).sum();
+                assert_eq!(*x, want as i64, "collective {c} round {round} element {j}");
+            }
+        }
+    }
+}
+
+#[test]
+fn overlapping_collectives_in_any_order_tcp_3() {
+    spmd(
+        "overlapping_collectives_in_any_order_tcp_3",
+        3,
+        Tcp,
+        overlapping,
+    );
+}
+
+#[test]
+fn overlapping_collectives_in_any_order_shm_4() {
+    spmd(
+        "overlapping_collectives_in_any_order_shm_4",
+        4,
+        Shm,
+        overlapping,
+    );
+}
+
+/// With a progress thread, `test` only looks and the run completes without the caller.
+fn progress_thread(ctx: Arc<Context>) {
+    let p = ctx.num_ranks() as f32;
+    let o = Options {
+        progress: Progress::Thread,
+        chunk_bytes: 8 << 10,
+        ..Options::default()
+    };
+    let mut ar = Allreduce::<f32>::new(&ctx, Group::ALL, 100_000, Op::Avg, o).unwrap();
+    for round in 0..4 {
+        ar.input_mut()
+            .unwrap()
+            .fill(round as f32 + ctx.rank().0 as f32);
+        ar.start().unwrap();
+        let out = ar.wait(LONG).unwrap();
+        let want = round as f32 + (p - 1.0) / 2.0;
+        assert!(
+            out.iter().all(|x| (*x - want).abs() < 1e-5),
+            "round {round}"
+        );
+        assert!(ar.test().unwrap());
+    }
+}
+
+#[test]
+fn progress_thread_runs_collectives_tcp_2() {
+    spmd(
+        "progress_thread_runs_collectives_tcp_2",
+        2,
+        Tcp,
+        progress_thread,
+    );
+}
+
+#[test]
+fn progress_thread_runs_collectives_shm_3() {
+    spmd(
+        "progress_thread_runs_collectives_shm_3",
+        3,
+        Shm,
+        progress_thread,
+    );
+}
+
+/// The last rank joins late: the others' waits time out, then resume and complete.
+fn late_rank(ctx: Arc<Context>) {
+    let last = ctx.num_ranks() - 1;
+    for algorithm in [Algorithm::Ring, Algorithm::RecursiveDoubling] {
+        let o = Options {
+            algorithm,
+            ..Options::default()
+        };
+        let mut ar = Allreduce::<u64>::new(&ctx, Group::ALL, 4096, Op::Max, o).unwrap();
+        ar.input_mut().unwrap().fill(u64::from(ctx.rank().0));
+        if ctx.rank().0 != last {
+            ar.start().unwrap();
+            assert!(!ar.test().unwrap());
+            assert!(matches!(ar.start(), Err(Error::WrongState(_))));
+            assert!(ar.input_mut().is_err(), "buffer is busy while running");
+            assert!(ar.output().is_err(), "no result while running");
+            let e = ar.wait(Timeout::ms(300)).unwrap_err();
+            assert!(e.is_timeout(), "{e}");
+            // Tell the late rank we timed out; then it joins and everyone completes.
+            ctx.barrier(Group::ALL, LONG).unwrap();
+        } else {
+            ctx.barrier(Group::ALL, LONG).unwrap();
+            ar.start().unwrap();
+        }
+        let out = ar.wait(LONG).unwrap();
+        assert!(out.iter().all(|x| *x == u64::from(last)));
+    }
+}
+
+#[test]
+fn a_rank_that_never_joins_gives_timeout_then_resumes_tcp_3() {
+    spmd(
+        "a_rank_that_never_joins_gives_timeout_then_resumes_tcp_3",
+        3,
+        Tcp,
+        late_rank,
+    );
+}
+
+#[test]
+fn a_rank_that_never_joins_gives_timeout_then_resumes_shm_2() {
+    spmd(
+        "a_rank_that_never_joins_gives_timeout_then_resumes_shm_2",
+        2,
+        Shm,
+        late_rank,
+    );
+}
+
+/// Broadcast from every root, tree and chain sizes, plus the one-shot helpers.
+fn broadcasts(ctx: Arc<Context>) {
+    let p = ctx.num_ranks();
+    for count in [0usize, 1, 1000, 100_003] {
+        for root in 0..p {
+            let o = Options {
+                chunk_bytes: 32 << 10,
+                ..Options::default()
+            };
+            let mut b = Broadcast::<f64>::new(&ctx, Group::ALL, count, Rank(root), o).unwrap();
+            for run in 0..2 {
+                let val = |j: usize| (j * 3 + run) as f64 + f64::from(root) / 8.0;
+                let buf = b.buffer_mut().unwrap();
+                for (j, x) in buf.iter_mut().enumerate() {
+                    *x = if ctx.rank().0 == root { val(j) } else { -1.0 };
+                }
+                b.start().unwrap();
+                let out = b.wait(LONG).unwrap();
+                for (j, x) in out.iter().enumerate() {
+                    assert_eq!(*x, val(j), "root {root} count {count} run {run} at {j}");
+                }
+            }
+        }
+    }
+    let mut v: Vec<i32> = (0..77).map(|j| j * i32::from(ctx.rank().0 + 1)).collect();
+    allreduce::broadcast(&ctx, Group::ALL, Rank(p - 1), &mut v, LONG).unwrap();
+    assert!(v
+        .iter()
+        .enumerate()
+        .all(|(j, x)| *x == j as i32 * i32::from(p)));
+    allreduce::allreduce(&ctx, Group::ALL, &mut v, Op::Sum, LONG).unwrap();
+    assert!(v
+        .iter()
+        .enumerate()
+        .all(|(j, x)| *x == j as i32 * i32::from(p) * i32::from(p)));
+}
+
+#[test]
+fn broadcast_from_every_root_tcp_3() {
+    spmd("broadcast_from_every_root_tcp_3", 3, Tcp, broadcasts);
+}
+
+#[test]
+fn broadcast_from_every_root_shm_5() {
+    spmd("broadcast_from_every_root_shm_5", 5, Shm, broadcasts);
+}
+
+/// Collectives on a subgroup (the odd ranks) while the others stay out.
+fn subgroup(ctx: Arc<Context>) {
+    let me = ctx.rank().0;
+    let g = ctx.group_create().unwrap();
+    for r in (1..ctx.num_ranks()).step_by(2) {
+        ctx.group_add(g, Rank(r)).unwrap();
+    }
+    if me % 2 == 1 {
+        ctx.group_commit(g, LONG).unwrap();
+        let members = ctx.group_size(g).unwrap() as u64;
+        for algorithm in [Algorithm::Ring, Algorithm::Rabenseifner] {
+            let o = Options {
+                algorithm,
+                ..Options::default()
+            };
+            let mut ar = Allreduce::<u64>::new(&ctx, g, 10_001, Op::Sum, o).unwrap();
+            let out = ar
+                .start_from(&vec![u64::from(me); 10_001])
+                .and(ar.wait(LONG));
+            let want: u64 = (1..ctx.num_ranks()).step_by(2).map(u64::from).sum();
+            assert!(out.unwrap().iter().all(|x| *x == want));
+            assert_same_everywhere(&ctx, g, fingerprint(ar.output().unwrap()), "subgroup");
+            assert_eq!(members, (ctx.num_ranks() / 2) as u64);
+        }
+    } else {
+        let e = Allreduce::<u64>::new(&ctx, g, 4, Op::Sum, Options::default());
+        assert!(matches!(e, Err(Error::InvalidArgument(_))), "non-member");
+    }
+    ctx.barrier(Group::ALL, LONG).unwrap();
+}
+
+#[test]
+fn collectives_on_a_subgroup_tcp_5() {
+    spmd("collectives_on_a_subgroup_tcp_5", 5, Tcp, subgroup);
+}
+
+#[test]
+fn collectives_on_a_subgroup_shm_4() {
+    spmd("collectives_on_a_subgroup_shm_4", 4, Shm, subgroup);
+}
+
+/// Members that ask for different collectives get a clear error, all of them.
+fn mismatch(ctx: Arc<Context>) {
+    let count = 100 + usize::from(ctx.rank().0 == 1);
+    let e = Allreduce::<f32>::new(&ctx, Group::ALL, count, Op::Sum, Options::default())
+        .err()
+        .expect("mismatched setup must fail");
+    assert!(
+        e.to_string().contains("different collectives"),
+        "unexpected error: {e}"
+    );
+    let mut ok = Allreduce::<f32>::new(&ctx, Group::ALL, 8, Op::Sum, Options::default()).unwrap();
+    assert!(matches!(ok.output(), Err(Error::WrongState(_))));
+    let e = ok.start_from(&[1.0; 3]).unwrap_err();
+    assert!(e.to_string().contains("3 elements"), "{e}");
+    let e = Broadcast::<f32>::new(&ctx, Group::ALL, 8, Rank(9), Options::default())
+        .err()
+        .expect("root outside the group");
+    assert!(matches!(e, Error::RootNotInGroup { .. }), "{e}");
+}
+
+#[test]
+fn mismatched_setups_fail_on_every_rank_tcp_3() {
+    spmd(
+        "mismatched_setups_fail_on_every_rank_tcp_3",
+        3,
+        Tcp,
+        mismatch,
+    );
+}

@@ -1,0 +1,78 @@
+/*
+ * GASPI_Ext.h -- extensions of the reference implementation (GPI-2) that real codes use,
+ * plus tnt_gaspi_last_error(), this implementation's detailed message of the last failure.
+ */
+#ifndef TARANTELLA_GASPI_EXT_H
+#define TARANTELLA_GASPI_EXT_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "GASPI.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 between gaspi_proc_init and gaspi_proc_term, else 0 (valid before init). */
+gaspi_return_t gaspi_initialized(gaspi_number_t *initialized);
+/* Rank among the ranks on this host, and their number. */
+gaspi_return_t gaspi_proc_local_rank(gaspi_rank_t *const local_rank);
+gaspi_return_t gaspi_proc_local_num(gaspi_rank_t *const local_num);
+/* The text of a return code (static storage, valid before init). */
+gaspi_string_t gaspi_error_str(gaspi_return_t error_code);
+/* Whether a rank answers within the timeout. */
+gaspi_return_t gaspi_proc_ping(const gaspi_rank_t rank, gaspi_timeout_t tout);
+/* The lowest segment id not in use here. */
+gaspi_return_t gaspi_segment_avail_local(gaspi_segment_id_t *const avail_seg_id);
+gaspi_return_t gaspi_segment_size(const gaspi_segment_id_t segment_id, const gaspi_rank_t rank,
+                                  gaspi_size_t *const size);
+/* The NUMA socket from GASPI_SOCKET (GASPI_ERR_ENV when the job has none). */
+gaspi_return_t gaspi_numa_socket(gaspi_uchar *const socket);
+/* gaspi_time_ticks counts nanoseconds: reported as 1000 MHz. */
+gaspi_return_t gaspi_cpu_frequency(gaspi_float *const cpu_mhz);
+gaspi_return_t gaspi_rw_list_elem_max(gaspi_number_t *const elem_max);
+/* Detailed message of this thread's last failed call ("" if none); valid until the next. */
+const char *tnt_gaspi_last_error(void);
+
+/* printf with the caller's rank in front, one line at a time: "[Rank    3]: text". Before
+ * init the rank shows as "-". gaspi_printf_to prints on the caller's output as well (the
+ * launcher collects the output of every rank); `rank` is accepted for compatibility. */
+static inline void gaspi_vprintf_rank_(const char *fmt, va_list ap) {
+  char buf[4096];
+  gaspi_rank_t r;
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  if (gaspi_proc_rank(&r) == GASPI_SUCCESS) {
+    printf("[Rank %4u]: %s", (unsigned)r, buf);
+  } else {
+    printf("[Rank    -]: %s", buf);
+  }
+  fflush(stdout);
+}
+
+#if defined(__GNUC__)
+static inline void gaspi_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void gaspi_printf_to(gaspi_rank_t rank, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+#endif
+
+static inline void gaspi_printf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  gaspi_vprintf_rank_(fmt, ap);
+  va_end(ap);
+}
+
+static inline void gaspi_printf_to(gaspi_rank_t rank, const char *fmt, ...) {
+  va_list ap;
+  (void)rank;
+  va_start(ap, fmt);
+  gaspi_vprintf_rank_(fmt, ap);
+  va_end(ap);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TARANTELLA_GASPI_EXT_H */

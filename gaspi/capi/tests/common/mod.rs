@@ -1,0 +1,212 @@
+//! Shared by the C test suite and the C benchmark runner: builds libgaspi, compiles C
+//! programs against it with `cc`, and runs processes with a deadline.
+
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// `target/<profile>`, from this test executable's path (`target/<profile>/deps/<exe>`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .to_path_buf()
+}
+
+pub fn include_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("include")
+}
+
+pub fn c_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/c")
+}
+
+/// Builds `libgaspi.so`/`libgaspi.a` (cargo does not build a cdylib for integration tests)
+/// with the profile of this test run, once per test binary; returns their directory.
+pub fn lib_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = profile_dir();
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-p", "gaspi-capi"]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("cargo runs");
+        assert!(status.success(), "cargo build -p gaspi-capi failed");
+        assert!(dir.join("libgaspi.so").exists() && dir.join("libgaspi.a").exists());
+        dir
+    })
+}
+
+/// How a C program is linked.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Link {
+    Shared,
+    Static,
+}
+
+/// Compiles `tests/c/<name>.c` (strict C99, warnings are errors) against libgaspi into
+/// `target/<profile>/capi-c/<name>-<tag>`; `extra` go before the sources.
+pub fn compile(name: &str, link: Link, tag: &str, extra: &[&str]) -> PathBuf {
+    let lib = lib_dir();
+    let out_dir = lib.join("capi-c");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let exe = out_dir.join(format!("{name}-{tag}"));
+    let mut cmd = Command::new("cc");
+    cmd.args([
+        "-std=c99",
+        "-O2",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-pedantic",
+    ])
+    .args(extra)
+    .arg("-I")
+    .arg(include_dir())
+    .arg("-o")
+    .arg(&exe)
+    .arg(c_dir().join(format!("{name}.c")));
+    match link {
+        Link::Shared => {
+            cmd.arg("-L").arg(lib).arg("-lgaspi");
+            cmd.arg(format!("-Wl,-rpath,{}", lib.display()));
+        }
+        Link::Static => {
+            cmd.arg(lib.join("libgaspi.a")).args([
+                "-lpthread",
+                "-ldl",
+                "-lm",
+                "-lrt",
+                "-lgcc_s",
+                "-lc",
+            ]);
+        }
+    }
+    let out = cmd.output().expect("cc is installed (scripts/setup.sh)");
+    assert!(
+        out.status.success(),
+        "compiling {name}.c failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// What one process did.
+#[derive(Debug)]
+pub struct Proc {
+    /// `None` when it was killed at the deadline.
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Starts every command, waits for all of them at most `timeout` (then kills the rest),
+/// and returns their outcomes in order.
+pub fn run_all(cmds: Vec<Command>, timeout: Duration) -> Vec<Proc> {
+    let deadline = Instant::now() + timeout;
+    let (tx, rx) = mpsc::channel();
+    let mut pids = Vec::new();
+    for (i, mut cmd) in cmds.into_iter().enumerate() {
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        pids.push(child.id());
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send((i, collect(child)));
+        });
+    }
+    drop(tx);
+    let mut out: Vec<Option<Proc>> = pids.iter().map(|_| None).collect();
+    let mut left = pids.len();
+    let mut killed = false;
+    while left > 0 {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(if killed {
+            Duration::from_secs(10)
+        } else {
+            wait
+        }) {
+            Ok((i, p)) => {
+                out[i] = Some(p);
+                left -= 1;
+            }
+            Err(_) if !killed => {
+                killed = true;
+                for (i, pid) in pids.iter().enumerate() {
+                    if out[i].is_none() {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(*pid as i32),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    out.into_iter()
+        .map(|p| {
+            let mut p = p.unwrap_or(Proc {
+                status: None,
+                stdout: String::new(),
+                stderr: String::new(),
+            });
+            if killed && p.status.is_some_and(|s| !s.success()) {
+                p.status = None;
+            }
+            p
+        })
+        .collect()
+}
+
+fn collect(mut child: Child) -> Proc {
+    let mut o = child.stdout.take().expect("piped");
+    let mut e = child.stderr.take().expect("piped");
+    let t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = e.read_to_string(&mut s);
+        s
+    });
+    let mut stdout = String::new();
+    let _ = o.read_to_string(&mut stdout);
+    let stderr = t.join().unwrap_or_default();
+    Proc {
+        status: child.wait().ok(),
+        stdout,
+        stderr,
+    }
+}
+
+/// A readable account of every process, for failure messages.
+pub fn report(procs: &[Proc]) -> String {
+    procs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            format!(
+                "--- process {i}: {:?}\n[stdout]\n{}\n[stderr]\n{}\n",
+                p.status, p.stdout, p.stderr
+            )
+        })
+        .collect()
+}
+
+/// Panics with the report unless every process exited 0 in time.
+pub fn assert_all_ok(procs: &[Proc]) {
+    assert!(
+        procs.iter().all(|p| p.status.is_some_and(|s| s.success())),
+        "{}",
+        report(procs)
+    );
+}

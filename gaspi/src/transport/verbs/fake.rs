@@ -1,0 +1,412 @@
+//! A fake verbs device for tests: it executes posted work requests itself, against the
+//! peer's registered memory mapped from the peer's shared-memory segment file, and produces
+//! completions the way an RC queue pair does (selective signaling, error completions that
+//! move the queue pair to the error state, flushed requests after that).
+//!
+//! Selected with `GASPI_IB_DEVICE=fake`. Work requests execute when posted (data may land any
+//! time before its completion on a real device; "at once" is one legal schedule), in posting
+//! order. Fault injection: `GASPI_IB_FAKE_FAIL_AFTER=n` makes the n-th work request this
+//! process posts fail with a remote access error; `GASPI_IB_FAKE_MAX_WR=n` sets the device's
+//! send-queue limit; `GASPI_IB_FAKE_CQ_LAG=n` holds every completion back for `n` polls of
+//! its completion queue (a slow network: work stays in the send queue). A peer whose process is gone makes every request to it fail as a
+//! retry-exceeded error, as the peer's silent HCA would.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::OpenOptions;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use memmap2::{MmapOptions, MmapRaw};
+use parking_lot::Mutex;
+
+use super::device::{
+    Completion, CompletionQueue, Device, MemoryRegion, MrKeys, PortAddr, QpEndpoint, QueuePair,
+    Region, RemoteAddr, Sge, WorkRequest, WrOp,
+};
+use super::registry::{directory_file, DIR_KEY};
+use crate::error::{Error, Result};
+use crate::segment::{shm_file, SegKey};
+
+pub const FAKE_FAIL_AFTER: &str = "GASPI_IB_FAKE_FAIL_AFTER";
+pub const FAKE_MAX_WR: &str = "GASPI_IB_FAKE_MAX_WR";
+pub const FAKE_CQ_LAG: &str = "GASPI_IB_FAKE_CQ_LAG";
+
+/// Fake keys carry the segment key in their low bits and a registration generation above.
+const KEY_BITS: u32 = 9;
+
+struct Fabric {
+    rank: u16,
+    job_id: String,
+    prefix: OnceLock<String>,
+    /// lkey -> (address, length) of local registrations.
+    local: Mutex<HashMap<u32, (usize, usize)>>,
+    /// (peer, rkey) -> the peer's registered file, mapped here.
+    remote: Mutex<HashMap<(u16, u32), Arc<MmapRaw>>>,
+    generation: AtomicU32,
+    posted: AtomicU64,
+    fail_after: Option<u64>,
+    fail_next: std::sync::atomic::AtomicBool,
+    max_wr: u32,
+    cq_lag: u32,
+}
+
+pub(crate) struct FakeDevice {
+    fabric: Arc<Fabric>,
+}
+
+fn env_num(name: &str) -> Result<Option<u64>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::Env(format!("{name}={v:?} is not a number"))),
+        Err(_) => Ok(None),
+    }
+}
+
+impl FakeDevice {
+    pub fn new(rank: u16, job_id: &str) -> Result<Self> {
+        let max_wr = env_num(FAKE_MAX_WR)?.unwrap_or(16384).clamp(2, 1 << 20) as u32;
+        Ok(FakeDevice {
+            fabric: Arc::new(Fabric {
+                rank,
+                job_id: job_id.to_string(),
+                prefix: OnceLock::new(),
+                local: Mutex::default(),
+                remote: Mutex::default(),
+                generation: AtomicU32::new(1),
+                posted: AtomicU64::new(0),
+                fail_after: env_num(FAKE_FAIL_AFTER)?,
+                fail_next: Default::default(),
+                cq_lag: env_num(FAKE_CQ_LAG)?.unwrap_or(0).min(1 << 20) as u32,
+                max_wr,
+            }),
+        })
+    }
+}
+
+struct FakeMr {
+    keys: MrKeys,
+    fabric: Arc<Fabric>,
+}
+
+impl MemoryRegion for FakeMr {
+    fn keys(&self) -> MrKeys {
+        self.keys
+    }
+}
+
+impl Drop for FakeMr {
+    fn drop(&mut self) {
+        self.fabric.local.lock().remove(&self.keys.lkey);
+    }
+}
+
+struct FakeCq {
+    /// Completions with the number of polls they are still held back for.
+    done: Mutex<VecDeque<(Completion, u32)>>,
+}
+
+impl CompletionQueue for FakeCq {
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+
+    fn poll(&self, out: &mut Vec<Completion>, max: usize) -> Result<()> {
+        let mut d = self.done.lock();
+        for (_, lag) in d.iter_mut() {
+            *lag = lag.saturating_sub(1);
+        }
+        // In order: a held completion holds back the ones behind it.
+        while out.len() < max && d.front().is_some_and(|(_, lag)| *lag == 0) {
+            out.push(d.pop_front().expect("checked").0);
+        }
+        Ok(())
+    }
+}
+
+struct FakeQp {
+    qpn: u32,
+    fabric: Arc<Fabric>,
+    cq: Arc<FakeCq>,
+    peer: Option<(u16, u32)>,
+    /// Set by the first error completion: later requests are flushed.
+    error: bool,
+}
+
+impl Device for FakeDevice {
+    fn describe(&self) -> String {
+        "fake verbs device (tests only)".into()
+    }
+
+    fn port(&self) -> PortAddr {
+        let mut gid = [0u8; 16];
+        gid[..4].copy_from_slice(&std::process::id().to_le_bytes());
+        PortAddr {
+            lid: self.fabric.rank,
+            gid,
+            gid_index: 0,
+            port: 1,
+            roce: false,
+            mtu: 4096,
+        }
+    }
+
+    fn max_qp_wr(&self) -> u32 {
+        self.fabric.max_wr
+    }
+
+    fn register(&self, region: &Region) -> Result<Arc<dyn MemoryRegion>> {
+        if u32::from(region.key) >= 1 << KEY_BITS {
+            return Err(Error::Device(format!(
+                "fake device: segment key {} too large",
+                region.key
+            )));
+        }
+        let generation = self.fabric.generation.fetch_add(1, Ordering::Relaxed);
+        let lkey = (generation << KEY_BITS) | u32::from(region.key);
+        self.fabric
+            .local
+            .lock()
+            .insert(lkey, (region.addr as usize, region.len));
+        // Peers reach only file-backed memory (what they can map); rkey 0 = not remotely
+        // accessible, as user-bound memory is here.
+        let rkey = if region.file.is_some() { lkey } else { 0 };
+        Ok(Arc::new(FakeMr {
+            keys: MrKeys {
+                lkey,
+                rkey,
+                base: 0,
+            },
+            fabric: self.fabric.clone(),
+        }))
+    }
+
+    fn create_cq(&self, _depth: u32) -> Result<Arc<dyn CompletionQueue>> {
+        Ok(Arc::new(FakeCq {
+            done: Mutex::default(),
+        }))
+    }
+
+    fn create_qp(
+        &self,
+        cq: &Arc<dyn CompletionQueue>,
+        _sq_depth: u32,
+    ) -> Result<Box<dyn QueuePair>> {
+        let cq = cq
+            .clone()
+            .into_any()
+            .downcast::<FakeCq>()
+            .map_err(|_| Error::Device("fake device: a foreign completion queue".into()))?;
+        static NEXT_QPN: AtomicU32 = AtomicU32::new(0x100);
+        Ok(Box::new(FakeQp {
+            qpn: NEXT_QPN.fetch_add(1, Ordering::Relaxed),
+            fabric: self.fabric.clone(),
+            cq,
+            peer: None,
+            error: false,
+        }))
+    }
+
+    fn attach_job(&self, shm_prefix: &str) {
+        let _ = self.fabric.prefix.set(shm_prefix.to_string());
+    }
+
+    fn inject_fault(&self) -> bool {
+        self.fabric.fail_next.store(true, Ordering::Relaxed);
+        true
+    }
+}
+
+impl Fabric {
+    /// The local memory behind `sge`, bounds-checked against its registration.
+    fn local(&self, sge: &Sge) -> std::result::Result<*mut u8, String> {
+        let (addr, len) = *self
+            .local
+            .lock()
+            .get(&sge.lkey)
+            .ok_or_else(|| format!("local protection error: lkey {:#x} unknown", sge.lkey))?;
+        let end = sge.addr.checked_add(u64::from(sge.len));
+        if end.is_none_or(|e| e > len as u64) {
+            return Err(format!(
+                "local length error: [{}, +{}) past a region of {len} bytes",
+                sge.addr, sge.len
+            ));
+        }
+        Ok((addr + sge.addr as usize) as *mut u8)
+    }
+
+    /// The peer's registered memory behind `remote`, bounds-checked.
+    fn remote(
+        &self,
+        peer: u16,
+        remote: &RemoteAddr,
+        len: usize,
+    ) -> std::result::Result<*mut u8, String> {
+        let map = self.peer_map(peer, remote.rkey)?;
+        let end = remote.addr.checked_add(len as u64);
+        if end.is_none_or(|e| e > map.len() as u64) {
+            return Err(format!(
+                "remote access error: [{}, +{len}) past a region of {} bytes",
+                remote.addr,
+                map.len()
+            ));
+        }
+        // SAFETY: in bounds of the mapping (checked above); the mapping stays alive in the
+        // cache for the life of the process.
+        Ok(unsafe { map.as_mut_ptr().add(remote.addr as usize) })
+    }
+
+    fn peer_map(&self, peer: u16, rkey: u32) -> std::result::Result<Arc<MmapRaw>, String> {
+        let mut cache = self.remote.lock();
+        if let Some(m) = cache.get(&(peer, rkey)) {
+            return Ok(m.clone());
+        }
+        let bad =
+            |why: String| format!("remote access error: rkey {rkey:#x} of rank {peer}: {why}");
+        if rkey == 0 {
+            return Err(bad("not remotely accessible".into()));
+        }
+        let key = (rkey & ((1 << KEY_BITS) - 1)) as SegKey;
+        let path = if key == DIR_KEY {
+            directory_file(&self.job_id, peer)
+        } else {
+            let prefix = self
+                .prefix
+                .get()
+                .ok_or_else(|| bad("no job attached".into()))?;
+            shm_file(prefix, peer, key)
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+        let map = MmapOptions::new()
+            .map_raw(&file)
+            .map_err(|e| bad(format!("mapping {}: {e}", path.display())))?;
+        let map = Arc::new(map);
+        cache.insert((peer, rkey), map.clone());
+        Ok(map)
+    }
+
+    /// Runs one work request against local and peer memory.
+    fn execute(&self, peer: u16, wr: &WorkRequest) -> std::result::Result<(), String> {
+        let n = self.posted.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.fail_after == Some(n) || self.fail_next.swap(false, Ordering::Relaxed) {
+            return Err(format!(
+                "remote access error (injected at work request {n})"
+            ));
+        }
+        match wr.op {
+            WrOp::Write { sge } => {
+                let src = self.local(&sge)?;
+                let dst = self.remote(peer, &wr.remote, sge.len as usize)?;
+                // SAFETY: both ranges are bounds-checked registered memory; `copy` allows
+                // overlap (a rank may write to its own segment).
+                unsafe { std::ptr::copy(src, dst, sge.len as usize) };
+            }
+            WrOp::WriteInline { data } => {
+                let dst = self.remote(peer, &wr.remote, 4)?;
+                if (dst as usize) % 4 == 0 {
+                    // SAFETY: 4 aligned, in-bounds bytes; a Release store publishes the data
+                    // written before it (the way a notification slot is read: Acquire).
+                    let word = unsafe { &*(dst as *const AtomicU32) };
+                    word.store(u32::from_le_bytes(data), Ordering::Release);
+                } else {
+                    // SAFETY: 4 in-bounds bytes.
+                    unsafe { std::ptr::copy(data.as_ptr(), dst, 4) };
+                }
+            }
+            WrOp::Read { sge } => {
+                let dst = self.local(&sge)?;
+                let src = self.remote(peer, &wr.remote, sge.len as usize)?;
+                if sge.len == 4 && (dst as usize) % 4 == 0 {
+                    // A notification read (`read_notify`): publish it after the data.
+                    // SAFETY: 4 aligned, in-bounds bytes on both sides.
+                    let v = unsafe { std::ptr::read_unaligned(src as *const u32) };
+                    // SAFETY: as above; notification slots are accessed atomically.
+                    unsafe { &*(dst as *const AtomicU32) }.store(v, Ordering::Release);
+                } else {
+                    // SAFETY: as for writes.
+                    unsafe { std::ptr::copy(src, dst, sge.len as usize) };
+                }
+            }
+            WrOp::FetchAdd { sge, .. } | WrOp::CompareSwap { sge, .. } => {
+                let out = self.local(&sge)?;
+                let at = self.remote(peer, &wr.remote, 8)?;
+                if (at as usize) % 8 != 0 || sge.len != 8 {
+                    return Err("remote invalid request: unaligned atomic".into());
+                }
+                // SAFETY: 8 aligned, in-bounds bytes of shared memory, only accessed
+                // atomically by GASPI atomics.
+                let word = unsafe { &*(at as *const AtomicU64) };
+                let old = match wr.op {
+                    WrOp::FetchAdd { add, .. } => word.fetch_add(add, Ordering::SeqCst),
+                    WrOp::CompareSwap { expected, new, .. } => {
+                        match word.compare_exchange(
+                            expected,
+                            new,
+                            Ordering::SeqCst,
+                            Ordering::SeqCst,
+                        ) {
+                            Ok(v) | Err(v) => v,
+                        }
+                    }
+                    _ => unreachable!("matched above"),
+                };
+                // SAFETY: 8 in-bounds bytes of local registered memory (checked).
+                unsafe { std::ptr::copy(old.to_le_bytes().as_ptr(), out, 8) };
+            }
+        }
+        Ok(())
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    let pid = nix::unistd::Pid::from_raw(pid as i32);
+    !matches!(
+        nix::sys::signal::kill(pid, None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
+impl QueuePair for FakeQp {
+    fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    fn connect(&mut self, _local_psn: u32, remote: &QpEndpoint) -> Result<()> {
+        let pid = u32::from_le_bytes(remote.addr.gid[..4].try_into().expect("4 bytes"));
+        self.peer = Some((remote.addr.lid, pid));
+        Ok(())
+    }
+
+    fn post_send(&mut self, wrs: &[WorkRequest]) -> Result<()> {
+        let (peer, pid) = self
+            .peer
+            .ok_or_else(|| Error::Device("fake device: posting on an unconnected QP".into()))?;
+        let mut done = Vec::new();
+        for wr in wrs {
+            let status = if self.error {
+                Err("work request flushed (queue pair in error state)".to_string())
+            } else if !alive(pid) {
+                Err("transport retry counter exceeded (the peer does not answer)".to_string())
+            } else {
+                self.fabric.execute(peer, wr)
+            };
+            if status.is_err() {
+                self.error = true;
+            }
+            if wr.signaled || status.is_err() {
+                let c = Completion {
+                    wr_id: wr.wr_id,
+                    status,
+                };
+                done.push((c, self.fabric.cq_lag));
+            }
+        }
+        self.cq.done.lock().extend(done);
+        Ok(())
+    }
+}

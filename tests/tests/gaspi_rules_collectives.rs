@@ -1,0 +1,94 @@
+//! The small allreduce, the state vector and the info calls.
+//! Multi-process tests over TCP, shared memory and the fake verbs device, 1 to 5 ranks; every
+//! test ends with a barrier (peers may still access this rank's segments) and `term`.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use tarantella_tests::spmd_cases;
+
+fn combine<T: Reducible>(op: ReduceOp, acc: T, x: T) -> T {
+    match op {
+        ReduceOp::Sum => Reducible::add(acc, x),
+        ReduceOp::Min if x < acc => x,
+        ReduceOp::Max if x > acc => x,
+        _ => acc,
+    }
+}
+
+/// Allreduce of `len` elements of `T` with `op`; values are small integers, so every order
+/// of combination gives the same bits.
+fn reduce_one<T: Reducible + std::fmt::Debug>(ctx: &Context, conv: fn(i64) -> T, len: usize) {
+    let val = |r: i64, j: i64| conv((r * 7 + j * 3) % 41 - 20);
+    let (me, n) = (i64::from(ctx.rank().0), i64::from(ctx.num_ranks()));
+    let input: Vec<T> = (0..len as i64).map(|j| val(me, j)).collect();
+    for op in [ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max] {
+        let mut out = vec![conv(0); len];
+        ctx.allreduce(&input, &mut out, op, Group::ALL, T).unwrap();
+        for (j, got) in (0..).zip(&out) {
+            let expect = (1..n).fold(val(0, j), |acc, r| combine(op, acc, val(r, j)));
+            let ty = std::any::type_name::<T>();
+            assert_eq!(*got, expect, "{op:?} of {len} {ty} at {j}");
+        }
+    }
+}
+
+/// User reduction: element = (value u32, rank u32); keeps the larger value, the lower rank on ties.
+fn maxloc(a: &[u8], b: &[u8], out: &mut [u8]) -> Result<()> {
+    let word = |s: &[u8], i: usize| u32::from_ne_bytes(s[i..i + 4].try_into().unwrap());
+    for e in (0..a.len()).step_by(8) {
+        let (va, ra, vb, rb) = (word(a, e), word(a, e + 4), word(b, e), word(b, e + 4));
+        let pick = if vb > va || (vb == va && rb < ra) {
+            b
+        } else {
+            a
+        };
+        out[e..e + 8].copy_from_slice(&pick[e..e + 8]);
+    }
+    Ok(())
+}
+
+fn collectives_and_info(ctx: Context) {
+    let (me, n) = (ctx.rank(), ctx.num_ranks());
+    for len in [1, 255] {
+        reduce_one::<i32>(&ctx, |v| v as i32, len);
+        reduce_one::<u32>(&ctx, |v| (v + 20) as u32, len);
+        reduce_one::<f32>(&ctx, |v| v as f32, len);
+        reduce_one::<f64>(&ctx, |v| v as f64 * 0.5, len);
+        reduce_one::<i64>(&ctx, |v| v * 1_000_000_007, len);
+        reduce_one::<u64>(&ctx, |v| (v + 20) as u64 * (1 << 40), len);
+    }
+    for len in [10usize, 255] {
+        let bytes = |r: u16| -> Vec<u8> {
+            let elem = |j: u32| [(u32::from(r) * 13 + j * 5) % 7, u32::from(r)];
+            let words: Vec<u32> = (0..len as u32).flat_map(elem).collect();
+            words.iter().flat_map(|w| w.to_ne_bytes()).collect()
+        };
+        let mut out = vec![0u8; len * 8];
+        let all = Group::ALL;
+        ctx.allreduce_user(&bytes(me.0), &mut out, 8, &mut maxloc, all, T)
+            .unwrap();
+        let mut expect = bytes(0);
+        for r in 1..n {
+            let mut next = vec![0u8; len * 8];
+            maxloc(&expect, &bytes(r), &mut next).unwrap();
+            expect = next;
+        }
+        assert!(
+            out == expect,
+            "allreduce_user maxloc of {len} elements differs"
+        );
+    }
+    assert_eq!(ctx.state_vec(), vec![PeerState::Healthy; usize::from(n)]);
+    for r in 0..n {
+        ctx.proc_ping(Rank(r), T).unwrap();
+    }
+    finish(ctx);
+}
+
+spmd_cases! {
+    collectives, collectives_and_info,
+    single = (1, Auto), tcp_2 = (2, Tcp), tcp_3 = (3, Tcp), shm_4 = (4, Shm), shm_5 = (5, Shm),
+    verbs_2 = (2, FakeVerbs), verbs_3 = (3, FakeVerbs),
+}

@@ -1,0 +1,139 @@
+//! Rules 9 and 12: segments and groups, and passive messages.
+//! Multi-process tests over TCP, shared memory and the fake verbs device, 1 to 5 ranks; every
+//! test ends with a barrier (peers may still access this rank's segments) and `term`.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use tarantella_tests::spmd_cases;
+
+// Rule 9: segments are collective only when asked; groups of a subset work.
+fn segments_and_groups(ctx: Context) {
+    let (me, n) = (ctx.rank(), ctx.num_ranks());
+    let (next, prev) = (right(&ctx), left(&ctx));
+    let seg = create(&ctx, S, 4096);
+    for r in 0..n {
+        assert_eq!(ctx.segment_size(S, Rank(r)).unwrap(), 4096);
+    }
+    // Segment 1: allocated everywhere, registered with the next rank only.
+    let (s1, init) = (SegmentId(1), Alloc::Initialized);
+    let size1 = |r: Rank| 1024 + 8 * u64::from(r.0);
+    ctx.segment_alloc(s1, size1(me), init).unwrap();
+    ctx.segment_register(s1, next, T).unwrap();
+    ctx.barrier(Group::ALL, T).unwrap();
+    assert_eq!(ctx.segment_list(), vec![S, s1]);
+    assert_eq!(ctx.segment_num(), 2);
+    assert_eq!(ctx.segment_size(s1, prev).unwrap(), size1(prev));
+    seg.write(0, &[u64::from(me.0) * 1000 + 1]).unwrap();
+    let to_prev = Remote::new(prev, s1, 8);
+    ctx.write_notify(lo(0), to_prev, 8, nid(0), 1, Q).unwrap();
+    take(&ctx, s1, 0);
+    let got: u64 = ctx.segment(s1).unwrap().get(8).unwrap();
+    assert_eq!(got, u64::from(next.0) * 1000 + 1);
+    if n >= 3 {
+        let res = ctx.write(lo(0), Remote::new(next, s1, 0), 8, Q);
+        must!(res, Err(Error::InvalidSegment { segment, rank: Some(r) }) if segment == s1 && r == next);
+        must!(
+            ctx.segment_size(s1, next),
+            Err(Error::InvalidSegment { .. })
+        );
+    }
+    ctx.wait(Q, T).unwrap();
+    ctx.barrier(Group::ALL, T).unwrap();
+    ctx.segment_delete(s1).unwrap();
+    assert_eq!(ctx.segment_list(), vec![S]);
+    // A group of the ranks of our parity (each parity builds its own group).
+    let parity = me.0 % 2;
+    let members: Vec<Rank> = (0..n).filter(|r| r % 2 == parity).map(Rank).collect();
+    let g = ctx.group_create().unwrap();
+    assert_ne!(g, Group::ALL);
+    for m in &members {
+        ctx.group_add(g, *m).unwrap();
+    }
+    ctx.group_commit(g, T).unwrap();
+    assert_eq!(ctx.group_size(g).unwrap(), members.len() as u32);
+    assert_eq!(ctx.group_members(g).unwrap(), members);
+    assert_eq!(ctx.group_num(), 2);
+    ctx.barrier(g, T).unwrap();
+    let (mine, mut sum) = ([u64::from(me.0), 1], [0u64; 2]);
+    ctx.allreduce(&mine, &mut sum, ReduceOp::Sum, g, T).unwrap();
+    let expect: u64 = members.iter().map(|r| u64::from(r.0)).sum();
+    assert_eq!(sum, [expect, members.len() as u64]);
+    // A segment created over the group is visible to its members only.
+    let (s2, size2) = (SegmentId(2), 512 + 8 * u64::from(parity));
+    ctx.segment_create(s2, size2, g, T, init).unwrap();
+    for r in 0..n {
+        let res = ctx.segment_size(s2, Rank(r));
+        if r % 2 == parity {
+            assert_eq!(res.unwrap(), size2);
+        } else {
+            must!(res, Err(Error::InvalidSegment { .. }));
+        }
+    }
+    ctx.barrier(g, T).unwrap();
+    ctx.barrier(Group::ALL, T).unwrap();
+    ctx.group_delete(g).unwrap();
+    assert_eq!(ctx.group_num(), 1);
+    finish(ctx);
+}
+
+spmd_cases! {
+    rule09_segments_and_groups, segments_and_groups,
+    tcp_2 = (2, Tcp), tcp_3 = (3, Tcp), shm_4 = (4, Shm), shm_5 = (5, Shm), tcp_5 = (5, Tcp),
+    verbs_2 = (2, FakeVerbs), verbs_3 = (3, FakeVerbs),
+}
+
+// Rule 12: each passive message is received exactly once, with its sender.
+fn passive(ctx: Context) {
+    const M: u64 = 3;
+    let seg = create(&ctx, S, 128 * 1024);
+    let (me, n) = (ctx.rank(), ctx.num_ranks());
+    let max = ctx.passive_transfer_size_max();
+    assert_eq!(max, 65535);
+    let size = |r, m| {
+        if r == 1 && m == M - 1 {
+            max
+        } else {
+            8 + (r * 97 + m * 31) % 2000
+        }
+    };
+    let byte = |r: u64, m: u64, i: u64| (r * 31 + m * 7 + i) as u8;
+    if me.0 != 0 {
+        let r = u64::from(me.0);
+        for m in 0..M {
+            let body: Vec<u8> = (8..size(r, m)).map(|i| byte(r, m, i)).collect();
+            seg.write(0, &[(r << 16) | m]).unwrap();
+            seg.write(8, &body).unwrap();
+            ctx.passive_send(S, 0, Rank(0), size(r, m), T).unwrap();
+        }
+    } else {
+        let mut seen = BTreeSet::new();
+        for _ in 0..u64::from(n - 1) * M {
+            let (from, len) = ctx.passive_receive(S, 0, max, T).unwrap();
+            let tag: u64 = seg.get(0).unwrap();
+            let (r, m) = (tag >> 16, tag & 0xffff);
+            assert_eq!(u64::from(from.0), r, "sender rank");
+            assert!(
+                seen.insert((r, m)),
+                "message {m} of rank {r} received twice"
+            );
+            assert_eq!(len, size(r, m));
+            let mut body = vec![0u8; (len - 8) as usize];
+            seg.read(8, &mut body).unwrap();
+            let bad = (8..len).position(|i| body[(i - 8) as usize] != byte(r, m, i));
+            assert!(
+                bad.is_none(),
+                "message {m} of rank {r}: byte {bad:?} differs"
+            );
+        }
+        timed_out(ctx.passive_receive(S, 0, max, TEST));
+    }
+    finish(ctx);
+}
+
+spmd_cases! {
+    rule12_passive, passive,
+    tcp_2 = (2, Tcp), tcp_3 = (3, Tcp), shm_4 = (4, Shm), shm_5 = (5, Shm),
+    verbs_2 = (2, FakeVerbs), verbs_3 = (3, FakeVerbs),
+}

@@ -1,0 +1,230 @@
+//! The verbs transport on the fake device: what is specific to verbs (signaling, send-queue
+//! capacity, memory registration, error completions). The GASPI rule tests run over the fake
+//! device too (the `verbs_*` cases of `gaspi_rules_*`).
+
+use gaspi::*;
+use tarantella_tests::spmd_cases;
+
+const T: Timeout = Timeout::ms(20_000);
+const S: SegmentId = SegmentId(0);
+const Q: QueueId = QueueId(0);
+
+fn finish(ctx: Context) {
+    ctx.barrier(Group::ALL, T).unwrap();
+    ctx.term(T).unwrap();
+}
+
+/// A ring of write_notify, read back with read_notify, and atomics, over verbs.
+fn ring(ctx: Context) {
+    assert_eq!(ctx.network_type(), NetworkType::Ib);
+    let me = ctx.rank();
+    let n = ctx.num_ranks();
+    let right = Rank((me.0 + 1) % n);
+    ctx.segment_create(S, 1 << 16, Group::ALL, T, Alloc::Initialized)
+        .unwrap();
+    let seg = ctx.segment(S).unwrap();
+    let words: Vec<u64> = (0..1024).map(|i| (u64::from(me.0) << 32) | i).collect();
+    seg.write(0, &words).unwrap();
+    ctx.write_notify(
+        Local::new(S, 0),
+        Remote::new(right, S, 8192),
+        8192,
+        NotificationId(1),
+        7,
+        Q,
+    )
+    .unwrap();
+    ctx.wait(Q, T).unwrap();
+    ctx.notify_waitsome(S, NotificationId(1), 1, T).unwrap();
+    assert_eq!(ctx.notify_reset(S, NotificationId(1)).unwrap(), 7);
+    let left = Rank((me.0 + n - 1) % n);
+    let mut got = vec![0u64; 1024];
+    seg.read(8192, &mut got).unwrap();
+    assert!(got
+        .iter()
+        .enumerate()
+        .all(|(i, w)| *w == (u64::from(left.0) << 32) | i as u64));
+    // Once every rank has written its words: read the right neighbour's first KiB into
+    // 16384, with a local notification.
+    ctx.barrier(Group::ALL, T).unwrap();
+    ctx.read_notify(
+        Local::new(S, 16384),
+        Remote::new(right, S, 0),
+        1024,
+        NotificationId(2),
+        Q,
+    )
+    .unwrap();
+    ctx.wait(Q, T).unwrap();
+    assert_eq!(ctx.notify_reset(S, NotificationId(2)).unwrap(), 1);
+    let mut back = vec![0u64; 128];
+    seg.read(16384, &mut back).unwrap();
+    assert_eq!(back[5], (u64::from(right.0) << 32) | 5);
+    ctx.barrier(Group::ALL, T).unwrap();
+    let old = ctx.atomic_fetch_add(S, 32768, Rank(0), 1, T).unwrap();
+    assert!(old < u64::from(n));
+    ctx.barrier(Group::ALL, T).unwrap();
+    if me == Rank(0) {
+        assert_eq!(seg.get::<u64>(32768).unwrap(), u64::from(n));
+    }
+    finish(ctx);
+}
+
+spmd_cases! {
+    verbs_ring, ring,
+    verbs_2 = (2, FakeVerbs),
+    verbs_4 = (4, FakeVerbs),
+}
+
+/// Runs `body` on `n` ranks over the fake verbs device with extra environment.
+fn fake_verbs_with(name: &str, n: u16, env: &[(&str, &str)], body: impl FnOnce(Context)) {
+    let extra: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let net = tarantella_tests::Net::FakeVerbs;
+    if let Some(out) = gaspi::testing::spmd_job(
+        name,
+        n,
+        net.transport(),
+        std::time::Duration::from_secs(60),
+        |job| {
+            job.env.extend(net.env());
+            job.env.extend(extra);
+        },
+    ) {
+        out.assert_success();
+        return;
+    }
+    let ctx = Context::init().expect("gaspi init");
+    assert!(ctx.uses_verbs_to(Rank((ctx.rank().0 + 1) % n)));
+    body(ctx);
+    std::process::exit(0);
+}
+
+/// A send queue of 8 (the device's limit) under a GASPI queue of 1024, on a slow network
+/// (completions held back for 200 polls): the 8th request in flight is `QUEUE_FULL` and takes
+/// no entry; `wait` drains the send queue and posting works again.
+#[test]
+fn queue_full_from_send_queue_depth() {
+    fake_verbs_with(
+        "queue_full_from_send_queue_depth",
+        2,
+        &[
+            ("GASPI_IB_FAKE_MAX_WR", "8"),
+            ("GASPI_IB_FAKE_CQ_LAG", "200"),
+        ],
+        |ctx| {
+            ctx.segment_create(S, 1 << 16, Group::ALL, T, Alloc::Initialized)
+                .unwrap();
+            let peer = Rank(1 - ctx.rank().0);
+            let write = |i: u64| {
+                ctx.write(
+                    Local::new(S, i * 64),
+                    Remote::new(peer, S, 4096 + i * 64),
+                    64,
+                    Q,
+                )
+            };
+            for round in 0..2 {
+                for i in 0..7 {
+                    write(i).unwrap();
+                }
+                let full = write(7);
+                assert!(
+                    matches!(full, Err(Error::QueueFull { .. })),
+                    "round {round}: {full:?}"
+                );
+                assert_eq!(ctx.queue_size(Q).unwrap(), 7);
+                ctx.wait(Q, T).unwrap();
+                assert_eq!(ctx.queue_size(Q).unwrap(), 0);
+            }
+            finish(ctx);
+        },
+    );
+}
+
+/// 1000 small writes between waits through a send queue of 32: only selective signaling
+/// (a completion every few requests retires the ones before it) lets them through, and the
+/// data is all there after `wait`.
+#[test]
+fn selective_signaling_retires_unsignaled_requests() {
+    fake_verbs_with(
+        "selective_signaling_retires_unsignaled_requests",
+        3,
+        &[("GASPI_IB_FAKE_MAX_WR", "32")],
+        |ctx| {
+            ctx.segment_create(S, 1 << 16, Group::ALL, T, Alloc::Initialized)
+                .unwrap();
+            let seg = ctx.segment(S).unwrap();
+            let me = ctx.rank();
+            let right = Rank((me.0 + 1) % ctx.num_ranks());
+            for round in 1..=3u64 {
+                let words: Vec<u64> = (0..1000).map(|i| round << 32 | i).collect();
+                seg.write(0, &words).unwrap();
+                for i in 0..1000u64 {
+                    ctx.write(
+                        Local::new(S, i * 8),
+                        Remote::new(right, S, 8192 + i * 8),
+                        8,
+                        Q,
+                    )
+                    .unwrap();
+                }
+                ctx.wait(Q, T).unwrap();
+                ctx.notify(S, right, NotificationId(0), round as u32, Q)
+                    .unwrap();
+                ctx.wait(Q, T).unwrap();
+                ctx.notify_waitsome(S, NotificationId(0), 1, T).unwrap();
+                assert_eq!(
+                    ctx.notify_reset(S, NotificationId(0)).unwrap(),
+                    round as u32
+                );
+                let mut got = vec![0u64; 1000];
+                seg.read(8192, &mut got).unwrap();
+                assert_eq!(got, words, "round {round}");
+                ctx.barrier(Group::ALL, T).unwrap();
+            }
+            finish(ctx);
+        },
+    );
+}
+
+/// User memory (`segment_bind`) cannot be mapped by the fake device's peers: they read an
+/// empty directory entry and reach that segment over TCP instead, correctly.
+#[test]
+fn bound_memory_falls_back_to_tcp() {
+    fake_verbs_with("bound_memory_falls_back_to_tcp", 2, &[], |ctx| {
+        let mut mine = vec![0u64; 512];
+        let seg = SegmentId(3);
+        // SAFETY: `mine` outlives the segment (deleted before it is dropped) and is only
+        // read through the segment API below, after a barrier.
+        unsafe {
+            ctx.segment_use(seg, mine.as_mut_ptr() as *mut u8, 4096, Group::ALL, T)
+                .unwrap();
+        }
+        ctx.segment_create(S, 4096, Group::ALL, T, Alloc::Initialized)
+            .unwrap();
+        let peer = Rank(1 - ctx.rank().0);
+        ctx.segment(S).unwrap().write(0, &[42u64; 8]).unwrap();
+        ctx.write_notify(
+            Local::new(S, 0),
+            Remote::new(peer, seg, 64),
+            64,
+            NotificationId(0),
+            9,
+            Q,
+        )
+        .unwrap();
+        ctx.wait(Q, T).unwrap();
+        ctx.notify_waitsome(seg, NotificationId(0), 1, T).unwrap();
+        let mut got = [0u64; 8];
+        ctx.segment(seg).unwrap().read(64, &mut got).unwrap();
+        assert_eq!(got, [42; 8]);
+        ctx.barrier(Group::ALL, T).unwrap();
+        assert!(!ctx.uses_verbs_to(peer), "the peer was not moved to TCP");
+        ctx.segment_delete(seg).unwrap();
+        finish(ctx);
+        drop(mine);
+    });
+}
