@@ -157,7 +157,7 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             let t0 = now_ns();
             let (x, y) = data.batch(indices)?;
             ddp.zero_grad();
-            let logits = model.forward_t(&x, true);
+            let logits = forward(model.as_ref(), &x)?;
             let (loss, loss_sum) = global_batch_loss(&logits, &y, cfg.batch_size)?;
             let trace = ddp.backward(&loss)?;
             let t_opt = now_ns();
@@ -215,6 +215,21 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     }
     comm.barrier()?;
     Ok(summary)
+}
+
+/// The model's forward pass; tch's `ModuleT` panics on libtorch errors (a shape mismatch,
+/// say), which becomes an error here instead of aborting the rank.
+fn forward(model: &dyn nn::ModuleT, x: &Tensor) -> Result<Tensor> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.forward_t(x, true))).map_err(
+        |panic| {
+            let message = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown error");
+            Error::Model(format!("forward pass failed: {message}"))
+        },
+    )
 }
 
 fn step_times(t0: u64, trace: &StepTrace, t_opt: u64, t_end: u64) -> StepTimes {

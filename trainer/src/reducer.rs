@@ -37,7 +37,7 @@ pub(crate) enum Msg {
 
 /// Handle to the communication thread; stops it on drop.
 pub(crate) struct Reducer {
-    tx: Option<Sender<Msg>>,
+    tx: Sender<Msg>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -96,20 +96,19 @@ impl Reducer {
             .spawn(move || worker.run(rx))
             .map_err(|e| Error::CommThread(format!("cannot start it: {e}")))?;
         Ok(Reducer {
-            tx: Some(tx),
+            tx,
             handle: Some(handle),
         })
     }
 
     pub(crate) fn sender(&self) -> Sender<Msg> {
-        self.tx.clone().expect("present until drop")
+        self.tx.clone()
     }
 
     fn send(&self, msg: Msg) -> Result<()> {
         self.tx
-            .as_ref()
-            .and_then(|tx| tx.send(msg).ok())
-            .ok_or_else(|| Error::CommThread("it has exited".to_owned()))
+            .send(msg)
+            .map_err(|_| Error::CommThread("it has exited".to_owned()))
     }
 
     pub(crate) fn start_all(&self) -> Result<()> {
@@ -128,7 +127,9 @@ impl Reducer {
 
 impl Drop for Reducer {
     fn drop(&mut self) {
-        drop(self.tx.take());
+        // Disconnect our sender (the hooks' clone is gone by now), so the thread's loop ends.
+        let (disconnected, _) = crossbeam_channel::bounded(0);
+        drop(std::mem::replace(&mut self.tx, disconnected));
         if let Some(handle) = self.handle.take() {
             let _ = handle.join();
         }
