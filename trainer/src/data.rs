@@ -41,7 +41,7 @@ impl Dataset {
             let class = rng.below(NUM_CLASSES as u64) as usize;
             labels.push(class as i64);
             let proto = &prototypes[class * pixels..(class + 1) * pixels];
-            images.extend(proto.iter().map(|p| 0.6 * p + 0.4 * rng.next_f32() - 0.5));
+            images.extend(proto.iter().map(|p| 0.2 * p + 0.8 * rng.next_f32() - 0.5));
         }
         Self::from_parts(images, labels)
     }
