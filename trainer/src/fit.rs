@@ -164,7 +164,18 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             opt.step()?;
             let t_end = now_ns();
             step += 1;
-            times.push(step_times(t0, &trace, t_opt, t_end));
+            let t = step_times(t0, &trace, t_opt, t_end);
+            if cfg.profile && comm.is_master() {
+                tracing::info!(
+                    step,
+                    step_ms = t.step_ms,
+                    compute_ms = t.compute_ms,
+                    exposed_comm_ms = t.exposed_comm_ms,
+                    optimizer_ms = t.optimizer_ms,
+                    "profile"
+                );
+            }
+            times.push(t);
             let correct =
                 tch::no_grad(|| logits.argmax(-1, false).eq_tensor(&y).sum(tch::Kind::Float))
                     .double_value(&[]);

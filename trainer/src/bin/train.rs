@@ -69,7 +69,8 @@ struct Args {
     /// Keep the buckets in reverse registration order (no rebuild after the first step).
     #[arg(long)]
     no_bucket_rebuild: bool,
-    /// Print median per-step timings: compute, exposed communication, optimizer.
+    /// Per-step timings on the master rank (compute, exposed communication, optimizer; logged
+    /// to stderr) and their medians at the end (stdout).
     #[arg(long)]
     profile: bool,
     /// Stop after this many steps in total.
@@ -149,6 +150,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(Args::parse()) {
         Ok(()) => ExitCode::SUCCESS,
