@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The trainer links libtorch from the torch wheel in .venv/ (created once, then reused).
+bash scripts/setup-torch.sh
+source scripts/torch-env.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 # Multi-process tests start up to 5 rank processes each; two test threads keep a 2-core

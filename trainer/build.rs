@@ -1,0 +1,39 @@
+//! Builds the C++ autograd-hook shim against the libtorch that `torch-sys` found, and gives the
+//! binaries an rpath to that libtorch so they run without `LD_LIBRARY_PATH`.
+
+use std::env;
+use std::path::PathBuf;
+
+fn main() {
+    println!("cargo:rerun-if-changed=csrc/hooks.cpp");
+    // torch-sys has `links = "tch"` and prints `cargo:libtorch_lib=<dir>`.
+    let lib_dir = match env::var("DEP_TCH_LIBTORCH_LIB") {
+        Ok(dir) => PathBuf::from(dir),
+        Err(_) => {
+            println!(
+                "cargo:warning=torch-sys did not report a libtorch directory; \
+                 run scripts/setup-torch.sh and source scripts/torch-env.sh"
+            );
+            std::process::exit(1);
+        }
+    };
+    let root = lib_dir
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| lib_dir.clone());
+    let include = root.join("include");
+    cc::Build::new()
+        .cpp(true)
+        .pic(true)
+        .warnings(false)
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag("-std=c++17")
+        .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
+        .flag("-DGLOG_USE_GLOG_EXPORT")
+        .file("csrc/hooks.cpp")
+        .compile("tnt_hooks");
+    // Every binary, test and example of this crate finds libtorch at run time.
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
+    println!("cargo:rustc-link-search=native={}", lib_dir.display());
+}

@@ -1,0 +1,162 @@
+//! `train`: data-parallel training of an example model. Run it under the launcher,
+//! `tarantella -n 2 -- train --model lenet5`, or plainly for one rank.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+use fusion::FusionThreshold;
+use trainer::fit::{train, TrainConfig};
+use trainer::models::ModelKind;
+use trainer::{Comm, DdpConfig, OptimizerKind};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum OptimizerArg {
+    Sgd,
+    Adam,
+}
+
+/// Data-parallel training over GASPI (global-batch semantics: results do not depend on the
+/// number of ranks).
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    #[arg(long, value_enum, default_value = "lenet5")]
+    model: ModelKind,
+    /// Global batch size, split over the ranks.
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
+    #[arg(long, default_value_t = 1)]
+    epochs: u64,
+    #[arg(long, default_value_t = 0.05)]
+    lr: f64,
+    #[arg(long, value_enum, default_value = "sgd")]
+    optimizer: OptimizerArg,
+    /// SGD momentum.
+    #[arg(long, default_value_t = 0.9)]
+    momentum: f64,
+    /// Linear learning-rate warmup over this many epochs.
+    #[arg(long, default_value_t = 0)]
+    warmup_epochs: u64,
+    /// Linear LR scaling: multiply --lr by batch-size / 256.
+    #[arg(long)]
+    scale_lr: bool,
+    /// Directory with MNIST's train-images-idx3-ubyte and train-labels-idx1-ubyte;
+    /// synthetic MNIST-shaped data when absent.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Size of the synthetic dataset.
+    #[arg(long, default_value_t = 4096)]
+    samples: usize,
+    /// Seed for initial weights, synthetic data and shuffling.
+    #[arg(long, default_value_t = trainer::shard::DEFAULT_SEED)]
+    seed: u64,
+    /// MLP hidden layer sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "512,256")]
+    hidden: Vec<i64>,
+    /// The master rank writes a checkpoint here after every epoch.
+    #[arg(long)]
+    checkpoint_dir: Option<PathBuf>,
+    /// Continue from the checkpoint in --checkpoint-dir (read by rank 0, broadcast).
+    #[arg(long, requires = "checkpoint_dir")]
+    resume: bool,
+    /// Fusion threshold in KiB; default: the launcher's TNT_FUSION_THRESHOLD_KB, else 32.
+    #[arg(long)]
+    fusion_threshold: Option<FusionThreshold>,
+    /// Allreduce all gradients after backward instead of overlapping (for comparison).
+    #[arg(long)]
+    no_overlap: bool,
+    /// Keep the buckets in reverse registration order (no rebuild after the first step).
+    #[arg(long)]
+    no_bucket_rebuild: bool,
+    /// Per-step timings on the master rank (compute, exposed communication, optimizer; logged
+    /// to stderr) and their medians at the end (stdout).
+    #[arg(long)]
+    profile: bool,
+    /// Stop after this many steps in total.
+    #[arg(long)]
+    max_steps: Option<u64>,
+    /// Write per-step records (loss, weight checksum, hook trace) to <PATH>.rank<r>.
+    #[arg(long)]
+    record: Option<PathBuf>,
+    /// libtorch intra-op threads per rank.
+    #[arg(long, default_value_t = 1)]
+    threads: i32,
+    /// Hide the progress bar.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+fn run(args: Args) -> trainer::Result<()> {
+    if args.threads < 1 {
+        return Err(trainer::Error::Config(
+            "--threads must be at least 1".into(),
+        ));
+    }
+    tch::set_num_threads(args.threads);
+    let fusion_threshold = match args.fusion_threshold {
+        Some(t) => t,
+        None => FusionThreshold::from_env()?,
+    };
+    let optimizer = match args.optimizer {
+        OptimizerArg::Sgd => OptimizerKind::Sgd {
+            momentum: args.momentum,
+            weight_decay: 0.0,
+        },
+        OptimizerArg::Adam => OptimizerKind::ADAM,
+    };
+    let cfg = TrainConfig {
+        model: args.model,
+        mlp_hidden: args.hidden,
+        batch_size: args.batch_size,
+        epochs: args.epochs,
+        lr: args.lr,
+        optimizer,
+        warmup_epochs: args.warmup_epochs,
+        scale_lr: args.scale_lr,
+        data_dir: args.data_dir,
+        samples: args.samples,
+        seed: args.seed,
+        checkpoint_dir: args.checkpoint_dir,
+        resume: args.resume,
+        ddp: DdpConfig {
+            fusion_threshold,
+            overlap: !args.no_overlap,
+            rebuild_buckets: !args.no_bucket_rebuild,
+        },
+        profile: args.profile,
+        max_steps: args.max_steps,
+        record: args.record,
+        progress_bar: !args.no_progress,
+    };
+    let comm = Comm::init()?;
+    let summary = train(&comm, &cfg)?;
+    if comm.is_master() {
+        println!(
+            "done: {} steps on {} rank(s), last loss {:.4}, accuracy {:.2}%",
+            summary.steps,
+            comm.size(),
+            summary.last_loss,
+            100.0 * summary.last_accuracy
+        );
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TNT_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("train: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! The trainer's only contact with the collective layer: gradient-bucket allreduces, weight
+//! broadcasts and small metric sums, all over the job's [`gaspi::Context`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gaspi::{Context, Group, Rank, ReduceOp, Timeout};
+
+use crate::error::{Error, Result};
+
+use allreduce::{broadcast, Allreduce, Op, Options};
+
+/// Default bound on any single collective: a dead or stuck peer becomes an error, not a hang.
+pub const DEFAULT_COMM_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The job's ranks as the trainer sees them.
+#[derive(Clone)]
+pub struct Comm {
+    ctx: Arc<Context>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Comm")
+            .field("rank", &self.rank())
+            .field("size", &self.size())
+            .finish()
+    }
+}
+
+fn comm_err(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Comm(format!("{what}: {e}"))
+}
+
+impl Comm {
+    /// Joins the job described by the launcher's environment (`tarantella -n N -- prog`);
+    /// run without a launcher, this is a job of one rank.
+    pub fn init() -> Result<Self> {
+        Ok(Self::new(Arc::new(Context::init()?)))
+    }
+
+    /// Uses an already initialized context.
+    pub fn new(ctx: Arc<Context>) -> Self {
+        Comm {
+            ctx,
+            timeout: DEFAULT_COMM_TIMEOUT,
+        }
+    }
+
+    /// Bounds every collective by `timeout` instead of [`DEFAULT_COMM_TIMEOUT`].
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn rank(&self) -> usize {
+        self.ctx.rank().0 as usize
+    }
+
+    pub fn size(&self) -> usize {
+        self.ctx.num_ranks() as usize
+    }
+
+    /// Rank 0 writes checkpoints and shows progress.
+    pub fn is_master(&self) -> bool {
+        self.rank() == 0
+    }
+
+    pub fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    pub(crate) fn timeout(&self) -> Timeout {
+        Timeout::ms(self.timeout.as_millis().min(u128::from(u64::MAX - 1)) as u64)
+    }
+
+    /// Overwrites `data` on every rank with rank 0's values.
+    pub fn broadcast_f32(&self, data: &mut [f32]) -> Result<()> {
+        if self.size() == 1 || data.is_empty() {
+            return Ok(());
+        }
+        broadcast(&self.ctx, Group::ALL, Rank(0), data, self.timeout())
+            .map_err(|e| comm_err("broadcast", e))
+    }
+
+    /// Sums `values` over all ranks in place (any length; metrics, counters).
+    pub fn sum_f64(&self, values: &mut [f64]) -> Result<()> {
+        if self.size() == 1 {
+            return Ok(());
+        }
+        let max = self.ctx.config().allreduce_elem_max.max(1) as usize;
+        let mut out = vec![0.0; max.min(values.len())];
+        for chunk in values.chunks_mut(max) {
+            let out = &mut out[..chunk.len()];
+            self.ctx
+                .allreduce(chunk, out, ReduceOp::Sum, Group::ALL, self.timeout())?;
+            chunk.copy_from_slice(out);
+        }
+        Ok(())
+    }
+
+    /// Waits until every rank got here.
+    pub fn barrier(&self) -> Result<()> {
+        self.ctx.barrier(Group::ALL, self.timeout())?;
+        Ok(())
+    }
+
+    /// A reusable SUM allreduce over `count` f32s for one gradient bucket. Collective: every
+    /// rank creates its buckets in the same order.
+    pub(crate) fn bucket_allreduce(&self, count: usize) -> Result<BucketAllreduce> {
+        let inner = Allreduce::new(&self.ctx, Group::ALL, count, Op::Sum, Options::default())
+            .map_err(|e| comm_err("creating a bucket allreduce", e))?;
+        Ok(BucketAllreduce { inner })
+    }
+}
+
+/// One bucket's allreduce: fill [`BucketAllreduce::input_mut`], [`start`](Self::start), and
+/// later [`wait_for`](Self::wait_for) the sum.
+pub(crate) struct BucketAllreduce {
+    inner: Allreduce<f32>,
+}
+
+impl BucketAllreduce {
+    pub(crate) fn input_mut(&mut self) -> Result<&mut [f32]> {
+        self.inner
+            .input_mut()
+            .map_err(|e| comm_err("filling a bucket allreduce", e))
+    }
+
+    pub(crate) fn start(&mut self) -> Result<()> {
+        self.inner
+            .start()
+            .map_err(|e| comm_err("starting a bucket allreduce", e))
+    }
+
+    /// Drives the allreduce for at most `timeout`: the sum when complete, `None` when the
+    /// time ran out first (call again; the run goes on).
+    pub(crate) fn wait_for(&mut self, timeout: Timeout) -> Result<Option<&[f32]>> {
+        match self.inner.wait(timeout) {
+            Ok(sum) => Ok(Some(sum)),
+            Err(e) if e.is_timeout() => Ok(None),
+            Err(e) => Err(comm_err("waiting for a bucket allreduce", e)),
+        }
+    }
+}

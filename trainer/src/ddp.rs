@@ -1,0 +1,279 @@
+//! [`DataParallel`]: makes a `VarStore` model train the same on N ranks as on one.
+
+use std::sync::Arc;
+
+use fusion::{BucketPlan, DType, FusionThreshold, ParamId, ParamSpec, ReadyTracker};
+use tch::{nn, Device, Kind, Tensor};
+
+use crate::comm::Comm;
+use crate::error::{Error, Result};
+use crate::ffi;
+use crate::hooks::{now_ns, HookState, StepTrace};
+use crate::reducer::Reducer;
+
+/// How gradients are fused and when their allreduce starts.
+#[derive(Clone, Copy, Debug)]
+pub struct DdpConfig {
+    /// Minimum bucket size; see [`fusion::FusionThreshold`].
+    pub fusion_threshold: FusionThreshold,
+    /// Start each bucket's allreduce from the autograd hook while backward continues (true),
+    /// or all of them after backward (false, for comparison).
+    pub overlap: bool,
+    /// After the first step, lay the buckets out in the order rank 0 saw the gradients
+    /// become ready (instead of reverse registration order), so buckets fill in order.
+    pub rebuild_buckets: bool,
+}
+
+impl Default for DdpConfig {
+    fn default() -> Self {
+        DdpConfig {
+            fusion_threshold: FusionThreshold::DEFAULT,
+            overlap: true,
+            rebuild_buckets: true,
+        }
+    }
+}
+
+/// A data-parallel view of a model's [`nn::VarStore`].
+///
+/// Creation broadcasts rank 0's variables and installs a post-accumulate-grad hook on every
+/// trainable parameter. [`DataParallel::backward`] runs backward and returns once every
+/// rank holds the **sum** of all ranks' gradients in `.grad` (so the loss should be the sum over
+/// the local samples divided by the global batch size, see [`crate::global_batch_loss`]).
+pub struct DataParallel {
+    comm: Comm,
+    params: Vec<Tensor>,
+    plan: Arc<BucketPlan>,
+    state: Arc<HookState>,
+    reducer: Reducer,
+    overlap: bool,
+    rebuild_buckets: bool,
+    step: u64,
+}
+
+impl DataParallel {
+    /// Collective: every rank calls it with the same model.
+    pub fn new(comm: &Comm, vs: &nn::VarStore, config: DdpConfig) -> Result<Self> {
+        now_ns();
+        broadcast_variables(comm, vs)?;
+        let params = vs.trainable_variables();
+        let mut specs = Vec::with_capacity(params.len());
+        for (i, p) in params.iter().enumerate() {
+            check_param(i, p)?;
+            specs.push(ParamSpec::new(p.numel(), DType::F32));
+        }
+        let tracker = ReadyTracker::from_params(&specs, config.fusion_threshold)?;
+        let plan = Arc::clone(tracker.plan());
+        let reducer = Reducer::spawn(
+            comm,
+            Arc::clone(&plan),
+            params.iter().map(Tensor::shallow_clone).collect(),
+        )?;
+        let state = Arc::new(HookState::new(tracker, reducer.sender(), config.overlap));
+        let ddp = DataParallel {
+            comm: comm.clone(),
+            params,
+            plan,
+            state,
+            reducer,
+            overlap: config.overlap,
+            rebuild_buckets: config.rebuild_buckets,
+            step: 0,
+        };
+        for (i, p) in ddp.params.iter().enumerate() {
+            // On failure `ddp` is dropped here, which clears the hooks installed so far.
+            ffi::set_post_acc_grad_hook(p, &ddp.state, i)?;
+        }
+        tracing::debug!(
+            params = ddp.params.len(),
+            buckets = plan_buckets(&ddp.plan),
+            threshold = %config.fusion_threshold,
+            overlap = config.overlap,
+            "data-parallel model ready"
+        );
+        Ok(ddp)
+    }
+
+    pub fn comm(&self) -> &Comm {
+        &self.comm
+    }
+
+    /// The trainable parameters, in registration order.
+    pub fn params(&self) -> &[Tensor] {
+        &self.params
+    }
+
+    /// The bucket layout in use.
+    pub fn plan(&self) -> &BucketPlan {
+        &self.plan
+    }
+
+    /// Steps completed so far.
+    pub fn steps(&self) -> u64 {
+        self.step
+    }
+
+    /// Zeroes the gradients of every trainable parameter (keeps the tensors).
+    pub fn zero_grad(&self) {
+        for p in &self.params {
+            let mut g = p.grad();
+            if g.defined() {
+                let _ = g.detach_().zero_();
+            }
+        }
+    }
+
+    /// Runs backward from `loss` and returns once `.grad` holds the sum of every rank's
+    /// gradients. Bucket allreduces start during backward (unless overlap is off).
+    pub fn backward(&mut self, loss: &Tensor) -> Result<StepTrace> {
+        let step = self.step + 1;
+        self.state.begin_step(step);
+        loss.f_backward()?;
+        let backward_returned_ns = now_ns();
+        let hooks = self.state.end_step();
+        if !self.overlap {
+            self.reducer.start_all()?;
+        }
+        // Always collect the communication thread's result, so the next step starts clean.
+        let comm = self.reducer.finish();
+        let mut trace = hooks.map_err(|message| Error::Step { step, message })?;
+        let times = comm?;
+        debug_assert_eq!(times.start_ns.len(), self.state.num_buckets());
+        trace.bucket_start_ns = times.start_ns;
+        trace.bucket_done_ns = times.done_ns;
+        trace.backward_returned_ns = backward_returned_ns;
+        trace.reduced_ns = now_ns();
+        self.step = step;
+        if step == 1 && self.rebuild_buckets {
+            self.rebuild_from_observed_order()?;
+        }
+        Ok(trace)
+    }
+
+    /// Collective: re-lays the buckets out in rank 0's observed ready order (if it differs)
+    /// and recreates the bucket allreduces for it.
+    fn rebuild_from_observed_order(&mut self) -> Result<()> {
+        let n = self.params.len();
+        // Rank 0's order to everyone: a sum where the other ranks contribute zeros.
+        let mut order = vec![0f64; n];
+        if self.comm.is_master() {
+            let observed = self.state.observed_order().ok_or_else(|| Error::Step {
+                step: self.step,
+                message: "no complete ready order was observed".to_owned(),
+            })?;
+            for (slot, p) in order.iter_mut().zip(observed) {
+                *slot = p.0 as f64;
+            }
+        }
+        self.comm.sum_f64(&mut order)?;
+        let order: Vec<ParamId> = order.iter().map(|&i| ParamId(i as usize)).collect();
+        if order == self.plan.order() {
+            return Ok(());
+        }
+        let plan = Arc::new(BucketPlan::with_order(
+            self.plan.params(),
+            &order,
+            self.plan.threshold(),
+        )?);
+        let reducer = Reducer::spawn(
+            &self.comm,
+            Arc::clone(&plan),
+            self.params.iter().map(Tensor::shallow_clone).collect(),
+        )?;
+        self.state
+            .replace(ReadyTracker::new(Arc::clone(&plan)), reducer.sender());
+        // The old thread exits once its last sender (just replaced) is gone.
+        self.reducer = reducer;
+        tracing::debug!(
+            buckets = plan.num_buckets(),
+            "buckets rebuilt in the observed order"
+        );
+        self.plan = plan;
+        Ok(())
+    }
+
+    /// An order-sensitive hash of the bits of every trainable parameter: equal on every rank
+    /// when the replicas agree exactly.
+    pub fn weights_checksum(&self) -> Result<u64> {
+        weights_checksum(&self.params)
+    }
+}
+
+impl Drop for DataParallel {
+    fn drop(&mut self) {
+        // The hooks point at `self.state`: remove them before it can be freed.
+        for p in &self.params {
+            if let Err(e) = ffi::clear_post_acc_grad_hook(p) {
+                tracing::warn!("removing a gradient hook: {e}");
+            }
+        }
+    }
+}
+
+fn plan_buckets(plan: &BucketPlan) -> usize {
+    plan.num_buckets()
+}
+
+fn check_param(index: usize, p: &Tensor) -> Result<()> {
+    if p.kind() != Kind::Float || p.device() != Device::Cpu {
+        return Err(Error::Model(format!(
+            "trainable parameter {index} is {:?} on {:?}; only f32 CPU parameters are supported",
+            p.kind(),
+            p.device()
+        )));
+    }
+    Ok(())
+}
+
+/// FNV-1a over the bytes of `tensors`, in order.
+pub fn weights_checksum(tensors: &[Tensor]) -> Result<u64> {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut buf = Vec::new();
+    for t in tensors {
+        let flat = t.f_contiguous()?;
+        buf.resize(flat.numel(), 0f32);
+        flat.f_copy_data(&mut buf, flat.numel())?;
+        for v in &buf {
+            for byte in v.to_bits().to_le_bytes() {
+                hash ^= u64::from(byte);
+                hash = hash.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
+    Ok(hash)
+}
+
+/// Overwrites every variable of `vs` (trainable or not, in name order) with rank 0's values.
+pub fn broadcast_variables(comm: &Comm, vs: &nn::VarStore) -> Result<()> {
+    let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    let tensors: Vec<Tensor> = named.into_iter().map(|(_, t)| t).collect();
+    broadcast_tensors(comm, &tensors)
+}
+
+/// Overwrites `tensors` (f32, CPU) with rank 0's values, in one broadcast.
+pub fn broadcast_tensors(comm: &Comm, tensors: &[Tensor]) -> Result<()> {
+    if comm.size() == 1 {
+        return Ok(());
+    }
+    let total: usize = tensors.iter().map(Tensor::numel).sum();
+    let mut flat = vec![0f32; total];
+    let mut offset = 0;
+    for (i, t) in tensors.iter().enumerate() {
+        check_param(i, t)?;
+        let n = t.numel();
+        t.f_contiguous()?
+            .f_copy_data(&mut flat[offset..offset + n], n)?;
+        offset += n;
+    }
+    comm.broadcast_f32(&mut flat)?;
+    let mut offset = 0;
+    for t in tensors {
+        let n = t.numel();
+        let values = Tensor::from_slice(&flat[offset..offset + n]).view(t.size().as_slice());
+        let mut target = t.shallow_clone();
+        tch::no_grad(|| target.f_copy_(&values))?;
+        offset += n;
+    }
+    Ok(())
+}

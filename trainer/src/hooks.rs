@@ -1,0 +1,192 @@
+//! What the autograd hooks do during backward: mark the parameter ready in the bucketer and,
+//! when that completes a bucket, hand the bucket to the communication thread. Also records
+//! when each event happened, for profiling and for the overlap tests.
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+use fusion::{BucketId, ParamId, ReadyTracker};
+
+use crate::ffi::{self, HookTarget};
+use crate::reducer::Msg;
+
+/// Nanoseconds since the first call in this process: one clock for hooks and the comm thread.
+pub fn now_ns() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// What one training step's backward pass and gradient reduction looked like.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StepTrace {
+    /// Step number (1 for the first step).
+    pub step: u64,
+    /// How often each parameter's hook fired in this step (registration order); all 1 when
+    /// healthy.
+    pub hook_counts: Vec<u32>,
+    /// [`now_ns`] of the first and the last hook of the step.
+    pub first_hook_ns: u64,
+    pub last_hook_ns: u64,
+    /// When the autograd engine reported the end of backward (end-of-backward callback).
+    pub backward_end_ns: Option<u64>,
+    /// Per bucket: when its last member became ready (in the hook).
+    pub bucket_ready_ns: Vec<u64>,
+    /// Per bucket: when the communication thread started its allreduce.
+    pub bucket_start_ns: Vec<u64>,
+    /// Per bucket: when its reduced gradients were written back.
+    pub bucket_done_ns: Vec<u64>,
+    /// When `backward` returned to the caller, and when every bucket was written back.
+    pub backward_returned_ns: u64,
+    pub reduced_ns: u64,
+}
+
+/// Per-step state shared by the hooks (autograd thread) and the step (caller's thread).
+struct StepState {
+    tracker: ReadyTracker,
+    to_comm: Sender<Msg>,
+    trace: StepTrace,
+    end_queued: bool,
+    errors: Vec<String>,
+}
+
+/// The hooks' target. Lives in an `Arc` that the data-parallel wrapper keeps until it has
+/// removed every hook.
+pub(crate) struct HookState {
+    state: Mutex<StepState>,
+    /// Start each bucket's allreduce from the hook (false: only after backward).
+    overlap: bool,
+}
+
+impl HookState {
+    pub(crate) fn new(tracker: ReadyTracker, to_comm: Sender<Msg>, overlap: bool) -> Self {
+        let buckets = tracker.plan().num_buckets();
+        let params = tracker.plan().num_params();
+        HookState {
+            state: Mutex::new(StepState {
+                tracker,
+                to_comm,
+                trace: StepTrace {
+                    hook_counts: vec![0; params],
+                    bucket_ready_ns: vec![0; buckets],
+                    ..StepTrace::default()
+                },
+                end_queued: false,
+                errors: Vec::new(),
+            }),
+            overlap,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, StepState> {
+        // A panic inside the lock is caught by the trampoline and reported; keep going so the
+        // step can return the error instead of poisoning every later call.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Prepares for the next backward pass.
+    pub(crate) fn begin_step(&self, step: u64) {
+        let mut s = self.lock();
+        s.tracker.begin_step();
+        s.trace.step = step;
+        s.trace.hook_counts.fill(0);
+        s.trace.bucket_ready_ns.fill(0);
+        s.trace.first_hook_ns = 0;
+        s.trace.last_hook_ns = 0;
+        s.trace.backward_end_ns = None;
+        s.trace.bucket_start_ns.clear();
+        s.trace.bucket_done_ns.clear();
+        s.end_queued = false;
+        s.errors.clear();
+    }
+
+    /// After backward returned: the trace so far, or what went wrong in the hooks.
+    pub(crate) fn end_step(&self) -> Result<StepTrace, String> {
+        let s = self.lock();
+        if !s.errors.is_empty() {
+            return Err(s.errors.join("; "));
+        }
+        if !s.tracker.is_step_complete() {
+            let missing: Vec<usize> = s
+                .trace
+                .hook_counts
+                .iter()
+                .enumerate()
+                .filter(|(_, &c)| c == 0)
+                .map(|(i, _)| i)
+                .collect();
+            return Err(format!(
+                "backward produced no gradient for parameter(s) {missing:?} (registration \
+                 order); every trainable parameter must take part in the loss"
+            ));
+        }
+        Ok(s.trace.clone())
+    }
+
+    /// The buckets of the current plan, in order (for the no-overlap mode).
+    pub(crate) fn num_buckets(&self) -> usize {
+        self.lock().tracker.plan().num_buckets()
+    }
+
+    /// The order the gradients became ready in during the last complete step.
+    pub(crate) fn observed_order(&self) -> Option<Vec<ParamId>> {
+        self.lock()
+            .tracker
+            .observed_order()
+            .map(<[ParamId]>::to_vec)
+    }
+
+    /// Switches to a new plan and the communication thread that serves it (between steps).
+    pub(crate) fn replace(&self, tracker: ReadyTracker, to_comm: Sender<Msg>) {
+        let mut s = self.lock();
+        let (params, buckets) = (tracker.plan().num_params(), tracker.plan().num_buckets());
+        s.tracker = tracker;
+        s.to_comm = to_comm;
+        s.trace.hook_counts = vec![0; params];
+        s.trace.bucket_ready_ns = vec![0; buckets];
+    }
+}
+
+impl HookTarget for HookState {
+    fn param_ready(&self, index: usize) {
+        let now = now_ns();
+        let mut s = self.lock();
+        if let Some(count) = s.trace.hook_counts.get_mut(index) {
+            *count += 1;
+        }
+        if s.trace.first_hook_ns == 0 {
+            s.trace.first_hook_ns = now;
+        }
+        s.trace.last_hook_ns = now;
+        if !s.end_queued {
+            s.end_queued = true;
+            if let Err(e) = ffi::queue_end_of_backward(self) {
+                s.errors
+                    .push(format!("queueing the end-of-backward callback: {e}"));
+            }
+        }
+        match s.tracker.mark_ready(ParamId(index)) {
+            Ok(Some(BucketId(bucket))) => {
+                if let Some(t) = s.trace.bucket_ready_ns.get_mut(bucket) {
+                    *t = now;
+                }
+                if self.overlap && s.to_comm.send(Msg::Start(BucketId(bucket))).is_err() {
+                    s.errors.push("the communication thread is gone".to_owned());
+                }
+            }
+            Ok(None) => {}
+            Err(e) => s.errors.push(e.to_string()),
+        }
+    }
+
+    fn backward_done(&self) {
+        let now = now_ns();
+        self.lock().trace.backward_end_ns = Some(now);
+    }
+
+    fn hook_panicked(&self) {
+        self.lock()
+            .errors
+            .push("an autograd hook panicked".to_owned());
+    }
+}

@@ -1,0 +1,240 @@
+//! SGD (with momentum) and Adam over tch tensors, with state that checkpoints can save and
+//! restore exactly (tch's built-in optimizers do not expose their state).
+
+use tch::{Kind, Tensor};
+
+use crate::error::{Error, Result};
+
+/// Which update rule, with its hyper-parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OptimizerKind {
+    Sgd {
+        momentum: f64,
+        weight_decay: f64,
+    },
+    Adam {
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        weight_decay: f64,
+    },
+}
+
+impl OptimizerKind {
+    pub const SGD: OptimizerKind = OptimizerKind::Sgd {
+        momentum: 0.9,
+        weight_decay: 0.0,
+    };
+    pub const ADAM: OptimizerKind = OptimizerKind::Adam {
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.0,
+    };
+
+    fn slots(self) -> usize {
+        match self {
+            OptimizerKind::Sgd { momentum: 0.0, .. } => 0,
+            OptimizerKind::Sgd { .. } => 1,
+            OptimizerKind::Adam { .. } => 2,
+        }
+    }
+}
+
+/// Updates parameters from their `.grad`.
+pub struct Optimizer {
+    kind: OptimizerKind,
+    params: Vec<Tensor>,
+    /// Per slot, one tensor per parameter (momentum; or Adam's first and second moments).
+    state: Vec<Vec<Tensor>>,
+    lr: f64,
+    steps: u64,
+}
+
+impl Optimizer {
+    /// An optimizer over `params` (usually `DataParallel::params`) with learning rate `lr`.
+    pub fn new(kind: OptimizerKind, params: &[Tensor], lr: f64) -> Result<Self> {
+        if !(lr.is_finite() && lr >= 0.0) {
+            return Err(Error::Config(format!(
+                "learning rate {lr} is not a finite number >= 0"
+            )));
+        }
+        let state = (0..kind.slots())
+            .map(|_| params.iter().map(Tensor::zeros_like).collect())
+            .collect();
+        Ok(Optimizer {
+            kind,
+            params: params.iter().map(Tensor::shallow_clone).collect(),
+            state,
+            lr,
+            steps: 0,
+        })
+    }
+
+    pub fn lr(&self) -> f64 {
+        self.lr
+    }
+
+    pub fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
+    }
+
+    /// Updates applied so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    pub(crate) fn set_steps(&mut self, steps: u64) {
+        self.steps = steps;
+    }
+
+    /// One update from the current gradients.
+    pub fn step(&mut self) -> Result<()> {
+        self.steps += 1;
+        let (lr, t) = (self.lr, self.steps as f64);
+        let kind = self.kind;
+        let params = &self.params;
+        let state = &mut self.state;
+        // In place, no temporaries the size of the model: `p.addcmul_(d, -lr)` is
+        // `p -= lr * d` with the scalar as a 0-dim tensor broadcast by libtorch.
+        let neg_lr = Tensor::from(-lr as f32);
+        tch::no_grad(|| -> Result<()> {
+            for (i, p) in params.iter().enumerate() {
+                let g = p.grad();
+                if !g.defined() {
+                    continue;
+                }
+                let mut p = p.shallow_clone();
+                match kind {
+                    OptimizerKind::Sgd {
+                        momentum,
+                        weight_decay,
+                    } => {
+                        let d = if weight_decay != 0.0 {
+                            g.f_add(&(&p * weight_decay))?
+                        } else {
+                            g
+                        };
+                        if momentum != 0.0 {
+                            let buf = &mut state[0][i];
+                            let _ = buf.f_mul_scalar_(momentum)?.f_add_(&d)?;
+                            let _ = p.f_addcmul_(buf, &neg_lr)?;
+                        } else {
+                            let _ = p.f_addcmul_(&d, &neg_lr)?;
+                        }
+                    }
+                    OptimizerKind::Adam {
+                        beta1,
+                        beta2,
+                        eps,
+                        weight_decay,
+                    } => {
+                        let g = if weight_decay != 0.0 {
+                            g.f_add(&(&p * weight_decay))?
+                        } else {
+                            g
+                        };
+                        let (m_slot, v_slot) = state.split_at_mut(1);
+                        let m = &mut m_slot[0][i];
+                        let v = &mut v_slot[0][i];
+                        // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2
+                        let _ = m.f_lerp_(&g, 1.0 - beta1)?;
+                        let _ = v
+                            .f_mul_scalar_(beta2)?
+                            .f_addcmul_(&g, &(&g * (1.0 - beta2)))?;
+                        let bc1 = 1.0 - beta1.powf(t);
+                        let bc2 = 1.0 - beta2.powf(t);
+                        // p -= lr / bc1 * m / (sqrt(v / bc2) + eps)
+                        let denom = (&*v / bc2).f_sqrt()?.f_add_scalar(eps)?;
+                        let _ = p.f_addcdiv_(&(&*m * (-lr / bc1)), &denom)?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// The state tensors with stable names, for checkpoints.
+    pub fn state_tensors(&self) -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        for (slot, tensors) in self.state.iter().enumerate() {
+            for (i, t) in tensors.iter().enumerate() {
+                out.push((format!("slot{slot}.param{i}"), t.shallow_clone()));
+            }
+        }
+        out
+    }
+
+    /// Restores state saved by [`Optimizer::state_tensors`] and the update count.
+    pub fn load_state(&mut self, saved: &[(String, Tensor)], steps: u64) -> Result<()> {
+        let expected = self.state.iter().map(Vec::len).sum::<usize>();
+        if saved.len() != expected {
+            return Err(Error::Config(format!(
+                "optimizer state has {} tensors, this optimizer needs {expected}",
+                saved.len()
+            )));
+        }
+        for (name, value) in saved {
+            let target = parse_state_name(name)
+                .and_then(|(slot, i)| self.state.get_mut(slot)?.get_mut(i))
+                .ok_or_else(|| Error::Config(format!("unknown optimizer state entry {name}")))?;
+            if target.size() != value.size() {
+                return Err(Error::Config(format!(
+                    "optimizer state {name} has shape {:?}, expected {:?}",
+                    value.size(),
+                    target.size()
+                )));
+            }
+            tch::no_grad(|| target.f_copy_(&value.to_kind(Kind::Float)))?;
+        }
+        self.steps = steps;
+        Ok(())
+    }
+}
+
+fn parse_state_name(name: &str) -> Option<(usize, usize)> {
+    let (slot, param) = name.strip_prefix("slot")?.split_once(".param")?;
+    Some((slot.parse().ok()?, param.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn param(value: f32, grad: f32) -> Tensor {
+        let p = Tensor::from_slice(&[value]).set_requires_grad(true);
+        (&p * f64::from(grad)).sum(Kind::Float).backward();
+        p
+    }
+
+    #[test]
+    fn sgd_with_momentum_matches_the_formula() {
+        let p = param(1.0, 2.0);
+        let mut opt = Optimizer::new(OptimizerKind::SGD, &[p.shallow_clone()], 0.1).unwrap();
+        opt.step().unwrap(); // buf = 2, p = 1 - 0.2
+        opt.step().unwrap(); // buf = 0.9 * 2 + 2 = 3.8, p = 0.8 - 0.38
+        assert!((p.double_value(&[0]) - 0.42).abs() < 1e-6);
+        assert_eq!(opt.steps(), 2);
+    }
+
+    #[test]
+    fn adam_first_step_moves_by_lr_against_the_gradient_sign() {
+        let p = param(1.0, -3.0);
+        let mut opt = Optimizer::new(OptimizerKind::ADAM, &[p.shallow_clone()], 0.01).unwrap();
+        opt.step().unwrap();
+        assert!((p.double_value(&[0]) - 1.01).abs() < 1e-6);
+        let state = opt.state_tensors();
+        assert_eq!(state.len(), 2);
+        let mut other = Optimizer::new(OptimizerKind::ADAM, &[p.shallow_clone()], 0.01).unwrap();
+        other.load_state(&state, 1).unwrap();
+        assert_eq!(other.steps(), 1);
+        assert!(other.state_tensors()[1].1.equal(&state[1].1));
+        assert!(other.load_state(&state[..1], 1).is_err());
+    }
+
+    #[test]
+    fn bad_learning_rates_are_rejected() {
+        assert!(Optimizer::new(OptimizerKind::SGD, &[], f64::NAN).is_err());
+        assert!(Optimizer::new(OptimizerKind::SGD, &[], -1.0).is_err());
+    }
+}

@@ -1,0 +1,161 @@
+//! Shared helpers of the trainer's multi-process tests: run the `train` binary on N ranks
+//! (gaspi's test job runner, bounded in time) and read what it wrote.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gaspi::testing::{Job, JobOutcome};
+
+/// A fresh scratch directory for one test (removed by `Scratch::drop`).
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("tnt-trainer-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `train <args>` on `n` ranks; at most 120 s, then every rank is killed.
+///
+/// The job runner picks a free port for the rendezvous and releases it before rank 0 binds
+/// it, so a concurrently starting process can take it first. Only that bootstrap failure
+/// (rank 0 reports "Address already in use" for `GASPI_RENDEZVOUS`) is retried, at most
+/// twice, with a new port; every other outcome is returned as it is.
+pub fn run_train(n: u16, args: &[&str]) -> JobOutcome {
+    let mut job = Job::new(n, env!("CARGO_BIN_EXE_train"));
+    job.args = args.iter().map(|s| s.to_string()).collect();
+    job.args.push("--no-progress".into());
+    job.timeout = Duration::from_secs(120);
+    job.env.push(("TNT_LOG".into(), "warn".into()));
+    let mut outcome = job.run();
+    for _ in 0..2 {
+        let port_taken = outcome.ranks.first().is_some_and(|r| {
+            r.stderr.contains("cannot listen at GASPI_RENDEZVOUS")
+                && r.stderr.contains("Address already in use")
+        });
+        if !port_taken {
+            break;
+        }
+        outcome = job.run();
+    }
+    outcome
+}
+
+/// Like [`run_train`], and asserts that every rank succeeded.
+pub fn train_ok(n: u16, args: &[&str]) -> JobOutcome {
+    let out = run_train(n, args);
+    out.assert_success();
+    out
+}
+
+/// One line of a `--record` file.
+#[derive(Clone, Debug)]
+pub struct Record {
+    pub step: u64,
+    pub loss: f64,
+    pub checksum: String,
+    pub fields: HashMap<String, String>,
+}
+
+impl Record {
+    pub fn list(&self, key: &str) -> Vec<u64> {
+        let v = &self.fields[key];
+        if v.is_empty() {
+            return Vec::new();
+        }
+        v.split(',').map(|x| x.parse().unwrap()).collect()
+    }
+
+    pub fn num(&self, key: &str) -> u64 {
+        self.fields[key].parse().unwrap()
+    }
+}
+
+/// The records of rank `rank` for `--record <prefix>`.
+pub fn read_records(prefix: &Path, rank: u16) -> Vec<Record> {
+    let path = PathBuf::from(format!("{}.rank{rank}", prefix.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .map(|line| {
+            let fields: HashMap<String, String> = line
+                .split(' ')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Record {
+                step: fields["step"].parse().unwrap(),
+                loss: fields["loss"].parse().unwrap(),
+                checksum: fields["checksum"].clone(),
+                fields,
+            }
+        })
+        .collect()
+}
+
+/// Asserts that all `n` ranks recorded the same steps with bit-identical weights after each.
+pub fn assert_replicas_identical(prefix: &Path, n: u16) -> Vec<Record> {
+    let first = read_records(prefix, 0);
+    assert!(!first.is_empty(), "no steps recorded");
+    for rank in 1..n {
+        let other = read_records(prefix, rank);
+        assert_eq!(
+            other.len(),
+            first.len(),
+            "rank {rank} ran a different number of steps"
+        );
+        for (a, b) in first.iter().zip(&other) {
+            assert_eq!(a.step, b.step);
+            assert_eq!(
+                a.checksum, b.checksum,
+                "weights of rank {rank} differ from rank 0 after step {}",
+                a.step
+            );
+            assert_eq!(a.loss, b.loss, "ranks report different global losses");
+        }
+    }
+    first
+}
+
+/// The tensors of a checkpoint's weights file, by name.
+pub fn load_weights(checkpoint_dir: &Path) -> HashMap<String, tch::Tensor> {
+    tch::Tensor::load_multi(trainer::checkpoint::weights_path(checkpoint_dir))
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+/// Largest violation of `|a - b| <= atol + rtol * |b|` over all weights (<= 0 when within).
+pub fn max_weight_excess(
+    a: &HashMap<String, tch::Tensor>,
+    b: &HashMap<String, tch::Tensor>,
+    atol: f64,
+    rtol: f64,
+) -> f64 {
+    assert_eq!(a.len(), b.len(), "different variable sets");
+    let mut worst = f64::NEG_INFINITY;
+    for (name, ta) in a {
+        let tb = &b[name];
+        assert_eq!(ta.size(), tb.size(), "{name}: shapes differ");
+        let excess = ((ta - tb).abs() - (tb.abs() * rtol + atol))
+            .max()
+            .double_value(&[]);
+        worst = worst.max(excess);
+    }
+    worst
+}
