@@ -45,7 +45,7 @@ impl<T: Element> Broadcast<T> {
         let signature = [
             count as u64,
             2 | (T::DATA_TYPE as u64) << 8 | u64::from(tree) << 16 | u64::from(root.0) << 32,
-            options.chunk_bytes as u64,
+            shape.chunk_bytes as u64,
         ];
         let largest = if tree { bytes } else { 0 };
         let inner = Collective::new(

@@ -10,7 +10,7 @@ use crate::driver::Driver;
 use crate::element::{Element, Op};
 use crate::engine::{Deadline, Engine, Kernels};
 use crate::error::{Error, Result};
-use crate::options::{Options, Progress};
+use crate::options::{Options, Progress, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
 use crate::region::OwnedSegment;
 use crate::schedule::{Schedule, Shape};
 use crate::setup::{create_segment, SIGNATURE};
@@ -37,12 +37,20 @@ pub(crate) fn shape_of<T: Element>(
     count.checked_mul(elem).ok_or_else(|| {
         Error::InvalidArgument(format!("{count} elements overflow the address space"))
     })?;
+    let all_shm = members
+        .iter()
+        .all(|r| *r == ctx.rank() || ctx.uses_shm_to(*r));
+    let chunk_bytes = options.chunk_bytes.unwrap_or(if all_shm {
+        SHM_CHUNK_BYTES
+    } else {
+        NET_CHUNK_BYTES
+    });
     let shape = Shape {
         me,
         ranks: members.len(),
         count,
         elem,
-        chunk_bytes: options.chunk_bytes,
+        chunk_bytes,
         notif_limit: ctx.notification_num(),
     };
     Ok((members, shape))

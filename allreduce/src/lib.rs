@@ -55,7 +55,7 @@ pub use broadcast::Broadcast;
 pub use element::{DataType, Element, Op};
 pub use error::{Error, Result};
 pub use half::{bf16, f16};
-pub use options::{Algorithm, Options, Progress, Thresholds, DEFAULT_CHUNK_BYTES};
+pub use options::{Algorithm, Options, Progress, Thresholds, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
 pub use reduce::Allreduce;
 
 /// Reduces `data` in place over `group` (sets up a collective, runs it once, frees it).

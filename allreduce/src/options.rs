@@ -70,8 +70,15 @@ impl Default for Thresholds {
     }
 }
 
-/// Default pipelining chunk of the ring and of the chain broadcast.
-pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
+/// Pipelining chunk of the ring and of the chain broadcast when every member is reached
+/// through shared memory: small enough that the pipeline fills quickly, large enough that
+/// a notification per chunk costs nothing (measured: 256 KiB beats 4 MiB by 1.3-1.5x at
+/// 4-64 MiB on 2 ranks).
+pub const SHM_CHUNK_BYTES: usize = 256 << 10;
+/// The chunk when some member is reached through the network: every frame costs a header
+/// and a progress-thread wake-up, so larger chunks win (measured over TCP loopback on 2
+/// ranks at 64 MiB: 1.4-1.7 GB/s busbw with 256 KiB, 1.8 with 1 MiB, 2.0-2.2 with 4 MiB).
+pub const NET_CHUNK_BYTES: usize = 4 << 20;
 
 /// How a collective is set up. `Options::default()` suits most uses; environment variables
 /// override the automatic choices (read when a collective is created):
@@ -87,8 +94,9 @@ pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
 pub struct Options {
     pub algorithm: Algorithm,
     pub thresholds: Thresholds,
-    /// Pipelining chunk in bytes.
-    pub chunk_bytes: usize,
+    /// Pipelining chunk in bytes; `None` picks [`SHM_CHUNK_BYTES`] when every member is
+    /// reached through shared memory and [`NET_CHUNK_BYTES`] otherwise.
+    pub chunk_bytes: Option<usize>,
     /// Broadcasts up to this many bytes use the binomial tree, larger ones the chain.
     pub tree_max: usize,
     /// The gaspi queue the collective posts on.
@@ -103,7 +111,7 @@ impl Default for Options {
         Options {
             algorithm: Algorithm::Auto,
             thresholds: Thresholds::default(),
-            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            chunk_bytes: None,
             tree_max: 64 << 10,
             queue: QueueId(0),
             setup_timeout: Timeout::BLOCK,
@@ -140,12 +148,12 @@ impl Options {
             o.thresholds.ring_min = v;
         }
         if let Some(v) = env_bytes("TNT_ALLREDUCE_CHUNK")? {
-            o.chunk_bytes = v;
+            o.chunk_bytes = Some(v);
         }
         if let Some(v) = env_bytes("TNT_BROADCAST_TREE_MAX")? {
             o.tree_max = v;
         }
-        if o.chunk_bytes == 0 {
+        if o.chunk_bytes == Some(0) {
             return Err(Error::InvalidArgument("chunk size must be > 0".into()));
         }
         Ok(o)

@@ -60,7 +60,7 @@ impl<T: Element> Allreduce<T> {
         let signature = [
             count as u64,
             kind_signature(1, T::DATA_TYPE as u64, op as u64, algorithm.tag(), 0),
-            options.chunk_bytes as u64,
+            shape.chunk_bytes as u64,
         ];
         let inner = Collective::new(
             ctx,

@@ -48,7 +48,7 @@ fn overlapping(ctx: Arc<Context>) {
         .map(|(&n, algorithm)| {
             let o = Options {
                 algorithm,
-                chunk_bytes: 16 << 10,
+                chunk_bytes: Some(16 << 10),
                 ..Options::default()
             };
             Allreduce::new(&ctx, Group::ALL, n, Op::Sum, o).unwrap()
@@ -103,7 +103,7 @@ fn progress_thread(ctx: Arc<Context>) {
     let p = ctx.num_ranks() as f32;
     let o = Options {
         progress: Progress::Thread,
-        chunk_bytes: 8 << 10,
+        chunk_bytes: Some(8 << 10),
         ..Options::default()
     };
     let mut ar = Allreduce::<f32>::new(&ctx, Group::ALL, 100_000, Op::Avg, o).unwrap();
@@ -197,7 +197,7 @@ fn broadcasts(ctx: Arc<Context>) {
     for count in [0usize, 1, 1000, 100_003] {
         for root in 0..p {
             let o = Options {
-                chunk_bytes: 32 << 10,
+                chunk_bytes: Some(32 << 10),
                 ..Options::default()
             };
             let mut b = Broadcast::<f64>::new(&ctx, Group::ALL, count, Rank(root), o).unwrap();
