@@ -118,41 +118,17 @@ fn max_of<T: PartialOrd>(a: T, b: T) -> T {
     }
 }
 
-macro_rules! float_element {
-    ($t:ty, $tag:ident) => {
+/// Native types: SUM and PROD as given (`+`/`*` for floats, wrapping for integers).
+macro_rules! native_element {
+    ($t:ty, $tag:ident, $add:expr, $mul:expr) => {
         impl sealed::Sealed for $t {}
         impl Element for $t {
             const DATA_TYPE: DataType = DataType::$tag;
 
             fn combine(op: Op, dst: &mut [Self], src: &[Self], src_first: bool) {
                 match op {
-                    Op::Sum | Op::Avg => zip_apply(dst, src, src_first, |a, b| a + b),
-                    Op::Prod => zip_apply(dst, src, src_first, |a, b| a * b),
-                    Op::Min => zip_apply(dst, src, src_first, min_of),
-                    Op::Max => zip_apply(dst, src, src_first, max_of),
-                }
-            }
-
-            fn divide(data: &mut [Self], ranks: usize) {
-                let n = ranks as $t;
-                for x in data {
-                    *x /= n;
-                }
-            }
-        }
-    };
-}
-
-macro_rules! int_element {
-    ($t:ty, $tag:ident) => {
-        impl sealed::Sealed for $t {}
-        impl Element for $t {
-            const DATA_TYPE: DataType = DataType::$tag;
-
-            fn combine(op: Op, dst: &mut [Self], src: &[Self], src_first: bool) {
-                match op {
-                    Op::Sum | Op::Avg => zip_apply(dst, src, src_first, <$t>::wrapping_add),
-                    Op::Prod => zip_apply(dst, src, src_first, <$t>::wrapping_mul),
+                    Op::Sum | Op::Avg => zip_apply(dst, src, src_first, $add),
+                    Op::Prod => zip_apply(dst, src, src_first, $mul),
                     Op::Min => zip_apply(dst, src, src_first, min_of),
                     Op::Max => zip_apply(dst, src, src_first, max_of),
                 }
@@ -202,12 +178,12 @@ macro_rules! half_element {
     };
 }
 
-float_element!(f32, F32);
-float_element!(f64, F64);
-int_element!(i32, I32);
-int_element!(i64, I64);
-int_element!(u32, U32);
-int_element!(u64, U64);
+native_element!(f32, F32, |a: f32, b: f32| a + b, |a: f32, b: f32| a * b);
+native_element!(f64, F64, |a: f64, b: f64| a + b, |a: f64, b: f64| a * b);
+native_element!(i32, I32, i32::wrapping_add, i32::wrapping_mul);
+native_element!(i64, I64, i64::wrapping_add, i64::wrapping_mul);
+native_element!(u32, U32, u32::wrapping_add, u32::wrapping_mul);
+native_element!(u64, U64, u64::wrapping_add, u64::wrapping_mul);
 half_element!(f16, F16);
 half_element!(bf16, Bf16);
 
