@@ -7,7 +7,7 @@
 //! sample runs the collective `iters` times on all ranks and returns the maximum over
 //! ranks. The ranks are killed when the bench ends, also on panic.
 
-use std::collections::HashMap;
+use std::collections::hash_map::{Entry, HashMap};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
@@ -125,43 +125,37 @@ fn rank_main() -> Result<(), Box<dyn std::error::Error>> {
         let count = count as usize;
         match kind {
             k if k == Kind::Allreduce as u64 => {
-                let ar = match reduces.entry(count) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(v) => v.insert(Allreduce::new(
+                if let Entry::Vacant(slot) = reduces.entry(count) {
+                    slot.insert(Allreduce::new(
                         &ctx,
                         Group::ALL,
                         count,
                         Op::Sum,
                         Options::default(),
-                    )?),
-                };
-                ar.input_mut()?.fill(1.0);
-                ctx.barrier(Group::ALL, T)?;
-                let t = Instant::now();
-                for _ in 0..iters {
-                    ar.start()?;
-                    ar.wait(T)?;
+                    )?);
                 }
-                report(&ctx, master, t)?;
+                let ar = reduces.get_mut(&count).expect("set up above");
+                ar.input_mut()?.fill(1.0);
+                timed(&ctx, master, iters, || {
+                    ar.start()?;
+                    ar.wait(T).map(|_| ())
+                })?;
             }
             k if k == Kind::Broadcast as u64 => {
-                let b = match bcasts.entry(count) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(v) => v.insert(Broadcast::new(
+                if let Entry::Vacant(slot) = bcasts.entry(count) {
+                    slot.insert(Broadcast::new(
                         &ctx,
                         Group::ALL,
                         count,
                         Rank(0),
                         Options::default(),
-                    )?),
-                };
-                ctx.barrier(Group::ALL, T)?;
-                let t = Instant::now();
-                for _ in 0..iters {
-                    b.start()?;
-                    b.wait(T)?;
+                    )?);
                 }
-                report(&ctx, master, t)?;
+                let b = bcasts.get_mut(&count).expect("set up above");
+                timed(&ctx, master, iters, || {
+                    b.start()?;
+                    b.wait(T).map(|_| ())
+                })?;
             }
             _ => break,
         }
@@ -172,7 +166,18 @@ fn rank_main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn report(ctx: &Context, master: bool, t: Instant) -> Result<(), Box<dyn std::error::Error>> {
+/// Runs `op` `iters` times after a barrier; rank 0 prints the slowest rank's seconds.
+fn timed(
+    ctx: &Context,
+    master: bool,
+    iters: u64,
+    mut op: impl FnMut() -> allreduce::Result<()>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    ctx.barrier(Group::ALL, T)?;
+    let t = Instant::now();
+    for _ in 0..iters {
+        op()?;
+    }
     let secs = max_over_ranks(ctx, t.elapsed().as_secs_f64())?;
     if master {
         println!("{secs:e}");
