@@ -2,7 +2,8 @@
 //!
 //! The kernels are plain loops over slices with the operation inlined, which the compiler
 //! turns into SIMD code (checked with the `reduce-kernel` bench: a SUM over f32 runs at
-//! memory speed, like `copy_from_slice`). Half-precision types go through f32 in blocks:
+//! memory speed, like `copy_from_slice`). Half-precision types go through f32 element by
+//! element (branch-free conversions, vectorized too):
 //! each element is widened, combined and rounded back once, so the result of one combine
 //! is the correctly rounded f32 result narrowed to the type.
 //!
@@ -11,8 +12,9 @@
 //! same bits on both sides even for operations that are not bitwise commutative (MIN/MAX
 //! of `-0.0` and `+0.0`, NaN payloads).
 
-use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
+
+use crate::{simd, widen};
 
 /// The reduction operation of an allreduce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -86,7 +88,7 @@ pub trait Element:
 }
 
 #[inline(always)]
-fn zip_apply<T: Copy>(dst: &mut [T], src: &[T], src_first: bool, f: impl Fn(T, T) -> T) {
+pub(crate) fn zip_apply<T: Copy>(dst: &mut [T], src: &[T], src_first: bool, f: impl Fn(T, T) -> T) {
     if src_first {
         for (d, s) in dst.iter_mut().zip(src) {
             *d = f(*s, *d);
@@ -101,7 +103,7 @@ fn zip_apply<T: Copy>(dst: &mut [T], src: &[T], src_first: bool, f: impl Fn(T, T
 // MIN/MAX keep the first operand on ties and when the second is NaN, and are written as
 // selects so they vectorize.
 #[inline(always)]
-fn min_of<T: PartialOrd>(a: T, b: T) -> T {
+pub(crate) fn min_of<T: PartialOrd>(a: T, b: T) -> T {
     if b < a {
         b
     } else {
@@ -110,7 +112,7 @@ fn min_of<T: PartialOrd>(a: T, b: T) -> T {
 }
 
 #[inline(always)]
-fn max_of<T: PartialOrd>(a: T, b: T) -> T {
+pub(crate) fn max_of<T: PartialOrd>(a: T, b: T) -> T {
     if b > a {
         b
     } else {
@@ -144,35 +146,26 @@ macro_rules! native_element {
     };
 }
 
-/// Elements per block when half types are widened to f32 (two 4 KiB stack buffers).
-const WIDEN_BLOCK: usize = 1024;
-
+/// The 16-bit floats: each element is widened to f32, combined and narrowed again (one
+/// rounding per combine). AVX2 kernels ([`crate::simd`]) take the bulk where the CPU has
+/// them, the portable ones ([`crate::widen`]) the rest.
 macro_rules! half_element {
-    ($t:ty, $tag:ident) => {
+    ($t:ty, $tag:ident, $simd_combine:path, $simd_divide:path) => {
         impl sealed::Sealed for $t {}
         impl Element for $t {
             const DATA_TYPE: DataType = DataType::$tag;
 
             fn combine(op: Op, dst: &mut [Self], src: &[Self], src_first: bool) {
-                let mut wide_dst = [0f32; WIDEN_BLOCK];
-                let mut wide_src = [0f32; WIDEN_BLOCK];
-                for (d, s) in dst.chunks_mut(WIDEN_BLOCK).zip(src.chunks(WIDEN_BLOCK)) {
-                    let (wd, ws) = (&mut wide_dst[..d.len()], &mut wide_src[..d.len()]);
-                    d.convert_to_f32_slice(wd);
-                    s.convert_to_f32_slice(ws);
-                    f32::combine(op, wd, ws, src_first);
-                    d.convert_from_f32_slice(wd);
-                }
+                let dst: &mut [u16] = bytemuck::cast_slice_mut(dst);
+                let src: &[u16] = bytemuck::cast_slice(src);
+                let done = $simd_combine(op, dst, src, src_first);
+                widen::combine::<$t>(op, &mut dst[done..], &src[done..], src_first);
             }
 
             fn divide(data: &mut [Self], ranks: usize) {
-                let mut wide = [0f32; WIDEN_BLOCK];
-                for d in data.chunks_mut(WIDEN_BLOCK) {
-                    let w = &mut wide[..d.len()];
-                    d.convert_to_f32_slice(w);
-                    f32::divide(w, ranks);
-                    d.convert_from_f32_slice(w);
-                }
+                let data: &mut [u16] = bytemuck::cast_slice_mut(data);
+                let done = $simd_divide(data, ranks);
+                widen::divide::<$t>(&mut data[done..], ranks);
             }
         }
     };
@@ -184,8 +177,8 @@ native_element!(i32, I32, i32::wrapping_add, i32::wrapping_mul);
 native_element!(i64, I64, i64::wrapping_add, i64::wrapping_mul);
 native_element!(u32, U32, u32::wrapping_add, u32::wrapping_mul);
 native_element!(u64, U64, u64::wrapping_add, u64::wrapping_mul);
-half_element!(f16, F16);
-half_element!(bf16, Bf16);
+half_element!(f16, F16, simd::combine_f16, simd::divide_f16);
+half_element!(bf16, Bf16, simd::combine_bf16, simd::divide_bf16);
 
 #[cfg(test)]
 mod tests {
@@ -231,7 +224,7 @@ mod tests {
 
     #[test]
     fn half_types_round_once_per_combine() {
-        let n = WIDEN_BLOCK * 2 + 3;
+        let n = 2 * 1024 + 3;
         let mut dst: Vec<f16> = (0..n).map(|i| f16::from_f32(i as f32 * 0.5)).collect();
         let src: Vec<f16> = (0..n).map(|_| f16::from_f32(0.25)).collect();
         f16::combine(Op::Sum, &mut dst, &src, false);

@@ -46,6 +46,8 @@ mod reduce;
 mod region;
 mod schedule;
 mod setup;
+mod simd;
+mod widen;
 
 use std::sync::Arc;
 
