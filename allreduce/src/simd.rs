@@ -229,7 +229,9 @@ mod tests {
         let len = 1024 + 13;
         // Signed zeros, NaNs and equal values against each other: where operand order and
         // tie-breaking show.
-        let special = [0x0000u16, 0x8000, 0x7e00, 0xfe01, 0x3c00, 0x3c00, 0x7c00, 0xfc00];
+        let special = [
+            0x0000u16, 0x8000, 0x7e00, 0xfe01, 0x3c00, 0x3c00, 0x7c00, 0xfc00,
+        ];
         let pairs: Vec<(u16, u16)> = special
             .iter()
             .flat_map(|a| special.iter().map(move |b| (*a, *b)))

@@ -95,7 +95,18 @@ fn killed_peer(name: &str, transport: TransportChoice) {
                     Err(Error::PeerFailed { rank: Rank(2) }) => {
                         ctx.notify_waitsome(seg, NotificationId(5), 1, T).unwrap();
                     }
-                    Ok(id) => assert_eq!(id, NotificationId(5)),
+                    Ok(id) => {
+                        assert_eq!(id, NotificationId(5));
+                        // Rank 0's word can overtake this rank's own sight of the failure
+                        // (a shared-memory store against a socket EOF that the progress
+                        // thread has not handled yet): a wait that nothing satisfies ends
+                        // with the failure, once it is seen.
+                        let seen = ctx.notify_waitsome(seg, NotificationId(6), 1, T);
+                        assert!(
+                            matches!(seen, Err(Error::PeerFailed { rank: Rank(2) })),
+                            "{seen:?}"
+                        );
+                    }
                     other => panic!("{other:?}"),
                 }
                 assert_eq!(ctx.state_vec()[2], PeerState::Corrupt);
