@@ -90,6 +90,8 @@ pub const NET_CHUNK_BYTES: usize = 4 << 20;
 /// | `TNT_ALLREDUCE_RING_MIN` | bytes: ring from this size |
 /// | `TNT_ALLREDUCE_CHUNK` | bytes: pipelining chunk (ring, chain broadcast) |
 /// | `TNT_BROADCAST_TREE_MAX` | bytes: binomial-tree broadcast up to this size, chain above |
+///
+/// Byte counts are plain numbers or carry a binary suffix: `64K`, `4M`, `1G`.
 #[derive(Clone, Debug)]
 pub struct Options {
     pub algorithm: Algorithm,
@@ -122,14 +124,30 @@ impl Default for Options {
 
 fn env_bytes(name: &str) -> Result<Option<usize>> {
     match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse::<usize>()
-            .map(Some)
-            .map_err(|_| Error::InvalidArgument(format!("{name}={v:?} is not a byte count"))),
+        Ok(v) => parse_bytes(&v).map(Some).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{name}={v:?} is not a byte count (a number, optionally with K, M or G)"
+            ))
+        }),
         Err(std::env::VarError::NotPresent) => Ok(None),
         Err(e) => Err(Error::InvalidArgument(format!("{name}: {e}"))),
     }
+}
+
+/// `4096`, `64K`, `4M`, `1G` (binary multiples, case-insensitive, optional `iB`/`B`).
+fn parse_bytes(v: &str) -> Option<usize> {
+    let v = v.trim();
+    let v = v
+        .strip_suffix("iB")
+        .or_else(|| v.strip_suffix('B'))
+        .unwrap_or(v);
+    let (digits, shift) = match v.chars().last()?.to_ascii_uppercase() {
+        'K' => (&v[..v.len() - 1], 10),
+        'M' => (&v[..v.len() - 1], 20),
+        'G' => (&v[..v.len() - 1], 30),
+        _ => (v, 0),
+    };
+    digits.trim().parse::<usize>().ok()?.checked_mul(1 << shift)
 }
 
 impl Options {
@@ -190,6 +208,19 @@ mod tests {
             ..Options::default()
         };
         assert_eq!(forced.pick(8, 3), Algorithm::Rabenseifner);
+    }
+
+    #[test]
+    fn byte_counts_parse_with_suffixes() {
+        assert_eq!(parse_bytes("4096"), Some(4096));
+        assert_eq!(parse_bytes(" 64K"), Some(64 << 10));
+        assert_eq!(parse_bytes("4m"), Some(4 << 20));
+        assert_eq!(parse_bytes("4MiB"), Some(4 << 20));
+        assert_eq!(parse_bytes("1G"), Some(1 << 30));
+        assert_eq!(parse_bytes("1.5M"), None);
+        assert_eq!(parse_bytes("M"), None);
+        assert_eq!(parse_bytes(""), None);
+        assert_eq!(parse_bytes("x"), None);
     }
 
     #[test]

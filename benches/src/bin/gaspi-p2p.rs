@@ -2,7 +2,8 @@
 //! measured in the same run:
 //! - `write_notify` + `notify_waitsome` ping-pong half round trip (8 B, 4 KiB) vs a raw TCP
 //!   ping-pong (`TCP_NODELAY`, blocking reads) between two processes;
-//! - one-way `write_notify` bandwidth (1 MiB, 64 MiB) vs one raw TCP stream and `memcpy`.
+//! - one-way `write_notify` bandwidth (1 MiB, 64 MiB) vs one raw TCP stream and `memcpy`
+//!   (timed in rank 0 between the write batches, on buffers of the same size).
 //!
 //! `cargo run --release -p tarantella-benches --bin gaspi-p2p [-- --quick]`
 //! Every figure is the median over several batches.
@@ -99,11 +100,28 @@ fn gaspi_rank() -> gaspi::Result<()> {
             println!("pingpong {size} {:.3}", median(halves));
         }
     }
+    // The memcpy baseline runs in this rank process, interleaved with the timed writes,
+    // between two private buffers of the same size: this host's memory bandwidth drifts by
+    // 2x over seconds, so a baseline taken elsewhere or earlier is not comparable.
+    let mut copy_src = vec![1u8; max];
+    let mut copy_dst = vec![2u8; max];
     for size in BANDWIDTH {
         let total: usize = if quick() { 64 << 20 } else { 512 << 20 };
         let window = (total / size).max(4);
         let mut rates = Vec::new();
+        let mut copy_rates = Vec::new();
         for rep in 0..=5 {
+            if me.0 == 0 {
+                let t = Instant::now();
+                for _ in 0..window {
+                    copy_dst[..size].copy_from_slice(&copy_src[..size]);
+                    std::hint::black_box(&mut copy_dst);
+                }
+                if rep > 0 {
+                    copy_rates.push((window * size) as f64 / t.elapsed().as_secs_f64() / 1e9);
+                }
+                std::hint::black_box(&mut copy_src);
+            }
             ctx.barrier(Group::ALL, T)?;
             let t = Instant::now();
             if me.0 == 0 {
@@ -140,6 +158,7 @@ fn gaspi_rank() -> gaspi::Result<()> {
         }
         if me.0 == 0 {
             println!("bw {size} {:.3}", median(rates));
+            println!("memcpy {size} {:.3}", median(copy_rates));
         }
     }
     ctx.barrier(Group::ALL, T)?;
@@ -260,23 +279,6 @@ impl Drop for Raw {
     }
 }
 
-fn memcpy_gbs(size: usize) -> f64 {
-    let src = vec![1u8; size];
-    let mut dst = vec![0u8; size];
-    // The first copies of fresh buffers run up to twice as fast as the steady state here
-    // (seen with plain C memcpy too), so warm up well and take the median of the rest.
-    let mut rates = Vec::new();
-    for rep in 0..40 {
-        let t = Instant::now();
-        dst.copy_from_slice(&src);
-        std::hint::black_box(&mut dst);
-        if rep >= 10 {
-            rates.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
-        }
-    }
-    median(rates)
-}
-
 fn run_gaspi(transport: TransportChoice) -> Vec<(String, usize, f64)> {
     let mut job = Job::new(2, std::env::current_exe().expect("exe"));
     job.transport = transport;
@@ -327,14 +329,24 @@ fn main() {
     let raw_pp: Vec<f64> = PINGPONG.iter().map(|s| raw.pingpong(*s)).collect();
     let raw_bw = raw.stream(if quick() { 64 << 20 } else { 512 << 20 });
     drop(raw);
-    let mc = memcpy_gbs(64 << 20);
-    println!("peers (same run): raw TCP half RTT 8 B {:.2} us, 4 KiB {:.2} us; raw TCP stream {raw_bw:.2} GB/s; memcpy 64 MiB {mc:.2} GB/s", raw_pp[0], raw_pp[1]);
+    println!("peers (same run): raw TCP half RTT 8 B {:.2} us, 4 KiB {:.2} us; raw TCP stream {raw_bw:.2} GB/s; memcpy: in rank 0, interleaved with the writes", raw_pp[0], raw_pp[1]);
     println!(
         "{:<6} {:<22} {:>8} {:>12} {:>20}",
         "xport", "test", "size", "median", "vs peer"
     );
     for t in [TransportChoice::Tcp, TransportChoice::Shm] {
-        for (kind, size, v) in run_gaspi(t) {
+        let results = run_gaspi(t);
+        let memcpy_at = |size: usize| {
+            results
+                .iter()
+                .find(|(k, s, _)| k == "memcpy" && *s == size)
+                .map(|r| r.2)
+                .expect("memcpy baseline")
+        };
+        for (kind, size, v) in results.iter().cloned() {
+            if kind == "memcpy" {
+                continue;
+            }
             if kind == "pingpong" {
                 let i = PINGPONG.iter().position(|s| *s == size).expect("size");
                 println!(
@@ -347,9 +359,10 @@ fn main() {
                 );
             } else {
                 let (peer, name) = if t == TransportChoice::Tcp {
-                    (raw_bw, "raw TCP")
+                    (raw_bw, "raw TCP".to_string())
                 } else {
-                    (mc, "memcpy")
+                    let mc = memcpy_at(size);
+                    (mc, format!("memcpy ({mc:.1} GB/s)"))
                 };
                 println!(
                     "{:<6} {:<22} {:>8} {:>7.2} GB/s {:>9.0}% of {name}",
