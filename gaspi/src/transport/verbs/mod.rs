@@ -9,6 +9,7 @@
 //! [`Transport`]. Passive messages and control traffic stay on the TCP mesh.
 
 pub(crate) mod address;
+mod backoff;
 pub(crate) mod channel;
 pub(crate) mod device;
 pub(crate) mod fake;
@@ -17,7 +18,7 @@ pub(crate) mod ibv;
 pub(crate) mod registry;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -31,6 +32,7 @@ use crate::state::StateVector;
 use crate::transport::{Dest, Transport, Xfer};
 use crate::types::{AtomicOp, Deadline, Rank};
 use address::{decode_qpns, encode_qpns, Endpoint};
+pub(crate) use backoff::Backoff;
 use channel::{wr_peer, Channel, Done, Op, ResultSlot};
 use device::{Completion, CompletionQueue, Device, QueuePair, RemoteAddr, Sge, WrOp};
 pub(crate) use registry::RemoteKeys;
@@ -164,34 +166,6 @@ pub(crate) struct VerbsTransport {
     channels: Vec<Option<Vec<Mutex<Channel>>>>,
     directories: Vec<Option<device::MrKeys>>,
     state: Arc<StateVector>,
-}
-
-/// Waits without burning a core: spin, then yield, then short naps. RDMA writes wake
-/// nobody, so pollers nap briefly instead of sleeping on a futex.
-pub(crate) struct Backoff {
-    start: Instant,
-    iter: u32,
-}
-
-impl Backoff {
-    pub fn new() -> Self {
-        Backoff {
-            start: Instant::now(),
-            iter: 0,
-        }
-    }
-
-    pub fn pause(&mut self, left: Option<Duration>) {
-        self.iter += 1;
-        if self.iter < 64 {
-            std::hint::spin_loop();
-        } else if self.start.elapsed() < Duration::from_micros(100) {
-            std::thread::yield_now();
-        } else {
-            let nap = Duration::from_micros(50);
-            std::thread::sleep(left.map_or(nap, |l| l.min(nap)));
-        }
-    }
 }
 
 impl VerbsTransport {
