@@ -297,6 +297,8 @@ impl QueuePair for IbvQp {
                         .setup_sge(sge.lkey, sge.addr, sge.len)
                 },
                 // IBV_WR_SEND: no remote address, the peer's next posted receive takes it.
+                // SAFETY: the sge is the peer's passive send buffer, registered and owned by
+                // the transport (alive as long as the queue pair), checked against its size.
                 WrOp::Send { sge } => unsafe {
                     h.setup_send().setup_sge(sge.lkey, sge.addr, sge.len)
                 },
