@@ -18,7 +18,7 @@ use crate::transport::shm::Shm;
 use crate::transport::tcp::wire::{Header, Op};
 use crate::transport::tcp::TcpTransport;
 use crate::transport::verbs::device::{self as ib, DeviceChoice};
-use crate::transport::verbs::{VerbsSetup, VerbsTransport};
+use crate::transport::verbs::{PassiveSizes, VerbsSetup, VerbsTransport};
 use crate::transport::{Dest, Route, Routes, Transport};
 use crate::types::{Deadline, Group, NetworkType, PeerState, Rank, Timeout};
 
@@ -243,6 +243,10 @@ impl Context {
             env.rank,
             env.nranks,
             config.queue_size_max,
+            PassiveSizes {
+                size: config.passive_transfer_size_max,
+                depth: choice.passive_depth(),
+            },
             &env.job_id,
             choice.is_fake(),
         ) {

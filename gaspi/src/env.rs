@@ -34,7 +34,9 @@
 //! InfiniBand verbs (read by `transport::verbs`, see `docs/verbs.md`): `GASPI_IB_DEVICE`
 //! names the device (default: the first with an active port; `fake` selects the test device
 //! that executes work requests in software), `GASPI_IB_PORT` the port (default: the first
-//! active one), `GASPI_IB_GID_INDEX` the GID index used on RoCE (default 0).
+//! active one), `GASPI_IB_GID_INDEX` the GID index used on RoCE (default 0),
+//! `GASPI_IB_PASSIVE_DEPTH` the receive buffers posted per peer for passive messages (1 to
+//! 1024, default 4; each holds `passive_transfer_size_max` bytes of registered memory).
 
 use std::fmt;
 

@@ -1,14 +1,25 @@
 //! Passive communication: two-sided messages from a segment range to whoever calls
-//! `passive_receive` on the target. Each message is received exactly once, with its sender.
+//! `passive_receive` on the target. Each message is received exactly once, with its sender,
+//! and the messages of one sender in the order they were sent.
+//!
+//! Paths: to a peer connected over InfiniBand verbs, a SEND into a receive buffer the target
+//! posted ahead (`transport::verbs::passive`); to the rank itself, a push into its inbox; to
+//! every other peer (shared memory, TCP), a frame on the TCP control channel that the target's
+//! progress thread pushes into the inbox. A sender always uses the same path to a peer, so its
+//! messages stay in order; `passive_receive` takes from the inbox and the verbs buffers.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::segment::Segment;
+use crate::stats::Counter;
 use crate::transport::tcp::pair::Payload;
 use crate::transport::tcp::wire::{Header, Op};
+use crate::transport::verbs::Backoff;
 use crate::types::{Deadline, Rank, SegmentId, Timeout};
 
 pub(crate) struct PassiveInbox {
@@ -56,6 +67,18 @@ impl PassiveInbox {
         }
     }
 
+    fn try_pop(&self) -> Option<(Rank, Vec<u8>)> {
+        self.q.lock().pop_front()
+    }
+
+    /// Waits at most `max` for a message to be pushed, unless one is queued already.
+    fn wait_for(&self, max: Duration) {
+        let mut q = self.q.lock();
+        if q.is_empty() {
+            self.cv.wait_for(&mut q, max);
+        }
+    }
+
     fn push_front(&self, m: (Rank, Vec<u8>)) {
         self.q.lock().push_front(m);
         self.cv.notify_one();
@@ -63,8 +86,10 @@ impl PassiveInbox {
 }
 
 impl Context {
-    /// Sends `size` bytes at `offset` of local segment `seg` to `rank` and waits until it
-    /// has queued them (`gaspi_passive_send`).
+    /// Sends `size` bytes at `offset` of local segment `seg` to `rank` and waits until they
+    /// are delivered to it: queued in its inbox, or in one of its verbs receive buffers
+    /// (`gaspi_passive_send`). After `Timeout`, calling again with the same arguments and
+    /// bytes resumes the send (over verbs it never delivers the message twice).
     pub fn passive_send(
         &self,
         seg: SegmentId,
@@ -84,11 +109,16 @@ impl Context {
         if rank == self.sh.rank {
             return self.sh.passive.push(rank, data);
         }
+        if let Some(verbs) = self.sh.verbs.as_ref().filter(|v| v.has_passive(rank)) {
+            let what = (seg, offset);
+            return verbs.passive_send(rank, what, &data, timeout.deadline(), &self.sh.stats);
+        }
         let mut h = Header::new(Op::Passive);
         h.len = size;
         self.tcp()?
-            .call_with(rank, h, Payload::Owned(data), timeout.deadline())
-            .map(|_| ())
+            .call_with(rank, h, Payload::Owned(data), timeout.deadline())?;
+        self.sh.stats.add(Counter::PassiveSentTcp, 1);
+        Ok(())
     }
 
     /// Receives one passive message into local segment `seg` at `offset` (at most `size`
@@ -109,7 +139,38 @@ impl Context {
                 size: segment.len(),
             });
         }
-        let (from, data) = self.sh.passive.pop(timeout.deadline())?;
+        let deadline = timeout.deadline();
+        let Some(verbs) = self.sh.verbs.as_ref() else {
+            let m = self.sh.passive.pop(deadline)?;
+            return self.place(&segment, offset, size, m);
+        };
+        // Verbs receives wake nobody: poll them and the inbox, napping on the inbox's
+        // condition variable so that messages over TCP still wake this call at once.
+        let mut backoff = Backoff::new();
+        loop {
+            if let Some(m) = self.sh.passive.try_pop() {
+                return self.place(&segment, offset, size, m);
+            }
+            let place = |_: Rank, data: &[u8]| segment.write(offset, data);
+            if let Some(res) = verbs.passive_take(size, &self.sh.stats, place) {
+                return res;
+            }
+            if deadline.expired() {
+                return Err(Error::Timeout);
+            }
+            backoff.pause_with(deadline.remaining(), |nap| self.sh.passive.wait_for(nap));
+        }
+    }
+
+    /// Writes an inbox message into `segment` at `offset` if it fits in `size`, else puts it
+    /// back at the head of the inbox.
+    fn place(
+        &self,
+        segment: &Segment,
+        offset: u64,
+        size: u64,
+        (from, data): (Rank, Vec<u8>),
+    ) -> Result<(Rank, u64)> {
         if data.len() as u64 > size {
             let len = data.len();
             self.sh.passive.push_front((from, data));

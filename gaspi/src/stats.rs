@@ -16,14 +16,23 @@ pub enum Counter {
     OpsPosted = 2,
     /// Barriers completed.
     Barriers = 3,
+    /// Passive messages delivered to peers with InfiniBand verbs SENDs.
+    PassiveSentVerbs = 4,
+    /// Passive messages delivered to peers over the TCP control channel.
+    PassiveSentTcp = 5,
+    /// Passive messages received from verbs receive buffers.
+    PassiveReceivedVerbs = 6,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 4] = [
+    pub const ALL: [Counter; 7] = [
         Counter::BytesWritten,
         Counter::BytesRead,
         Counter::OpsPosted,
         Counter::Barriers,
+        Counter::PassiveSentVerbs,
+        Counter::PassiveSentTcp,
+        Counter::PassiveReceivedVerbs,
     ];
 
     pub fn from_index(i: u32) -> Result<Counter> {
@@ -39,12 +48,23 @@ impl Counter {
             Counter::BytesRead => ("BytesRead", "bytes posted by read operations"),
             Counter::OpsPosted => ("OpsPosted", "one-sided operations posted"),
             Counter::Barriers => ("Barriers", "barriers completed"),
+            Counter::PassiveSentVerbs => {
+                ("PassiveSentVerbs", "passive messages sent with verbs SEND")
+            }
+            Counter::PassiveSentTcp => (
+                "PassiveSentTcp",
+                "passive messages sent over the TCP control channel",
+            ),
+            Counter::PassiveReceivedVerbs => (
+                "PassiveReceivedVerbs",
+                "passive messages received through verbs receive buffers",
+            ),
         }
     }
 }
 
 #[derive(Default)]
-pub(crate) struct Stats([AtomicU64; 4]);
+pub(crate) struct Stats([AtomicU64; Counter::ALL.len()]);
 
 impl Stats {
     pub fn add(&self, c: Counter, v: u64) {

@@ -513,6 +513,19 @@ fn bad_arguments_shm_4() {
     run("shm_4", 4, TransportChoice::Shm);
 }
 
+/// Over the fake verbs device (passive messages to peers go over SEND/RECV there).
+#[test]
+fn bad_arguments_verbs_3() {
+    tarantella_tests::run_case(
+        "bad_arguments_verbs_3",
+        3,
+        tarantella_tests::Net::FakeVerbs,
+        config(),
+        Duration::from_secs(60),
+        bad_arguments,
+    );
+}
+
 /// `Config` validation names the field and the value; `init_with` rejects the same configs
 /// before it looks at the environment (no `Context` is created in this harness process).
 #[test]

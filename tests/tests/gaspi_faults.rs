@@ -535,13 +535,20 @@ fn statistic_counters() {
         )
         .unwrap();
         ctx.wait(QueueId(0), T).unwrap();
+        ctx.passive_send(seg, 0, peer, 8, T).unwrap();
+        ctx.passive_receive(seg, 64, 8, T).unwrap();
         ctx.barrier(Group::ALL, T).unwrap();
         assert_eq!(ctx.statistic_counter_get(Counter::BytesWritten), 150);
         assert_eq!(ctx.statistic_counter_get(Counter::BytesRead), 30);
         assert_eq!(ctx.statistic_counter_get(Counter::OpsPosted), 4);
         assert_eq!(ctx.statistic_counter_get(Counter::Barriers), 1);
+        // Shared-memory peers get passive messages over the TCP control channel.
+        assert_eq!(ctx.statistic_counter_get(Counter::PassiveSentTcp), 1);
+        assert_eq!(ctx.statistic_counter_get(Counter::PassiveSentVerbs), 0);
+        assert_eq!(ctx.statistic_counter_get(Counter::PassiveReceivedVerbs), 0);
         assert_eq!(Counter::from_index(1).unwrap().info().0, "BytesRead");
-        assert!(Counter::from_index(4).is_err());
+        assert_eq!(Counter::from_index(5).unwrap(), Counter::PassiveSentTcp);
+        assert!(Counter::from_index(Counter::ALL.len() as u32).is_err());
         ctx.statistic_counter_reset(Counter::BytesWritten);
         assert_eq!(ctx.statistic_counter_get(Counter::BytesWritten), 0);
         ctx.barrier(Group::ALL, T).unwrap();

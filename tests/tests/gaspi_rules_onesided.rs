@@ -117,7 +117,7 @@ fn self_communication(ctx: Context) {
 spmd_cases! {
     rule10_self_communication, self_communication,
     single = (1, Auto), tcp_2 = (2, Tcp), shm_3 = (3, Shm), tcp_5 = (5, Tcp),
-    verbs_2 = (2, FakeVerbs), verbs_3 = (3, FakeVerbs),
+    verbs_2 = (2, FakeVerbs), verbs_3 = (3, FakeVerbs), verbs_5 = (5, FakeVerbs),
 }
 
 // Rule 11: atomics on a word are atomic with respect to each other.

@@ -158,5 +158,5 @@ fn timeouts(ctx: Context) {
 spmd_cases! {
     rule05_timeouts, timeouts,
     tcp_2 = (2, Tcp), tcp_3 = (3, Tcp), shm_4 = (4, Shm), shm_5 = (5, Shm),
-    verbs_2 = (2, FakeVerbs), verbs_3 = (3, FakeVerbs),
+    verbs_2 = (2, FakeVerbs), verbs_3 = (3, FakeVerbs), verbs_5 = (5, FakeVerbs),
 }

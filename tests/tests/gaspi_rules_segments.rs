@@ -107,6 +107,14 @@ fn passive(ctx: Context) {
             seg.write(8, &body).unwrap();
             ctx.passive_send(S, 0, Rank(0), size(r, m), T).unwrap();
         }
+        // The path is the peer's route: verbs SENDs to a verbs peer, TCP otherwise.
+        let (verbs, tcp) = if ctx.uses_verbs_to(Rank(0)) {
+            (M, 0)
+        } else {
+            (0, M)
+        };
+        assert_eq!(ctx.statistic_counter_get(Counter::PassiveSentVerbs), verbs);
+        assert_eq!(ctx.statistic_counter_get(Counter::PassiveSentTcp), tcp);
     } else {
         let mut seen = BTreeSet::new();
         for _ in 0..u64::from(n - 1) * M {
@@ -128,6 +136,9 @@ fn passive(ctx: Context) {
             );
         }
         timed_out(ctx.passive_receive(S, 0, max, TEST));
+        let over_verbs = (1..n).filter(|r| ctx.uses_verbs_to(Rank(*r))).count() as u64;
+        let received = ctx.statistic_counter_get(Counter::PassiveReceivedVerbs);
+        assert_eq!(received, over_verbs * M, "messages received through verbs");
     }
     finish(ctx);
 }
@@ -135,5 +146,5 @@ fn passive(ctx: Context) {
 spmd_cases! {
     rule12_passive, passive,
     tcp_2 = (2, Tcp), tcp_3 = (3, Tcp), shm_4 = (4, Shm), shm_5 = (5, Shm),
-    verbs_2 = (2, FakeVerbs), verbs_3 = (3, FakeVerbs),
+    verbs_2 = (2, FakeVerbs), verbs_3 = (3, FakeVerbs), verbs_5 = (5, FakeVerbs),
 }

@@ -1,6 +1,8 @@
 //! The verbs transport on the fake device: what is specific to verbs (signaling, send-queue
-//! capacity, memory registration, error completions). The GASPI rule tests run over the fake
-//! device too (the `verbs_*` cases of `gaspi_rules_*`).
+//! capacity, memory registration, error completions, passive messages over SEND/RECV). The
+//! GASPI rule tests run over the fake device too (the `verbs_*` cases of `gaspi_rules_*`).
+
+use std::time::{Duration, Instant};
 
 use gaspi::*;
 use tarantella_tests::spmd_cases;
@@ -227,4 +229,196 @@ fn bound_memory_falls_back_to_tcp() {
         finish(ctx);
         drop(mine);
     });
+}
+
+// ---- passive messages over SEND/RECV ----
+
+/// Message `m` of rank `r`: its length (1 byte up to the maximum) and its bytes, which start
+/// with the tag `(r, m)` when there is room for it.
+fn passive_msg(r: u16, m: u32, max: u64) -> Vec<u8> {
+    let len = match m % 7 {
+        0 => max,
+        1 => 1,
+        _ => 8 + u64::from(m * 131 + u32::from(r) * 17) % 3000,
+    } as usize;
+    let mut v: Vec<u8> = (0..len)
+        .map(|i| (i as u32 ^ m ^ u32::from(r) << 4) as u8)
+        .collect();
+    if len >= 8 {
+        v[..8].copy_from_slice(&((u64::from(r) << 32) | u64::from(m)).to_le_bytes());
+    }
+    v
+}
+
+fn counter(ctx: &Context, c: Counter) -> u64 {
+    ctx.statistic_counter_get(c)
+}
+
+/// Every rank but 0 sends `K` messages of 1 byte to the maximum to rank 0, which receives
+/// them all: each exactly once, with its sender, in sending order per sender. With 4 receive
+/// buffers per sender the senders keep running into "receiver not ready" and wait for rank 0
+/// to repost. Counters prove that every message went over verbs SEND/RECV, none over TCP.
+fn many_senders(ctx: Context) {
+    const K: u32 = 150;
+    let seg = create_passive_segment(&ctx);
+    let (me, n) = (ctx.rank(), ctx.num_ranks());
+    let max = ctx.passive_transfer_size_max();
+    if me.0 != 0 {
+        for m in 0..K {
+            let msg = passive_msg(me.0, m, max);
+            seg.write(0, &msg).unwrap();
+            ctx.passive_send(S, 0, Rank(0), msg.len() as u64, T)
+                .unwrap();
+        }
+        assert_eq!(counter(&ctx, Counter::PassiveSentVerbs), u64::from(K));
+        assert_eq!(counter(&ctx, Counter::PassiveSentTcp), 0);
+    } else {
+        let mut next = vec![0u32; usize::from(n)];
+        for _ in 0..u32::from(n - 1) * K {
+            let (from, len) = ctx.passive_receive(S, 1 << 17, max, T).unwrap();
+            assert!(from.0 != 0 && from.0 < n, "sender {from}");
+            let m = next[from.index()];
+            let want = passive_msg(from.0, m, max);
+            assert_eq!(
+                len,
+                want.len() as u64,
+                "length of message {m} of rank {from}"
+            );
+            let mut got = vec![0u8; want.len()];
+            seg.read(1 << 17, &mut got).unwrap();
+            assert!(
+                got == want,
+                "message {m} of rank {from}: wrong bytes or order"
+            );
+            next[from.index()] += 1;
+        }
+        assert!(next[1..].iter().all(|k| *k == K), "{next:?}");
+        timed_out(ctx.passive_receive(S, 0, max, Timeout::TEST));
+        let received = counter(&ctx, Counter::PassiveReceivedVerbs);
+        assert_eq!(received, u64::from(n - 1) * u64::from(K));
+        assert_eq!(counter(&ctx, Counter::PassiveSentTcp), 0);
+    }
+    finish(ctx);
+}
+
+fn create_passive_segment(ctx: &Context) -> Segment {
+    ctx.segment_create(S, 1 << 18, Group::ALL, T, Alloc::Initialized)
+        .unwrap();
+    ctx.segment(S).unwrap()
+}
+
+#[track_caller]
+fn timed_out<V: std::fmt::Debug>(res: Result<V>) {
+    assert!(
+        matches!(res, Err(Error::Timeout)),
+        "expected a timeout: {res:?}"
+    );
+}
+
+spmd_cases! {
+    passive_many_senders, many_senders,
+    verbs_2 = (2, FakeVerbs),
+    verbs_3 = (3, FakeVerbs),
+    verbs_5 = (5, FakeVerbs),
+}
+
+/// A message longer than the receive size stays first in line: `passive_receive` fails with
+/// `InvalidSize` (also when a shorter message from the same sender waits behind it) and a
+/// large enough receive gets it, then the next one.
+#[test]
+fn passive_too_large_is_not_lost() {
+    fake_verbs_with("passive_too_large_is_not_lost", 2, &[], |ctx| {
+        let seg = create_passive_segment(&ctx);
+        let max = ctx.passive_transfer_size_max();
+        if ctx.rank() == Rank(1) {
+            for (m, len) in [(0u32, 1000usize), (2, 10)] {
+                let msg = passive_msg(1, m, max);
+                seg.write(0, &msg[..len]).unwrap();
+                ctx.passive_send(S, 0, Rank(0), len as u64, T).unwrap();
+            }
+            assert_eq!(counter(&ctx, Counter::PassiveSentVerbs), 2);
+        } else {
+            for _ in 0..2 {
+                let small = ctx.passive_receive(S, 4096, 100, T);
+                assert!(
+                    matches!(&small, Err(Error::InvalidSize(m)) if m.contains("1000")),
+                    "{small:?}"
+                );
+            }
+            assert_eq!(
+                ctx.passive_receive(S, 4096, max, T).unwrap(),
+                (Rank(1), 1000)
+            );
+            let mut got = vec![0u8; 1000];
+            seg.read(4096, &mut got).unwrap();
+            assert!(
+                got == passive_msg(1, 0, max)[..1000],
+                "the large message's bytes"
+            );
+            assert_eq!(ctx.passive_receive(S, 4096, 10, T).unwrap(), (Rank(1), 10));
+            timed_out(ctx.passive_receive(S, 0, max, Timeout::TEST));
+            assert_eq!(counter(&ctx, Counter::PassiveReceivedVerbs), 2);
+        }
+        finish(ctx);
+    });
+}
+
+/// With 2 receive buffers (`GASPI_IB_PASSIVE_DEPTH=2`) and a receiver that does not receive,
+/// the third `passive_send` finds no buffer posted and returns `Timeout` (its SEND stays
+/// queued, retried as RNR). Calling it again with the same message resumes it once the
+/// receiver has received one: delivered once, not twice. A different message after a
+/// timeout is sent after the timed-out one, which is delivered too.
+#[test]
+fn passive_send_times_out_without_a_posted_receive() {
+    let env = [("GASPI_IB_PASSIVE_DEPTH", "2")];
+    fake_verbs_with(
+        "passive_send_times_out_without_a_posted_receive",
+        2,
+        &env,
+        |ctx| {
+            let seg = create_passive_segment(&ctx);
+            let max = ctx.passive_transfer_size_max();
+            let send = |m: u32, timeout: Timeout| {
+                let msg = passive_msg(1, m, max);
+                seg.write(0, &msg).unwrap();
+                ctx.passive_send(S, 0, Rank(0), msg.len() as u64, timeout)
+            };
+            if ctx.rank() == Rank(1) {
+                for phase in 0..2u32 {
+                    let m = phase * 4;
+                    send(m, T).unwrap();
+                    send(m + 1, T).unwrap();
+                    let t0 = Instant::now();
+                    timed_out(send(m + 2, Timeout::ms(100)));
+                    assert!(t0.elapsed() >= Duration::from_millis(100));
+                    timed_out(send(m + 2, Timeout::TEST));
+                    // Let rank 0 receive, then resume (phase 0) or send the next one (phase 1).
+                    ctx.notify(S, Rank(0), NotificationId(phase), 1, Q).unwrap();
+                    ctx.wait(Q, T).unwrap();
+                    if phase == 0 {
+                        send(m + 2, T).unwrap();
+                    }
+                    send(m + 3, T).unwrap();
+                }
+                assert_eq!(counter(&ctx, Counter::PassiveSentVerbs), 8);
+                assert_eq!(counter(&ctx, Counter::PassiveSentTcp), 0);
+            } else {
+                for m in 0..8u32 {
+                    if m % 4 == 0 {
+                        let id = NotificationId(m / 4);
+                        ctx.notify_waitsome(S, id, 1, T).unwrap();
+                        ctx.notify_reset(S, id).unwrap();
+                    }
+                    let want = passive_msg(1, m, max);
+                    let got = ctx.passive_receive(S, 1 << 17, max, T).unwrap();
+                    assert_eq!(got, (Rank(1), want.len() as u64), "message {m}");
+                    let mut bytes = vec![0u8; want.len()];
+                    seg.read(1 << 17, &mut bytes).unwrap();
+                    assert!(bytes == want, "message {m}: wrong bytes");
+                }
+                timed_out(ctx.passive_receive(S, 0, max, Timeout::TEST));
+            }
+            finish(ctx);
+        },
+    );
 }

@@ -157,3 +157,100 @@ fn killed_peer_over_verbs() {
     ctx.term(T).unwrap();
     std::process::exit(0);
 }
+
+/// An error completion on a passive SEND (injected): `passive_send` returns `PeerFailed`,
+/// the target is CORRUPT in the sender's state vector and later sends to it fail at once,
+/// nothing arrives there, and passive messages to the third rank still go over verbs.
+#[test]
+fn passive_send_error_marks_peer_corrupt() {
+    if let Some(out) = job("passive_send_error_marks_peer_corrupt", 3) {
+        out.assert_success();
+        return;
+    }
+    let ctx = setup();
+    let seg = ctx.segment(S).unwrap();
+    seg.write(0, &[7u8; 64]).unwrap();
+    ctx.barrier(Group::ALL, T).unwrap();
+    match ctx.rank().0 {
+        0 => {
+            assert!(ctx.fail_next_verbs_request());
+            let sent = ctx.passive_send(S, 0, Rank(1), 64, T);
+            assert!(
+                matches!(sent, Err(Error::PeerFailed { rank: Rank(1) })),
+                "{sent:?}"
+            );
+            assert_eq!(ctx.state_vec()[1], PeerState::Corrupt);
+            assert_eq!(ctx.state_vec()[2], PeerState::Healthy);
+            let again = ctx.passive_send(S, 0, Rank(1), 64, T);
+            assert!(matches!(again, Err(Error::PeerFailed { .. })), "{again:?}");
+            ctx.passive_send(S, 0, Rank(2), 64, T).unwrap();
+            assert_eq!(ctx.statistic_counter_get(Counter::PassiveSentVerbs), 1);
+            assert_eq!(ctx.statistic_counter_get(Counter::PassiveSentTcp), 0);
+        }
+        1 => {
+            ctx.notify_waitsome(S, NotificationId(2), 1, T).unwrap();
+            let none = ctx.passive_receive(S, 4096, 64, Timeout::TEST);
+            assert!(matches!(none, Err(Error::Timeout)), "{none:?}");
+        }
+        _ => {
+            assert_eq!(ctx.passive_receive(S, 4096, 64, T).unwrap(), (Rank(0), 64));
+            assert_eq!(ctx.statistic_counter_get(Counter::PassiveReceivedVerbs), 1);
+            ctx.notify(S, Rank(1), NotificationId(2), 1, Q).unwrap();
+            ctx.wait(Q, T).unwrap();
+        }
+    }
+    ctx.term(T).unwrap();
+    std::process::exit(0);
+}
+
+/// Rank 1 receives nothing, so rank 0's third passive message (2 receive buffers) waits
+/// for a buffer and times out; then rank 1 is SIGKILLed. Resuming that send without a
+/// timeout returns `PeerFailed` instead of hanging, and rank 0 goes on with rank 2.
+#[test]
+fn passive_send_to_killed_peer() {
+    let net = Net::FakeVerbs;
+    let name = "passive_send_to_killed_peer";
+    let out = spmd_job(name, 3, net.transport(), Duration::from_secs(60), |j| {
+        j.env.extend(net.env());
+        j.env.push(("GASPI_IB_PASSIVE_DEPTH".into(), "2".into()));
+    });
+    if let Some(out) = out {
+        assert!(!out.timed_out, "{}", out.report());
+        let signal = out.ranks[1].status.and_then(|s| s.signal());
+        assert_eq!(signal, Some(9), "{}", out.report());
+        for r in [&out.ranks[0], &out.ranks[2]] {
+            assert!(r.status.is_some_and(|s| s.success()), "{}", out.report());
+        }
+        return;
+    }
+    let ctx = setup();
+    ctx.barrier(Group::ALL, T).unwrap();
+    match ctx.rank().0 {
+        0 => {
+            for _ in 0..2 {
+                ctx.passive_send(S, 0, Rank(1), 64, T).unwrap();
+            }
+            let waiting = ctx.passive_send(S, 0, Rank(1), 64, Timeout::ms(50));
+            assert!(matches!(waiting, Err(Error::Timeout)), "{waiting:?}");
+            ctx.notify(S, Rank(1), NotificationId(0), 1, Q).unwrap();
+            ctx.wait(Q, T).unwrap();
+            let resumed = ctx.passive_send(S, 0, Rank(1), 64, Timeout::BLOCK);
+            assert!(
+                matches!(resumed, Err(Error::PeerFailed { rank: Rank(1) })),
+                "{resumed:?}"
+            );
+            ctx.passive_send(S, 0, Rank(2), 64, T).unwrap();
+        }
+        1 => {
+            ctx.notify_waitsome(S, NotificationId(0), 1, T).unwrap();
+            let _ =
+                nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::Signal::SIGKILL);
+            unreachable!("killed");
+        }
+        _ => {
+            assert_eq!(ctx.passive_receive(S, 0, 64, T).unwrap(), (Rank(0), 64));
+        }
+    }
+    ctx.term(T).unwrap();
+    std::process::exit(0);
+}

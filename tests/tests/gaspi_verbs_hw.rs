@@ -3,8 +3,9 @@
 //! - Always: `GASPI_TRANSPORT=verbs` with a device that does not exist falls back to TCP,
 //!   says why on stderr, and works.
 //! - With `TARANTELLA_TEST_VERBS=1` on a host with an active InfiniBand/RoCE port: the
-//!   ring of `gaspi_verbs.rs` over the real device (the ranks of one host talk through the
-//!   HCA). Without that variable the hardware test reports that it was skipped.
+//!   ring of `gaspi_verbs.rs` (plus passive messages, SEND/RECV) over the real device (the
+//!   ranks of one host talk through the HCA). Without that variable the hardware test
+//!   reports that it was skipped.
 
 use std::time::Duration;
 
@@ -16,7 +17,8 @@ const T: Timeout = Timeout::ms(20_000);
 const S: SegmentId = SegmentId(0);
 const Q: QueueId = QueueId(0);
 
-/// Writes a ring of `write_notify`, checks it, and does one atomic per rank on rank 0.
+/// Writes a ring of `write_notify`, checks it, does one atomic per rank on rank 0, and
+/// passes passive messages around the ring.
 fn ring(ctx: &Context) {
     let me = ctx.rank();
     let n = ctx.num_ranks();
@@ -43,6 +45,23 @@ fn ring(ctx: &Context) {
     if me == Rank(0) {
         assert_eq!(seg.get::<u64>(1 << 18).unwrap(), u64::from(n));
     }
+    // Passive messages to the right neighbour: SEND/RECV over verbs, TCP without.
+    for m in 0..3u64 {
+        seg.write(0, &[(u64::from(me.0) << 8) | m; 16]).unwrap();
+        ctx.passive_send(S, 0, right, 128, T).unwrap();
+    }
+    for m in 0..3u64 {
+        assert_eq!(ctx.passive_receive(S, 4096, 128, T).unwrap(), (left, 128));
+        let mut msg = [0u64; 16];
+        seg.read(4096, &mut msg).unwrap();
+        assert_eq!(msg, [(u64::from(left.0) << 8) | m; 16]);
+    }
+    let counter = if ctx.uses_verbs_to(right) {
+        Counter::PassiveSentVerbs
+    } else {
+        Counter::PassiveSentTcp
+    };
+    assert_eq!(ctx.statistic_counter_get(counter), 3);
     ctx.barrier(Group::ALL, T).unwrap();
 }
 

@@ -1,7 +1,9 @@
 //! Transports behind one trait. Every peer is reached through exactly one of them, chosen at
 //! init ([`Route`]): the rank itself and ranks on the same host through shared memory, the
-//! others through InfiniBand verbs when both have an active port, else TCP. The TCP mesh is always built: it also carries the control traffic
-//! (segment registration, passive messages, pings) and tells a rank when a peer dies.
+//! others through InfiniBand verbs when both have an active port, else TCP. The TCP mesh is
+//! always built: it also carries the control traffic (segment registration, pings, passive
+//! messages to peers not connected over verbs, which get them as verbs SENDs) and tells a rank
+//! when a peer dies.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;

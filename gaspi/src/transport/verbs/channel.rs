@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex as StdMutex};
 
-use super::device::{QueuePair, RemoteAddr, Sge, WorkRequest, WrOp};
+use super::device::{QueuePair, RecvRequest, RemoteAddr, Sge, WorkRequest, WrOp};
 use crate::error::{Error, Result};
 use crate::mem::SegmentMemory;
 use crate::queue::QueueState;
@@ -165,6 +165,16 @@ impl Channel {
         Ok(())
     }
 
+    /// Posts receive buffers on this channel's queue pair (the passive channel).
+    pub fn post_recv(&mut self, wrs: &[RecvRequest]) -> Result<()> {
+        if self.failed.is_some() {
+            return Err(Error::PeerFailed { rank: self.peer });
+        }
+        self.qp
+            .post_recv(wrs)
+            .map_err(|e| Error::Device(format!("posting receives for rank {}: {e}", self.peer)))
+    }
+
     /// Posts a signaled zero-length write when the last request went unsignaled, so that
     /// `wait` learns when everything before it is complete.
     pub fn fence(&mut self, scratch: Sge, remote: RemoteAddr) -> Result<()> {
@@ -235,6 +245,9 @@ mod tests {
             self.0
                 .lock()
                 .extend(wrs.iter().map(|w| (w.wr_id & 0xffff_ffff_ffff, w.signaled)));
+            Ok(())
+        }
+        fn post_recv(&mut self, _: &[RecvRequest]) -> Result<()> {
             Ok(())
         }
     }

@@ -17,8 +17,17 @@ pub const IB_DEVICE: &str = "GASPI_IB_DEVICE";
 pub const IB_PORT: &str = "GASPI_IB_PORT";
 /// `GASPI_IB_GID_INDEX`: the GID table index used on RoCE ports (default 0).
 pub const IB_GID_INDEX: &str = "GASPI_IB_GID_INDEX";
+/// `GASPI_IB_PASSIVE_DEPTH`: receive buffers posted per verbs peer for passive messages
+/// (default [`PASSIVE_DEPTH`]): how many messages a peer may have delivered but not yet
+/// received before its next `passive_send` waits.
+pub const IB_PASSIVE_DEPTH: &str = "GASPI_IB_PASSIVE_DEPTH";
 /// The device name that selects the fake device.
 pub const FAKE_DEVICE: &str = "fake";
+/// Default receive buffers per peer for passive messages: each costs
+/// `passive_transfer_size_max` bytes of registered (pinned) memory.
+pub const PASSIVE_DEPTH: u32 = 4;
+/// Most receive buffers per peer (the fake device's receive rings hold this many).
+pub const PASSIVE_DEPTH_MAX: u32 = 1024;
 
 /// What the user asked for, read from the environment.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -26,6 +35,8 @@ pub(crate) struct DeviceChoice {
     pub device: Option<String>,
     pub port: Option<u8>,
     pub gid_index: u8,
+    /// Receive buffers per peer for passive messages (`None`: [`PASSIVE_DEPTH`]).
+    pub passive_depth: Option<u32>,
 }
 
 impl DeviceChoice {
@@ -42,11 +53,28 @@ impl DeviceChoice {
                 }),
             }
         };
+        let passive_depth = match get(IB_PASSIVE_DEPTH).filter(|v| !v.is_empty()) {
+            None => None,
+            Some(v) => match v.parse::<u32>() {
+                Ok(d) if (1..=PASSIVE_DEPTH_MAX).contains(&d) => Some(d),
+                _ => {
+                    return Err(Error::Env(format!(
+                        "{IB_PASSIVE_DEPTH}={v:?} is not a number between 1 and {PASSIVE_DEPTH_MAX}"
+                    )))
+                }
+            },
+        };
         Ok(DeviceChoice {
             device: get(IB_DEVICE).filter(|v| !v.is_empty()),
             port: num(IB_PORT)?,
             gid_index: num(IB_GID_INDEX)?.unwrap_or(0),
+            passive_depth,
         })
+    }
+
+    /// Receive buffers per peer for passive messages.
+    pub fn passive_depth(&self) -> u32 {
+        self.passive_depth.unwrap_or(PASSIVE_DEPTH)
     }
 
     pub fn is_fake(&self) -> bool {
@@ -130,6 +158,13 @@ pub(crate) enum WrOp {
         expected: u64,
         new: u64,
     },
+    /// A two-sided SEND: the bytes of `sge` land in the receive buffer the peer posted next
+    /// on the connected queue pair (the request's `remote` is unused). With no receive
+    /// posted, RC answers "receiver not ready" and the sender's HCA retries (RNR retry,
+    /// unlimited here), which is the flow control of passive messages.
+    Send {
+        sge: Sge,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -141,12 +176,23 @@ pub(crate) struct WorkRequest {
     pub signaled: bool,
 }
 
+/// A receive buffer posted to a queue pair's receive queue.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RecvRequest {
+    /// Comes back in the receive completion. Receive queues are per queue pair (see
+    /// `passive.rs`), so the transport encodes the sending peer and the buffer in it.
+    pub wr_id: u64,
+    pub sge: Sge,
+}
+
 /// One work completion.
 #[derive(Clone, Debug)]
 pub(crate) struct Completion {
     pub wr_id: u64,
     /// `Err(reason)` for an error completion (including flushed work requests).
     pub status: std::result::Result<(), String>,
+    /// Bytes placed in the receive buffer (receive completions; 0 otherwise and on errors).
+    pub byte_len: u32,
 }
 
 pub(crate) trait MemoryRegion: Send + Sync {
@@ -166,6 +212,9 @@ pub(crate) trait QueuePair: Send {
     fn connect(&mut self, local_psn: u32, remote: &QpEndpoint) -> Result<()>;
     /// Posts `wrs` as one chain (in order on this QP). On error nothing was posted.
     fn post_send(&mut self, wrs: &[WorkRequest]) -> Result<()>;
+    /// Posts receive buffers, consumed in order by the peer's SENDs; each produces one
+    /// completion on the receive completion queue. Fails when the receive queue is full.
+    fn post_recv(&mut self, wrs: &[RecvRequest]) -> Result<()>;
 }
 
 pub(crate) trait Device: Send + Sync {
@@ -176,8 +225,15 @@ pub(crate) trait Device: Send + Sync {
     fn max_qp_wr(&self) -> u32;
     fn register(&self, region: &Region) -> Result<Arc<dyn MemoryRegion>>;
     fn create_cq(&self, depth: u32) -> Result<Arc<dyn CompletionQueue>>;
-    fn create_qp(&self, cq: &Arc<dyn CompletionQueue>, sq_depth: u32)
-        -> Result<Box<dyn QueuePair>>;
+    /// An RC queue pair whose send queue (`sq_depth` requests) completes on `send_cq` and
+    /// whose receive queue (`rq_depth` buffers; 0 for QPs that never receive) on `recv_cq`.
+    fn create_qp(
+        &self,
+        send_cq: &Arc<dyn CompletionQueue>,
+        recv_cq: &Arc<dyn CompletionQueue>,
+        sq_depth: u32,
+        rq_depth: u32,
+    ) -> Result<Box<dyn QueuePair>>;
     /// Called once the job's shared-memory prefix is known (the fake finds peers' memory
     /// through it; real devices ignore it).
     fn attach_job(&self, _shm_prefix: &str) {}
@@ -235,5 +291,12 @@ mod tests {
         assert!(matches!(bad, Err(Error::Env(_))));
         let fake = DeviceChoice::from_lookup(|k| (k == IB_DEVICE).then(|| "fake".into()));
         assert!(fake.unwrap().is_fake());
+        assert_eq!(c.passive_depth(), PASSIVE_DEPTH);
+        let depth =
+            |v: &str| DeviceChoice::from_lookup(|k| (k == IB_PASSIVE_DEPTH).then(|| v.to_string()));
+        assert_eq!(depth("2").unwrap().passive_depth(), 2);
+        for bad in ["0", "1025", "many"] {
+            assert!(matches!(depth(bad), Err(Error::Env(_))), "{bad}");
+        }
     }
 }

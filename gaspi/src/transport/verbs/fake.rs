@@ -8,21 +8,28 @@
 //! order. Fault injection: `GASPI_IB_FAKE_FAIL_AFTER=n` makes the n-th work request this
 //! process posts fail with a remote access error; `GASPI_IB_FAKE_MAX_WR=n` sets the device's
 //! send-queue limit; `GASPI_IB_FAKE_CQ_LAG=n` holds every completion back for `n` polls of
-//! its completion queue (a slow network: work stays in the send queue). A peer whose process is gone makes every request to it fail as a
-//! retry-exceeded error, as the peer's silent HCA would.
+//! its completion queue (a slow network: work stays in the send queue). A peer whose process
+//! is gone makes every request to it fail as a retry-exceeded error, as the peer's silent HCA
+//! would.
+//!
+//! SEND/RECV (passive messages): receive queues live in shared-memory rings that the peer's
+//! process fills ([`super::fake_passive`]); a SEND with no receive posted waits in the send
+//! queue and is retried (RNR retry, unlimited) whenever this process posts on that queue pair
+//! or polls its send completion queue.
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::OpenOptions;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 use memmap2::{MmapOptions, MmapRaw};
 use parking_lot::Mutex;
 
 use super::device::{
     Completion, CompletionQueue, Device, MemoryRegion, MrKeys, PortAddr, QpEndpoint, QueuePair,
-    Region, RemoteAddr, Sge, WorkRequest, WrOp,
+    RecvRequest, Region, RemoteAddr, Sge, WorkRequest, WrOp,
 };
+use super::fake_passive::{ring_file, RecvRing, SendRing};
 use super::registry::{directory_file, DIR_KEY};
 use crate::error::{Error, Result};
 use crate::segment::{shm_file, SegKey};
@@ -34,7 +41,7 @@ pub const FAKE_CQ_LAG: &str = "GASPI_IB_FAKE_CQ_LAG";
 /// Fake keys carry the segment key in their low bits and a registration generation above.
 const KEY_BITS: u32 = 9;
 
-struct Fabric {
+pub(super) struct Fabric {
     rank: u16,
     job_id: String,
     prefix: OnceLock<String>,
@@ -105,6 +112,10 @@ impl Drop for FakeMr {
 struct FakeCq {
     /// Completions with the number of polls they are still held back for.
     done: Mutex<VecDeque<(Completion, u32)>>,
+    /// Queue pairs (sending here) with a SEND waiting for the peer to post a receive.
+    stalled: Mutex<Vec<Weak<Mutex<QpState>>>>,
+    /// Receive queues completing here (owned by their queue pairs).
+    rings: Mutex<Vec<Weak<RecvRing>>>,
 }
 
 impl CompletionQueue for FakeCq {
@@ -113,6 +124,20 @@ impl CompletionQueue for FakeCq {
     }
 
     fn poll(&self, out: &mut Vec<Completion>, max: usize) -> Result<()> {
+        // The HCA's RNR retries, driven by the sender's polling.
+        let stalled = std::mem::take(&mut *self.stalled.lock());
+        for qp in stalled.iter().filter_map(Weak::upgrade) {
+            let mut qp = qp.lock();
+            qp.stalled = false;
+            qp.run_backlog();
+        }
+        self.rings.lock().retain(|ring| match ring.upgrade() {
+            Some(ring) => {
+                ring.poll(out, max);
+                true
+            }
+            None => false,
+        });
         let mut d = self.done.lock();
         for (_, lag) in d.iter_mut() {
             *lag = lag.saturating_sub(1);
@@ -125,13 +150,28 @@ impl CompletionQueue for FakeCq {
     }
 }
 
-struct FakeQp {
+struct FakeQp(Arc<Mutex<QpState>>);
+
+struct QpState {
     qpn: u32,
     fabric: Arc<Fabric>,
     cq: Arc<FakeCq>,
-    peer: Option<(u16, u32)>,
+    recv_cq: Arc<FakeCq>,
+    rq_depth: u32,
+    /// The peer's rank, process id and queue pair number, once connected.
+    peer: Option<(u16, u32, u32)>,
     /// Set by the first error completion: later requests are flushed.
     error: bool,
+    /// Requests behind a SEND the peer had no receive for (each with whether it has been
+    /// tried, so that fault injection counts it once).
+    backlog: VecDeque<(WorkRequest, bool)>,
+    /// Listed in `cq.stalled` (for a retry at its next poll).
+    stalled: bool,
+    me: Weak<Mutex<QpState>>,
+    /// This QP's receive queue (created at connect when `rq_depth > 0`).
+    recv: Option<Arc<RecvRing>>,
+    /// The peer QP's receive queue, mapped once it exists.
+    send: Option<SendRing>,
 }
 
 impl Device for FakeDevice {
@@ -185,27 +225,43 @@ impl Device for FakeDevice {
     fn create_cq(&self, _depth: u32) -> Result<Arc<dyn CompletionQueue>> {
         Ok(Arc::new(FakeCq {
             done: Mutex::default(),
+            stalled: Mutex::default(),
+            rings: Mutex::default(),
         }))
     }
 
     fn create_qp(
         &self,
-        cq: &Arc<dyn CompletionQueue>,
+        send_cq: &Arc<dyn CompletionQueue>,
+        recv_cq: &Arc<dyn CompletionQueue>,
         _sq_depth: u32,
+        rq_depth: u32,
     ) -> Result<Box<dyn QueuePair>> {
-        let cq = cq
-            .clone()
-            .into_any()
-            .downcast::<FakeCq>()
-            .map_err(|_| Error::Device("fake device: a foreign completion queue".into()))?;
+        let ours = |cq: &Arc<dyn CompletionQueue>| {
+            cq.clone()
+                .into_any()
+                .downcast::<FakeCq>()
+                .map_err(|_| Error::Device("fake device: a foreign completion queue".into()))
+        };
+        let (cq, recv_cq) = (ours(send_cq)?, ours(recv_cq)?);
         static NEXT_QPN: AtomicU32 = AtomicU32::new(0x100);
-        Ok(Box::new(FakeQp {
-            qpn: NEXT_QPN.fetch_add(1, Ordering::Relaxed),
-            fabric: self.fabric.clone(),
-            cq,
-            peer: None,
-            error: false,
-        }))
+        let qpn = NEXT_QPN.fetch_add(1, Ordering::Relaxed);
+        Ok(Box::new(FakeQp(Arc::new_cyclic(|me| {
+            Mutex::new(QpState {
+                qpn,
+                fabric: self.fabric.clone(),
+                cq,
+                recv_cq,
+                rq_depth,
+                peer: None,
+                error: false,
+                backlog: VecDeque::new(),
+                stalled: false,
+                me: me.clone(),
+                recv: None,
+                send: None,
+            })
+        }))))
     }
 
     fn attach_job(&self, shm_prefix: &str) {
@@ -220,7 +276,7 @@ impl Device for FakeDevice {
 
 impl Fabric {
     /// The local memory behind `sge`, bounds-checked against its registration.
-    fn local(&self, sge: &Sge) -> std::result::Result<*mut u8, String> {
+    pub(super) fn local(&self, sge: &Sge) -> std::result::Result<*mut u8, String> {
         let (addr, len) = *self
             .local
             .lock()
@@ -237,7 +293,7 @@ impl Fabric {
     }
 
     /// The peer's registered memory behind `remote`, bounds-checked.
-    fn remote(
+    pub(super) fn remote(
         &self,
         peer: u16,
         remote: &RemoteAddr,
@@ -290,14 +346,15 @@ impl Fabric {
         Ok(map)
     }
 
-    /// Runs one work request against local and peer memory.
-    fn execute(&self, peer: u16, wr: &WorkRequest) -> std::result::Result<(), String> {
+    /// Counts a work request about to run; an injected fault makes it fail.
+    fn fault(&self) -> Option<String> {
         let n = self.posted.fetch_add(1, Ordering::Relaxed) + 1;
-        if self.fail_after == Some(n) || self.fail_next.swap(false, Ordering::Relaxed) {
-            return Err(format!(
-                "remote access error (injected at work request {n})"
-            ));
-        }
+        (self.fail_after == Some(n) || self.fail_next.swap(false, Ordering::Relaxed))
+            .then(|| format!("remote access error (injected at work request {n})"))
+    }
+
+    /// Runs one one-sided work request against local and peer memory.
+    fn execute(&self, peer: u16, wr: &WorkRequest) -> std::result::Result<(), String> {
         match wr.op {
             WrOp::Write { sge } => {
                 let src = self.local(&sge)?;
@@ -358,6 +415,7 @@ impl Fabric {
                 // SAFETY: 8 in-bounds bytes of local registered memory (checked).
                 unsafe { std::ptr::copy(old.to_le_bytes().as_ptr(), out, 8) };
             }
+            WrOp::Send { .. } => unreachable!("SENDs run in QpState::run"),
         }
         Ok(())
     }
@@ -371,42 +429,106 @@ fn alive(pid: u32) -> bool {
     )
 }
 
+impl QpState {
+    /// Runs one request: `None` when it is a SEND the peer has no receive posted for.
+    fn run(&mut self, wr: &WorkRequest, tried: bool) -> Option<std::result::Result<(), String>> {
+        let (peer, pid, remote_qpn) = self.peer.expect("checked at post");
+        if self.error {
+            return Some(Err(
+                "work request flushed (queue pair in error state)".into()
+            ));
+        }
+        if !alive(pid) {
+            return Some(Err(
+                "transport retry counter exceeded (the peer does not answer)".into(),
+            ));
+        }
+        if !tried {
+            if let Some(why) = self.fabric.fault() {
+                return Some(Err(why));
+            }
+        }
+        let WrOp::Send { sge } = wr.op else {
+            return Some(self.fabric.execute(peer, wr));
+        };
+        if self.send.is_none() {
+            let prefix = self.fabric.prefix.get()?;
+            self.send = SendRing::open(&ring_file(prefix, peer, remote_qpn));
+        }
+        self.send.as_ref()?.deliver(&self.fabric, peer, &sge)
+    }
+
+    /// Runs queued requests in order until one meets a peer without a receive posted, then
+    /// registers for a retry at the next poll of the send completion queue.
+    fn run_backlog(&mut self) {
+        let mut done = Vec::new();
+        while let Some((wr, tried)) = self.backlog.pop_front() {
+            match self.run(&wr, tried) {
+                None => {
+                    self.backlog.push_front((wr, true));
+                    break;
+                }
+                Some(status) => {
+                    if status.is_err() {
+                        self.error = true;
+                    }
+                    if wr.signaled || status.is_err() {
+                        let c = Completion {
+                            wr_id: wr.wr_id,
+                            status,
+                            byte_len: 0,
+                        };
+                        done.push((c, self.fabric.cq_lag));
+                    }
+                }
+            }
+        }
+        self.cq.done.lock().extend(done);
+        if !self.backlog.is_empty() && !self.stalled {
+            self.stalled = true;
+            self.cq.stalled.lock().push(self.me.clone());
+        }
+    }
+}
+
 impl QueuePair for FakeQp {
     fn qpn(&self) -> u32 {
-        self.qpn
+        self.0.lock().qpn
     }
 
     fn connect(&mut self, _local_psn: u32, remote: &QpEndpoint) -> Result<()> {
+        let mut qp = self.0.lock();
         let pid = u32::from_le_bytes(remote.addr.gid[..4].try_into().expect("4 bytes"));
-        self.peer = Some((remote.addr.lid, pid));
+        qp.peer = Some((remote.addr.lid, pid, remote.qpn));
+        if qp.rq_depth > 0 {
+            let prefix = qp.fabric.prefix.get().ok_or_else(|| {
+                Error::Device("fake device: receive queue before the job is attached".into())
+            })?;
+            let path = ring_file(prefix, qp.fabric.rank, qp.qpn);
+            let ring = Arc::new(RecvRing::create(&path, qp.qpn, qp.rq_depth)?);
+            qp.recv_cq.rings.lock().push(Arc::downgrade(&ring));
+            qp.recv = Some(ring);
+        }
         Ok(())
     }
 
     fn post_send(&mut self, wrs: &[WorkRequest]) -> Result<()> {
-        let (peer, pid) = self
-            .peer
-            .ok_or_else(|| Error::Device("fake device: posting on an unconnected QP".into()))?;
-        let mut done = Vec::new();
-        for wr in wrs {
-            let status = if self.error {
-                Err("work request flushed (queue pair in error state)".to_string())
-            } else if !alive(pid) {
-                Err("transport retry counter exceeded (the peer does not answer)".to_string())
-            } else {
-                self.fabric.execute(peer, wr)
-            };
-            if status.is_err() {
-                self.error = true;
-            }
-            if wr.signaled || status.is_err() {
-                let c = Completion {
-                    wr_id: wr.wr_id,
-                    status,
-                };
-                done.push((c, self.fabric.cq_lag));
-            }
+        let mut qp = self.0.lock();
+        if qp.peer.is_none() {
+            return Err(Error::Device(
+                "fake device: posting on an unconnected QP".into(),
+            ));
         }
-        self.cq.done.lock().extend(done);
+        qp.backlog.extend(wrs.iter().map(|wr| (*wr, false)));
+        qp.run_backlog();
         Ok(())
+    }
+
+    fn post_recv(&mut self, wrs: &[RecvRequest]) -> Result<()> {
+        let qp = self.0.lock();
+        let ring = qp.recv.as_ref().ok_or_else(|| {
+            Error::Device("fake device: posting a receive on a QP without a receive queue".into())
+        })?;
+        ring.post(wrs)
     }
 }

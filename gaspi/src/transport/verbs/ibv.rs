@@ -25,7 +25,7 @@ use sideway::ibverbs::AccessFlags;
 
 use super::device::{
     Completion, CompletionQueue, Device, DeviceChoice, MemoryRegion, MrKeys, PortAddr, QpEndpoint,
-    QueuePair, Region, WorkRequest, WrOp,
+    QueuePair, RecvRequest, Region, WorkRequest, WrOp,
 };
 use crate::error::{Error, Result};
 
@@ -178,9 +178,10 @@ impl CompletionQueue for IbvCq {
         };
         for wc in poller.take(max) {
             let status = wc.status();
+            let ok = status == WorkCompletionStatus::Success as u32;
             out.push(Completion {
                 wr_id: wc.wr_id(),
-                status: if status == WorkCompletionStatus::Success as u32 {
+                status: if ok {
                     Ok(())
                 } else {
                     Err(format!(
@@ -188,6 +189,10 @@ impl CompletionQueue for IbvCq {
                         WorkCompletionStatus::from(status)
                     ))
                 },
+                // Only valid on success (`ibv_wc_read_byte_len`); the CQ is created with the
+                // standard flags, which include the byte length. sideway 0.4 has no reader
+                // for the QP number, so receives carry their peer in `wr_id` instead.
+                byte_len: if ok { wc.byte_len() } else { 0 },
             });
         }
         Ok(())
@@ -249,6 +254,9 @@ impl QueuePair for IbvQp {
             .setup_sq_psn(local_psn)
             .setup_timeout(14)
             .setup_retry_cnt(7)
+            // 7 = unlimited: a passive SEND to a peer with no receive buffer free waits
+            // (min_rnr_timer 12 = 0.64 ms between tries) until one is reposted;
+            // `passive_send` enforces its timeout in software and leaves the SEND queued.
             .setup_rnr_retry(7)
             .setup_max_read_atomic(self.max_rd_atomic);
         self.qp.modify(&rts).map_err(|e| dev_err("QP to RTS", e))
@@ -288,9 +296,28 @@ impl QueuePair for IbvQp {
                     h.setup_atomic_compare_swap(rkey, raddr, expected, new)
                         .setup_sge(sge.lkey, sge.addr, sge.len)
                 },
+                // IBV_WR_SEND: no remote address, the peer's next posted receive takes it.
+                // SAFETY: the sge is the peer's passive send buffer, registered and owned by
+                // the transport (alive as long as the queue pair), checked against its size.
+                WrOp::Send { sge } => unsafe {
+                    h.setup_send().setup_sge(sge.lkey, sge.addr, sge.len)
+                },
             }
         }
         guard.post().map_err(|e| dev_err("ibv_wr_complete", e))
+    }
+
+    fn post_recv(&mut self, wrs: &[RecvRequest]) -> Result<()> {
+        let mut guard = self.qp.start_post_recv();
+        for wr in wrs {
+            let h = guard.construct_wr(wr.wr_id);
+            // SAFETY: the buffer is registered (local write) memory of the passive receive
+            // area, which lives as long as the transport; it is not read again before its
+            // receive completion is polled, and reposted only after its message was copied
+            // out.
+            unsafe { h.setup_sge(wr.sge.lkey, wr.sge.addr, wr.sge.len) };
+        }
+        guard.post().map_err(|e| dev_err("ibv_post_recv", e))
     }
 }
 
@@ -348,25 +375,28 @@ impl Device for IbvDevice {
 
     fn create_qp(
         &self,
-        cq: &Arc<dyn CompletionQueue>,
+        send_cq: &Arc<dyn CompletionQueue>,
+        recv_cq: &Arc<dyn CompletionQueue>,
         sq_depth: u32,
+        rq_depth: u32,
     ) -> Result<Box<dyn QueuePair>> {
-        let cq = cq
-            .clone()
-            .into_any()
-            .downcast::<IbvCq>()
-            .map_err(|_| Error::Device("a completion queue of another device".into()))?;
-        let generic = GenericCompletionQueue::from(cq.cq.clone());
+        let ours = |cq: &Arc<dyn CompletionQueue>| {
+            cq.clone()
+                .into_any()
+                .downcast::<IbvCq>()
+                .map(|c| GenericCompletionQueue::from(c.cq.clone()))
+                .map_err(|_| Error::Device("a completion queue of another device".into()))
+        };
         let qp = self
             .pd
             .create_qp_builder()
             .setup_max_send_wr(sq_depth)
-            .setup_max_recv_wr(1)
+            .setup_max_recv_wr(rq_depth.max(1))
             .setup_max_send_sge(1)
             .setup_max_recv_sge(1)
             .setup_max_inline_data(64)
-            .setup_send_cq(generic.clone())
-            .setup_recv_cq(generic)
+            .setup_send_cq(ours(send_cq)?)
+            .setup_recv_cq(ours(recv_cq)?)
             .setup_send_ops_flags(
                 SendOperationFlags::Write
                     | SendOperationFlags::Read

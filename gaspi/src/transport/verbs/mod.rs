@@ -1,23 +1,29 @@
 //! InfiniBand/RoCE verbs: RDMA straight into the peer's registered segment, no CPU on the
 //! target. One RC queue pair per (peer, queue) plus one for internal traffic (collectives,
-//! atomics, directory reads); one completion queue per queue, polled in `wait`.
+//! atomics, directory reads) and one for passive messages (SEND/RECV); one completion queue
+//! per queue, polled in `wait`.
 //!
 //! Layers: [`device`] is the narrow interface to a device (real: [`ibv`] on `sideway`,
-//! libibverbs loaded at run time; tests: [`fake`]); [`channel`] is one queue pair and its
-//! in-flight ops; [`registry`] registers segments and publishes their keys; [`address`]
-//! encodes what the rendezvous exchanges. This module sets them up and implements
-//! [`Transport`]. Passive messages and control traffic stay on the TCP mesh.
+//! libibverbs loaded at run time; tests: [`fake`], with [`fake_passive`] for its receive
+//! queues); [`channel`] is one queue pair and its in-flight ops; [`registry`] registers
+//! segments and publishes their keys; [`address`] encodes what the rendezvous exchanges;
+//! [`passive`] carries passive messages. This module sets them up and implements
+//! [`Transport`]. Control traffic (segment registration, pings, peer death) stays on the TCP
+//! mesh.
 
 pub(crate) mod address;
+mod backoff;
 pub(crate) mod channel;
 pub(crate) mod device;
 pub(crate) mod fake;
+pub(crate) mod fake_passive;
 #[cfg(feature = "verbs")]
 pub(crate) mod ibv;
+pub(crate) mod passive;
 pub(crate) mod registry;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -31,14 +37,20 @@ use crate::state::StateVector;
 use crate::transport::{Dest, Transport, Xfer};
 use crate::types::{AtomicOp, Deadline, Rank};
 use address::{decode_qpns, encode_qpns, Endpoint};
+pub(crate) use backoff::Backoff;
 use channel::{wr_peer, Channel, Done, Op, ResultSlot};
 use device::{Completion, CompletionQueue, Device, QueuePair, RemoteAddr, Sge, WrOp};
+use passive::{PassiveVerbs, PASSIVE_SQ_DEPTH};
 pub(crate) use registry::RemoteKeys;
 use registry::{Registry, ENTRY};
 
-/// Queue pairs per peer: one per possible queue, then the internal one.
+/// One-sided channels per peer: one per possible queue, then the internal one.
 const CHANNELS: usize = limits::QUEUE_NUM_MAX as usize + 1;
 const INTERNAL: usize = CHANNELS - 1;
+/// The passive channel (SEND/RECV) follows them; its send completions have their own queue.
+const PASSIVE: usize = CHANNELS;
+/// Queue pairs (and completion queues in `cqs`) per peer.
+const QPS: usize = CHANNELS + 1;
 /// Largest single work request; longer transfers are split.
 const MAX_WR_BYTES: usize = 1 << 30;
 /// How long a directory read may take before the lookup fails.
@@ -49,9 +61,22 @@ pub(crate) struct VerbsSetup {
     device: Arc<dyn Device>,
     registry: Registry,
     cqs: Vec<Arc<dyn CompletionQueue>>,
+    /// Receive completions of the passive queue pairs.
+    recv_cq: Arc<dyn CompletionQueue>,
     qps: Vec<Vec<Box<dyn QueuePair>>>,
     psn: u32,
     sq_depth: u32,
+    rank: Rank,
+    passive: PassiveSizes,
+    fake: bool,
+}
+
+/// Passive messages: the largest one (`passive_transfer_size_max`) and the receive buffers
+/// posted per peer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PassiveSizes {
+    pub size: u32,
+    pub depth: u32,
 }
 
 impl VerbsSetup {
@@ -61,22 +86,28 @@ impl VerbsSetup {
         rank: Rank,
         nranks: u16,
         queue_size_max: u32,
+        passive: PassiveSizes,
         job_id: &str,
         fake: bool,
     ) -> Result<Self> {
         // Room for a full GASPI queue plus the fence, within what the device allows.
         let sq_depth = (queue_size_max + 1).min(device.max_qp_wr()).max(2);
         let registry = Registry::new(device.clone(), job_id, rank.0, fake)?;
-        let cqs = (0..CHANNELS)
-            .map(|_| device.create_cq(sq_depth * u32::from(nranks)))
+        let peers = u32::from(nranks);
+        let mut cqs = (0..CHANNELS)
+            .map(|_| device.create_cq(sq_depth * peers))
             .collect::<Result<Vec<_>>>()?;
+        cqs.push(device.create_cq(PASSIVE_SQ_DEPTH * peers)?);
+        let recv_cq = device.create_cq(passive.depth * peers)?;
         let mut qps = Vec::with_capacity(usize::from(nranks));
         for p in 0..nranks {
             let mut v = Vec::new();
             if p != rank.0 {
-                for cq in &cqs {
-                    v.push(device.create_qp(cq, sq_depth)?);
+                for cq in &cqs[..CHANNELS] {
+                    v.push(device.create_qp(cq, cq, sq_depth, 0)?);
                 }
+                let sq = PASSIVE_SQ_DEPTH.min(device.max_qp_wr());
+                v.push(device.create_qp(&cqs[PASSIVE], &recv_cq, sq, passive.depth)?);
             }
             qps.push(v);
         }
@@ -86,9 +117,13 @@ impl VerbsSetup {
             device,
             registry,
             cqs,
+            recv_cq,
             qps,
             psn: u32::from_le_bytes(psn) & 0xff_ffff,
             sq_depth,
+            rank,
+            passive,
+            fake,
         })
     }
 
@@ -131,9 +166,9 @@ impl VerbsSetup {
             let (common, qpns) = &table.verbs[p];
             let remote = Endpoint::decode(common)?
                 .ok_or_else(|| Error::Bootstrap(format!("rank {p} has no verbs endpoint")))?;
-            let qpns = decode_qpns(qpns, CHANNELS)?;
+            let qpns = decode_qpns(qpns, QPS)?;
             directories[p] = Some(remote.directory);
-            let mut v = Vec::with_capacity(CHANNELS);
+            let mut v = Vec::with_capacity(QPS);
             for (i, mut qp) in qps.into_iter().enumerate() {
                 let ep = device::QpEndpoint {
                     addr: remote.port,
@@ -142,9 +177,40 @@ impl VerbsSetup {
                 };
                 qp.connect(self.psn, &ep)?;
                 let queue = (i < INTERNAL).then_some(crate::types::QueueId(i as u8));
-                v.push(Mutex::new(Channel::new(qp, rank, queue, self.sq_depth)));
+                let depth = if i == PASSIVE {
+                    PASSIVE_SQ_DEPTH.min(self.device.max_qp_wr())
+                } else {
+                    self.sq_depth
+                };
+                v.push(Mutex::new(Channel::new(qp, rank, queue, depth)));
             }
             channels.push(Some(v));
+        }
+        // The fake device's peers fill the receive buffers from their own processes.
+        let shared = match (self.fake, shm_prefix) {
+            (false, _) => None,
+            (true, Some(p)) => Some(p),
+            (true, None) => {
+                return Err(Error::Device(
+                    "fake device: no shared-memory prefix for the passive buffers".into(),
+                ))
+            }
+        };
+        let passive = PassiveVerbs::new(
+            &*self.device,
+            self.rank,
+            peers,
+            self.passive.size,
+            self.passive.depth,
+            self.recv_cq,
+            shared,
+        )?;
+        for (p, v) in channels.iter().enumerate() {
+            if let Some(v) = v {
+                v[PASSIVE]
+                    .lock()
+                    .post_recv(&passive.initial_receives(Rank(p as u16)))?;
+            }
         }
         Ok(VerbsTransport {
             device: self.device,
@@ -153,6 +219,7 @@ impl VerbsSetup {
             channels,
             directories,
             state,
+            passive,
         })
     }
 }
@@ -160,38 +227,13 @@ impl VerbsSetup {
 pub(crate) struct VerbsTransport {
     device: Arc<dyn Device>,
     registry: Registry,
+    /// One per channel index (queues, internal, passive sends).
     cqs: Vec<Arc<dyn CompletionQueue>>,
     channels: Vec<Option<Vec<Mutex<Channel>>>>,
     directories: Vec<Option<device::MrKeys>>,
     state: Arc<StateVector>,
-}
-
-/// Waits without burning a core: spin, then yield, then short naps. RDMA writes wake
-/// nobody, so pollers nap briefly instead of sleeping on a futex.
-pub(crate) struct Backoff {
-    start: Instant,
-    iter: u32,
-}
-
-impl Backoff {
-    pub fn new() -> Self {
-        Backoff {
-            start: Instant::now(),
-            iter: 0,
-        }
-    }
-
-    pub fn pause(&mut self, left: Option<Duration>) {
-        self.iter += 1;
-        if self.iter < 64 {
-            std::hint::spin_loop();
-        } else if self.start.elapsed() < Duration::from_micros(100) {
-            std::thread::yield_now();
-        } else {
-            let nap = Duration::from_micros(50);
-            std::thread::sleep(left.map_or(nap, |l| l.min(nap)));
-        }
-    }
+    /// Last: its registered buffers outlive the queue pairs that may still use them.
+    passive: PassiveVerbs,
 }
 
 impl VerbsTransport {
