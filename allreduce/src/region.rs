@@ -33,8 +33,8 @@ impl OwnedSegment {
         assert!(
             off.checked_add(len)
                 .is_some_and(|end| end as u64 <= self.seg.len())
-                && off % std::mem::align_of::<T>() == 0
-                && len % std::mem::size_of::<T>() == 0,
+                && off.is_multiple_of(std::mem::align_of::<T>())
+                && len.is_multiple_of(std::mem::size_of::<T>()),
             "collective range {off}+{len} outside segment of {} bytes",
             self.seg.len()
         );

@@ -226,7 +226,7 @@ impl Fold {
         let pow2 = 1 << (usize::BITS - 1 - ranks.leading_zeros());
         let extra = ranks - pow2;
         let virt = if me < 2 * extra {
-            (me % 2 == 0).then_some(me / 2)
+            me.is_multiple_of(2).then_some(me / 2)
         } else {
             Some(me - extra)
         };

@@ -49,7 +49,7 @@ pub(crate) fn f16_to_f32(h: u16) -> f32 {
     let rebased = body + ((127 - 15) << 23);
     // Inf/NaN: exponent all ones in f32 too; NaNs made quiet as `half` does.
     let mantissa = body & 0x007f_e000;
-    let special = rebased + ((128 - 16) << 23) | if mantissa != 0 { 0x0040_0000 } else { 0 };
+    let special = (rebased + ((128 - 16) << 23)) | if mantissa != 0 { 0x0040_0000 } else { 0 };
     // Zero and subnormals: renormalize by letting the FPU subtract the implicit bit.
     let subnormal = (f32::from_bits(rebased + (1 << 23)) - DENORM_MAGIC).to_bits();
     let magnitude = if exp == SHIFTED_EXP {

@@ -104,7 +104,7 @@ impl FromStr for FusionThreshold {
 
 impl fmt::Display for FusionThreshold {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.bytes % KIB == 0 {
+        if self.bytes.is_multiple_of(KIB) {
             write!(f, "{} KiB", self.bytes / KIB)
         } else {
             write!(f, "{} B", self.bytes)

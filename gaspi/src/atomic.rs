@@ -16,7 +16,7 @@ impl Context {
         timeout: Timeout,
     ) -> Result<u64> {
         self.check_rank(rank)?;
-        if offset % 8 != 0 {
+        if !offset.is_multiple_of(8) {
             return Err(Error::UnalignedOffset { offset });
         }
         let key = self.user_key(seg)?;

@@ -187,14 +187,14 @@ impl SegmentMemory {
     }
 
     fn ctl_u32(&self, off: usize) -> &AtomicU32 {
-        assert!(off + 4 <= PAGE && off % 4 == 0);
+        assert!(off + 4 <= PAGE && off.is_multiple_of(4));
         // SAFETY: in bounds of the control page (asserted), 4-aligned (the mapping is
         // page-aligned), and only ever accessed atomically, also by other processes.
         unsafe { &*(self.map.as_mut_ptr().add(off) as *const AtomicU32) }
     }
 
     fn ctl_u64(&self, off: usize) -> &AtomicU64 {
-        assert!(off + 8 <= PAGE && off % 8 == 0);
+        assert!(off + 8 <= PAGE && off.is_multiple_of(8));
         // SAFETY: as for `ctl_u32`, with 8-byte alignment.
         unsafe { &*(self.map.as_mut_ptr().add(off) as *const AtomicU64) }
     }
@@ -266,7 +266,7 @@ impl SegmentMemory {
 
     /// The 8-byte word at `off` as an atomic. `off` must be 8-aligned and in bounds.
     pub fn atomic_u64(&self, off: usize) -> Result<&AtomicU64> {
-        if off % 8 != 0 || (self.data_ptr() as usize) % 8 != 0 {
+        if !off.is_multiple_of(8) || !(self.data_ptr() as usize).is_multiple_of(8) {
             return Err(Error::UnalignedOffset { offset: off as u64 });
         }
         if off.checked_add(8).is_none_or(|e| e > self.data_len) {

@@ -112,7 +112,7 @@ impl Context {
         group: Group,
         timeout: Timeout,
     ) -> Result<()> {
-        if input.len() % ty.size() != 0 {
+        if !input.len().is_multiple_of(ty.size()) {
             return Err(Error::InvalidSize(format!(
                 "{} bytes is not a whole number of {ty:?}",
                 input.len()
@@ -150,7 +150,7 @@ impl Context {
         group: Group,
         timeout: Timeout,
     ) -> Result<()> {
-        if elem_size == 0 || input.len() % elem_size != 0 {
+        if elem_size == 0 || !input.len().is_multiple_of(elem_size) {
             return Err(Error::InvalidSize(format!(
                 "element size {elem_size} for {} bytes",
                 input.len()

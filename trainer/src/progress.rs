@@ -56,7 +56,7 @@ impl EpochProgress {
                 100.0 * accuracy
             );
             match self.text_every {
-                Some(every) if self.done % every == 0 || self.done == self.steps => {
+                Some(every) if self.done.is_multiple_of(every) || self.done == self.steps => {
                     eprintln!(
                         "{} step {}/{}: {message}",
                         self.prefix, self.done, self.steps

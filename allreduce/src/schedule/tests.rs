@@ -101,7 +101,7 @@ impl Sim {
         let mut idle_rounds = 0;
         while ranks.iter().any(|r| r.run < self.runs) {
             let i = rng.next() % p;
-            if rng.next() % 3 == 0 {
+            if rng.next().is_multiple_of(3) {
                 deliver(&mut ranks, rng.next() % p);
             }
             let progressed = ranks[i].run < self.runs && step(&mut ranks, i, self.op);
@@ -193,7 +193,7 @@ fn step(ranks: &mut [Rank], i: usize, op: Op) -> bool {
 
 fn value(rank: usize, run: usize, j: usize) -> i64 {
     let v = (rank as i64 + 1) * 1000 + j as i64 * 7 + run as i64 * 13;
-    if j % 3 == 0 {
+    if j.is_multiple_of(3) {
         -v
     } else {
         v

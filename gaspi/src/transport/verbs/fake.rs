@@ -365,7 +365,7 @@ impl Fabric {
             }
             WrOp::WriteInline { data } => {
                 let dst = self.remote(peer, &wr.remote, 4)?;
-                if (dst as usize) % 4 == 0 {
+                if (dst as usize).is_multiple_of(4) {
                     // SAFETY: 4 aligned, in-bounds bytes; a Release store publishes the data
                     // written before it (the way a notification slot is read: Acquire).
                     let word = unsafe { &*(dst as *const AtomicU32) };
@@ -378,7 +378,7 @@ impl Fabric {
             WrOp::Read { sge } => {
                 let dst = self.local(&sge)?;
                 let src = self.remote(peer, &wr.remote, sge.len as usize)?;
-                if sge.len == 4 && (dst as usize) % 4 == 0 {
+                if sge.len == 4 && (dst as usize).is_multiple_of(4) {
                     // A notification read (`read_notify`): publish it after the data.
                     // SAFETY: 4 aligned, in-bounds bytes on both sides.
                     let v = unsafe { std::ptr::read_unaligned(src as *const u32) };
@@ -392,7 +392,7 @@ impl Fabric {
             WrOp::FetchAdd { sge, .. } | WrOp::CompareSwap { sge, .. } => {
                 let out = self.local(&sge)?;
                 let at = self.remote(peer, &wr.remote, 8)?;
-                if (at as usize) % 8 != 0 || sge.len != 8 {
+                if !(at as usize).is_multiple_of(8) || sge.len != 8 {
                     return Err("remote invalid request: unaligned atomic".into());
                 }
                 // SAFETY: 8 aligned, in-bounds bytes of shared memory, only accessed
