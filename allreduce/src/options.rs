@@ -64,8 +64,8 @@ pub struct Thresholds {
 impl Default for Thresholds {
     fn default() -> Self {
         Thresholds {
-            small_max: 16 << 10,
-            ring_min: 1 << 20,
+            small_max: 64 << 10,
+            ring_min: 4 << 20,
         }
     }
 }
@@ -200,7 +200,10 @@ mod tests {
     fn auto_picks_by_size() {
         let o = Options::default();
         assert_eq!(o.pick(4 << 10, 4), Algorithm::RecursiveDoubling);
+        assert_eq!(o.pick(64 << 10, 4), Algorithm::RecursiveDoubling);
         assert_eq!(o.pick(256 << 10, 4), Algorithm::Rabenseifner);
+        assert_eq!(o.pick(1 << 20, 3), Algorithm::Rabenseifner);
+        assert_eq!(o.pick(4 << 20, 4), Algorithm::Ring);
         assert_eq!(o.pick(64 << 20, 4), Algorithm::Ring);
         assert_eq!(o.pick(256 << 10, 2), Algorithm::Ring);
         let forced = Options {
