@@ -14,49 +14,36 @@
 
 use crate::element::Op;
 
-/// Combines `dst[..k]` with `src[..k]` as f16 and returns `k`.
-pub(crate) fn combine_f16(op: Op, dst: &mut [u16], src: &[u16], src_first: bool) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if x86::has_f16c() {
-        // SAFETY: AVX2 and F16C were detected on this CPU just above.
-        return unsafe { x86::f16::combine(op, dst, src, src_first) };
-    }
-    let _ = (op, dst, src, src_first);
-    0
+/// The entry points of one format: run the vector kernel where the CPU has what it needs
+/// (AVX2, and F16C for f16), else do nothing (return 0).
+macro_rules! dispatch {
+    ($format:literal, $combine:ident, $divide:ident, $module:ident, $has:ident) => {
+        #[doc = concat!("Combines `dst[..k]` with `src[..k]` as ", $format, " and returns `k`.")]
+        pub(crate) fn $combine(op: Op, dst: &mut [u16], src: &[u16], src_first: bool) -> usize {
+            #[cfg(target_arch = "x86_64")]
+            if x86::$has() {
+                // SAFETY: the kernel needs only the CPU features checked just above.
+                return unsafe { x86::$module::combine(op, dst, src, src_first) };
+            }
+            let _ = (op, dst, src, src_first);
+            0
+        }
+
+        #[doc = concat!("Divides `data[..k]` as ", $format, " by `ranks` and returns `k`.")]
+        pub(crate) fn $divide(data: &mut [u16], ranks: usize) -> usize {
+            #[cfg(target_arch = "x86_64")]
+            if x86::$has() {
+                // SAFETY: the kernel needs only the CPU features checked just above.
+                return unsafe { x86::$module::divide(data, ranks as f32) };
+            }
+            let _ = (data, ranks);
+            0
+        }
+    };
 }
 
-/// Divides `data[..k]` as f16 by `ranks` and returns `k`.
-pub(crate) fn divide_f16(data: &mut [u16], ranks: usize) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if x86::has_f16c() {
-        // SAFETY: AVX2 and F16C were detected on this CPU just above.
-        return unsafe { x86::f16::divide(data, ranks as f32) };
-    }
-    let _ = (data, ranks);
-    0
-}
-
-/// Combines `dst[..k]` with `src[..k]` as bf16 and returns `k`.
-pub(crate) fn combine_bf16(op: Op, dst: &mut [u16], src: &[u16], src_first: bool) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if x86::has_avx2() {
-        // SAFETY: AVX2 was detected on this CPU just above.
-        return unsafe { x86::bf16::combine(op, dst, src, src_first) };
-    }
-    let _ = (op, dst, src, src_first);
-    0
-}
-
-/// Divides `data[..k]` as bf16 by `ranks` and returns `k`.
-pub(crate) fn divide_bf16(data: &mut [u16], ranks: usize) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if x86::has_avx2() {
-        // SAFETY: AVX2 was detected on this CPU just above.
-        return unsafe { x86::bf16::divide(data, ranks as f32) };
-    }
-    let _ = (data, ranks);
-    0
-}
+dispatch!("f16", combine_f16, divide_f16, f16, has_f16c);
+dispatch!("bf16", combine_bf16, divide_bf16, bf16, has_avx2);
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
