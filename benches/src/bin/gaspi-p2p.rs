@@ -3,6 +3,8 @@
 //! - `write_notify` + `notify_waitsome` ping-pong half round trip (8 B, 4 KiB) vs a raw TCP
 //!   ping-pong (`TCP_NODELAY`, blocking reads) between two processes;
 //! - one-way `write_notify` bandwidth (1 MiB, 64 MiB) vs one raw TCP stream and `memcpy`
+//!   (the raw TCP stream is also run in both directions at once: the ceiling of a 2-rank
+//!   allreduce over TCP, which moves its whole vector each way)
 //!   (timed in rank 0 between the write batches, on buffers of the same size).
 //!
 //! `cargo run --release -p tarantella-benches --bin gaspi-p2p [-- --quick]`
@@ -197,9 +199,34 @@ fn raw_server(port: u16) {
                 }
                 s.write_all(&[1]).expect("ack");
             }
+            b'b' => exchange(&s, size),
             _ => return,
         }
     }
+}
+
+/// Sends `total` bytes on `s` from a second thread while this one receives `total` bytes:
+/// both directions of one connection at once, as a 2-rank allreduce uses it.
+fn exchange(s: &TcpStream, total: usize) {
+    let mut out = s.try_clone().expect("clone");
+    let sender = std::thread::spawn(move || {
+        let chunk = vec![5u8; 1 << 20];
+        let mut left = total;
+        while left > 0 {
+            let k = left.min(chunk.len());
+            out.write_all(&chunk[..k]).expect("send");
+            left -= k;
+        }
+    });
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = total;
+    let mut inp = s;
+    while left > 0 {
+        let k = inp.read(&mut buf[..left.min(1 << 20)]).expect("receive");
+        assert!(k > 0, "peer closed");
+        left -= k;
+    }
+    sender.join().expect("sender");
 }
 
 struct Raw {
@@ -246,6 +273,22 @@ impl Raw {
             }
         }
         median(halves)
+    }
+
+    /// GB/s per direction with both directions streaming at once.
+    fn bidirectional(&mut self, total: usize) -> f64 {
+        let mut rates = Vec::new();
+        for rep in 0..=5 {
+            let mut hdr = vec![b'b'];
+            hdr.extend_from_slice(&(total as u64).to_le_bytes());
+            self.s.write_all(&hdr).expect("hdr");
+            let t = Instant::now();
+            exchange(&self.s, total);
+            if rep > 0 {
+                rates.push(total as f64 / t.elapsed().as_secs_f64() / 1e9);
+            }
+        }
+        median(rates)
     }
 
     fn stream(&mut self, total: usize) -> f64 {
@@ -328,8 +371,9 @@ fn main() {
     let mut raw = Raw::start();
     let raw_pp: Vec<f64> = PINGPONG.iter().map(|s| raw.pingpong(*s)).collect();
     let raw_bw = raw.stream(if quick() { 64 << 20 } else { 512 << 20 });
+    let raw_bidir = raw.bidirectional(if quick() { 64 << 20 } else { 512 << 20 });
     drop(raw);
-    println!("peers (same run): raw TCP half RTT 8 B {:.2} us, 4 KiB {:.2} us; raw TCP stream {raw_bw:.2} GB/s; memcpy: in rank 0, interleaved with the writes", raw_pp[0], raw_pp[1]);
+    println!("peers (same run): raw TCP half RTT 8 B {:.2} us, 4 KiB {:.2} us; raw TCP stream {raw_bw:.2} GB/s (both directions at once: {raw_bidir:.2} GB/s each); memcpy: in rank 0, interleaved with the writes", raw_pp[0], raw_pp[1]);
     println!(
         "{:<6} {:<22} {:>8} {:>12} {:>20}",
         "xport", "test", "size", "median", "vs peer"
