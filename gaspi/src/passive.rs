@@ -8,13 +8,15 @@
 //! progress thread pushes into the inbox. A sender always uses the same path to a peer, so its
 //! messages stay in order; `passive_receive` takes from the inbox and the verbs buffers.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::rpc::RpcSlot;
 use crate::segment::Segment;
 use crate::stats::Counter;
 use crate::transport::tcp::pair::Payload;
@@ -26,6 +28,16 @@ pub(crate) struct PassiveInbox {
     q: Mutex<VecDeque<(Rank, Vec<u8>)>>,
     cv: Condvar,
     max: usize,
+    /// Per target rank, the TCP passive send whose call timed out before its acknowledgement.
+    unacked: Mutex<HashMap<Rank, Unacked>>,
+}
+
+/// A passive message sent over TCP whose `passive_send` returned `Timeout`.
+pub(crate) struct Unacked {
+    req: u64,
+    slot: Arc<RpcSlot>,
+    what: (SegmentId, u64),
+    data: Vec<u8>,
 }
 
 impl PassiveInbox {
@@ -34,7 +46,16 @@ impl PassiveInbox {
             q: Mutex::default(),
             cv: Condvar::new(),
             max: max as usize,
+            unacked: Mutex::default(),
         }
+    }
+
+    fn take_unacked(&self, rank: Rank) -> Option<Unacked> {
+        self.unacked.lock().remove(&rank)
+    }
+
+    fn keep_unacked(&self, rank: Rank, u: Unacked) {
+        self.unacked.lock().insert(rank, u);
     }
 
     /// Queues a received message; fails when the inbox is full (the sender gets the error).
@@ -89,7 +110,7 @@ impl Context {
     /// Sends `size` bytes at `offset` of local segment `seg` to `rank` and waits until they
     /// are delivered to it: queued in its inbox, or in one of its verbs receive buffers
     /// (`gaspi_passive_send`). After `Timeout`, calling again with the same arguments and
-    /// bytes resumes the send (over verbs it never delivers the message twice).
+    /// bytes resumes the send; it never delivers the message twice.
     pub fn passive_send(
         &self,
         seg: SegmentId,
@@ -113,12 +134,52 @@ impl Context {
             let what = (seg, offset);
             return verbs.passive_send(rank, what, &data, timeout.deadline(), &self.sh.stats);
         }
-        let mut h = Header::new(Op::Passive);
-        h.len = size;
-        self.tcp()?
-            .call_with(rank, h, Payload::Owned(data), timeout.deadline())?;
-        self.sh.stats.add(Counter::PassiveSentTcp, 1);
-        Ok(())
+        self.passive_send_tcp(rank, (seg, offset), data, timeout.deadline())
+    }
+
+    /// The TCP path: the frame goes out at once and the call waits for the target's
+    /// acknowledgement. After `Timeout` the frame is still on its way; a next call to the same
+    /// rank with the same segment range and bytes is the caller's retry and waits for that
+    /// acknowledgement instead of sending the message again (as over verbs). A different
+    /// message is simply sent: the connection keeps the two in order.
+    fn passive_send_tcp(
+        &self,
+        rank: Rank,
+        what: (SegmentId, u64),
+        data: Vec<u8>,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let (req, slot) = match self.sh.passive.take_unacked(rank) {
+            Some(old) if old.what == what && old.data == data => (old.req, old.slot),
+            other => {
+                if let Some(old) = other {
+                    self.sh.rpc.forget(old.req);
+                }
+                let mut h = Header::new(Op::Passive);
+                h.len = data.len() as u64;
+                self.tcp()?
+                    .start_call(rank, h, Payload::Owned(data.clone()))?
+            }
+        };
+        match self.sh.rpc.wait_resumable(&slot, deadline) {
+            Err(Error::Timeout) => {
+                self.sh.passive.keep_unacked(
+                    rank,
+                    Unacked {
+                        req,
+                        slot,
+                        what,
+                        data,
+                    },
+                );
+                Err(Error::Timeout)
+            }
+            res => {
+                res?;
+                self.sh.stats.add(Counter::PassiveSentTcp, 1);
+                Ok(())
+            }
+        }
     }
 
     /// Receives one passive message into local segment `seg` at `offset` (at most `size`

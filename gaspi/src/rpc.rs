@@ -56,6 +56,29 @@ impl RpcTable {
         }
     }
 
+    /// Waits for the answer to `id` until `deadline`; on `Timeout` the request stays open, so
+    /// that a later call can wait for the same answer again (or [`forget`](Self::forget) it).
+    pub fn wait_resumable(&self, slot: &RpcSlot, deadline: Deadline) -> Result<u64> {
+        let mut v = slot.value.lock();
+        loop {
+            if let Some(r) = v.take() {
+                return r;
+            }
+            match deadline.remaining() {
+                None => slot.cv.wait(&mut v),
+                Some(d) if d.is_zero() => return Err(Error::Timeout),
+                Some(d) => {
+                    slot.cv.wait_for(&mut v, d);
+                }
+            }
+        }
+    }
+
+    /// Drops request `id`: its answer, if it ever comes, is ignored.
+    pub fn forget(&self, id: u64) {
+        self.slots.lock().remove(&id);
+    }
+
     /// Waits for the answer to `id` until `deadline`; on timeout the request is forgotten.
     pub fn wait(&self, id: u64, slot: &RpcSlot, deadline: Deadline) -> Result<u64> {
         let mut v = slot.value.lock();

@@ -148,3 +148,60 @@ spmd_cases! {
     tcp_2 = (2, Tcp), tcp_3 = (3, Tcp), shm_4 = (4, Shm), shm_5 = (5, Shm),
     verbs_2 = (2, FakeVerbs), verbs_3 = (3, FakeVerbs), verbs_5 = (5, FakeVerbs),
 }
+
+// Rule 12 with timeouts: a `passive_send` that returned `Timeout` is resumed by calling it
+// again with the same message, and is never delivered twice; a sender that moves on to
+// another message instead still gets both delivered, in order.
+fn passive_resumed_after_timeout(ctx: Context) {
+    const M: u64 = 40;
+    let seg = create(&ctx, S, 64 * 1024);
+    let (me, n) = (ctx.rank(), ctx.num_ranks());
+    let max = ctx.passive_transfer_size_max();
+    if me.0 != 0 {
+        let r = u64::from(me.0);
+        let mut timeouts = 0;
+        for m in 0..M {
+            seg.write(0, &[(r << 16) | m, m * m]).unwrap();
+            // Only the first attempt may give up: the message is on its way regardless.
+            let mut attempt = ctx.passive_send(S, 0, Rank(0), 16, TEST);
+            while matches!(attempt, Err(Error::Timeout)) && m % 2 == 0 {
+                timeouts += 1;
+                attempt = ctx.passive_send(S, 0, Rank(0), 16, Timeout(1));
+            }
+            match attempt {
+                Ok(()) => {}
+                Err(Error::Timeout) => timeouts += 1,
+                Err(e) => panic!("passive_send: {e:?}"),
+            }
+        }
+        // The last message was acknowledged, so every earlier one has been queued there.
+        ctx.passive_send(S, 0, Rank(0), 8, T).unwrap();
+        eprintln!("rank {r}: {timeouts} timeouts");
+    } else {
+        let mut next = vec![0u64; usize::from(n)];
+        let mut ends = 0;
+        while ends < n - 1 {
+            let (from, len) = ctx.passive_receive(S, 0, max, T).unwrap();
+            let tag: u64 = seg.get(0).unwrap();
+            let (r, m) = (tag >> 16, tag & 0xffff);
+            assert_eq!(u64::from(from.0), r, "sender rank");
+            if len == 8 {
+                assert_eq!(next[r as usize], M, "rank {r} ended early");
+                ends += 1;
+                continue;
+            }
+            assert_eq!(len, 16);
+            assert_eq!(m, next[r as usize], "rank {r}: out of order or twice");
+            let square: u64 = seg.get(8).unwrap();
+            assert_eq!(square, m * m);
+            next[r as usize] += 1;
+        }
+        timed_out(ctx.passive_receive(S, 0, max, TEST));
+    }
+    finish(ctx);
+}
+
+spmd_cases! {
+    rule12_passive_resumed_after_timeout, passive_resumed_after_timeout,
+    tcp_2 = (2, Tcp), tcp_3 = (3, Tcp), shm_4 = (4, Shm), verbs_3 = (3, FakeVerbs),
+}

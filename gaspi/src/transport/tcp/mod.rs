@@ -24,6 +24,7 @@ use crate::context::Shared;
 use crate::env::JobToken;
 use crate::error::{Error, Result};
 use crate::queue::QueueState;
+use crate::rpc::RpcSlot;
 use crate::transport::{Dest, Transport, Xfer};
 use crate::types::{AtomicOp, Deadline, Rank};
 use pair::{Pair, Payload, PendingRead};
@@ -139,10 +140,21 @@ impl TcpTransport {
     pub fn call_with(
         &self,
         rank: Rank,
-        mut h: Header,
+        h: Header,
         payload: Payload,
         deadline: Deadline,
     ) -> Result<u64> {
+        let (req, slot) = self.start_call(rank, h, payload)?;
+        self.sh.rpc.wait(req, &slot, deadline)
+    }
+
+    /// Sends a request and returns its id and the slot its answer will land in.
+    pub fn start_call(
+        &self,
+        rank: Rank,
+        mut h: Header,
+        payload: Payload,
+    ) -> Result<(u64, Arc<RpcSlot>)> {
         let pair = self.pair(rank)?;
         let (req, slot) = self.sh.rpc.begin(rank);
         h.req = req;
@@ -150,7 +162,7 @@ impl TcpTransport {
             self.sh.rpc.complete(req, Err(Error::PeerFailed { rank }));
             return Err(e);
         }
-        self.sh.rpc.wait(req, &slot, deadline)
+        Ok((req, slot))
     }
 
     /// Test hook: writes raw bytes on the connection to `rank`, as a faulty peer would.

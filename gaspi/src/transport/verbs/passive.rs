@@ -27,7 +27,7 @@
 //! call sends the same bytes from the same segment range it is the caller's retry: it returns
 //! when the queued SEND is delivered instead of sending the message twice. A different
 //! message is sent after it (the timed-out one may thus be delivered although its call
-//! reported `Timeout`, as over TCP).
+//! reported `Timeout`; the TCP path in `crate::passive` behaves the same).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
