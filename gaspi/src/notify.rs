@@ -64,6 +64,13 @@ impl Context {
                 return Err(Error::Timeout);
             }
             let waited = start.elapsed();
+            if waited < YIELD_FOR {
+                // Take in TCP traffic on this thread rather than wait for the progress thread
+                // to be scheduled (see `TcpTransport::poll_inbound`).
+                if let Some(tcp) = self.tcp.as_ref().filter(|_| self.sh.routes.any_tcp()) {
+                    tcp.poll_inbound();
+                }
+            }
             if waited < SPIN_FOR {
                 for _ in 0..32 {
                     std::hint::spin_loop();

@@ -5,7 +5,7 @@
 //! messages to peers not connected over verbs, which get them as verbs SENDs) and tells a rank
 //! when a peer dies.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::error::Result;
@@ -68,15 +68,23 @@ pub(crate) enum Route {
     Verbs = 3,
 }
 
-pub(crate) struct Routes(Vec<AtomicU8>);
+pub(crate) struct Routes {
+    routes: Vec<AtomicU8>,
+    /// Peers reached over TCP (routes only ever move to TCP, so this only grows), for
+    /// [`Routes::any_tcp`] on every blocking wait without a scan.
+    tcp_peers: AtomicUsize,
+}
 
 impl Routes {
     pub fn new(routes: &[Route]) -> Self {
-        Routes(routes.iter().map(|r| AtomicU8::new(*r as u8)).collect())
+        Routes {
+            routes: routes.iter().map(|r| AtomicU8::new(*r as u8)).collect(),
+            tcp_peers: AtomicUsize::new(routes.iter().filter(|r| **r == Route::Tcp).count()),
+        }
     }
 
     pub fn get(&self, rank: Rank) -> Route {
-        match self.0[rank.index()].load(Ordering::Acquire) {
+        match self.routes[rank.index()].load(Ordering::Acquire) {
             0 => Route::Local,
             1 => Route::Shm,
             3 => Route::Verbs,
@@ -94,12 +102,22 @@ impl Routes {
     /// reach). For verbs this happens only when a device refused to register a segment;
     /// ops already posted over verbs are not ordered with later TCP ops.
     pub fn demote(&self, rank: Rank, from: Route) {
-        let _ = self.0[rank.index()].compare_exchange(
-            from as u8,
-            Route::Tcp as u8,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
+        let moved = self.routes[rank.index()]
+            .compare_exchange(
+                from as u8,
+                Route::Tcp as u8,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok();
+        if moved {
+            self.tcp_peers.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether any peer's data goes over TCP.
+    pub fn any_tcp(&self) -> bool {
+        self.tcp_peers.load(Ordering::Acquire) > 0
     }
 
     pub fn any_shm(&self) -> bool {
@@ -107,13 +125,13 @@ impl Routes {
     }
 
     pub fn any(&self, route: Route) -> bool {
-        self.0
+        self.routes
             .iter()
             .any(|r| r.load(Ordering::Acquire) == route as u8)
     }
 
     pub fn ranks_with(&self, route: Route) -> Vec<u16> {
-        (0..self.0.len() as u16)
+        (0..self.routes.len() as u16)
             .filter(|r| self.get(Rank(*r)) == route)
             .collect()
     }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use parking_lot::Mutex;
 
@@ -34,6 +34,8 @@ use wire::{Header, Op, FLAG_CAS, FLAG_NOTIFY};
 pub(crate) struct TcpTransport {
     sh: Arc<Shared>,
     pairs: Vec<Option<Arc<Pair>>>,
+    /// The progress thread's epoll, also polled (never waited on) by waiting threads.
+    epoll: Arc<Epoll>,
     wake: Arc<EventFd>,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -90,6 +92,7 @@ impl TcpTransport {
             });
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let progress_epoll = epoll.clone();
         let progress = Progress {
             pairs: pairs.clone(),
             epoll,
@@ -106,12 +109,44 @@ impl TcpTransport {
         Ok(TcpTransport {
             sh,
             pairs,
+            epoll: progress_epoll,
             wake,
             stop,
             thread: Mutex::new(Some(thread)),
             next_read: AtomicU64::new(1),
             listen_addr,
         })
+    }
+
+    /// Receives whatever has arrived, on the calling thread: a thread that waits for a
+    /// notification calls this so that a message is taken in by the thread that needs it,
+    /// without waiting for the progress thread to be scheduled (on a host with fewer cores
+    /// than busy threads that hop dominated small-message latency). Never blocks: a peer
+    /// that another thread is receiving from is skipped.
+    pub fn poll_inbound(&self) {
+        let mut events = [EpollEvent::empty(); 8];
+        let n = match self.epoll.wait(&mut events, EpollTimeout::ZERO) {
+            Ok(n) => n,
+            Err(_) => return,
+        };
+        for ev in &events[..n] {
+            let inbound = EpollFlags::EPOLLIN
+                | EpollFlags::EPOLLHUP
+                | EpollFlags::EPOLLERR
+                | EpollFlags::EPOLLRDHUP;
+            if !ev.events().intersects(inbound) {
+                continue;
+            }
+            let Some(Some(pair)) = self.pairs.get(ev.data() as usize) else {
+                continue; // the wake-up and listening tokens are the progress thread's
+            };
+            if pair.is_closed() {
+                continue;
+            }
+            if let Some(Err(reason)) = pair.try_on_readable() {
+                pair.fail(&reason);
+            }
+        }
     }
 
     #[cfg(feature = "testing")]

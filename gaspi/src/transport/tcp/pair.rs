@@ -264,8 +264,16 @@ impl Pair {
 
     /// Progress thread, on `EPOLLIN`: consumes everything readable. `Err` = drop the peer.
     pub fn on_readable(&self) -> std::result::Result<(), String> {
-        let mut guard = self.recv.lock();
-        let st = &mut *guard;
+        self.receive(&mut self.recv.lock())
+    }
+
+    /// A waiting application thread: the same, unless another thread is receiving from this
+    /// peer already (`None`).
+    pub fn try_on_readable(&self) -> Option<std::result::Result<(), String>> {
+        Some(self.receive(&mut *self.recv.try_lock()?))
+    }
+
+    fn receive(&self, st: &mut RecvState) -> std::result::Result<(), String> {
         loop {
             if let Some(cur) = st.cur.as_mut() {
                 let need = cur.header.len as usize - cur.got;
