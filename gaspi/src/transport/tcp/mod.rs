@@ -3,7 +3,9 @@
 //! One connection per peer carries every op to that peer in posting order, so data always
 //! arrives before a notification posted after it. See `wire` for the frame format,
 //! `handshake` for the mesh set-up, `pair` for one connection and `progress` for the thread
-//! that drives them all.
+//! that drives them all. A thread blocked in a wait also receives, for as long as it spins
+//! ([`TcpTransport::poll_inbound`]); a connection's receive state is behind one lock, so
+//! whichever thread holds it takes the bytes in, in order.
 
 pub(crate) mod handshake;
 pub(crate) mod pair;

@@ -1,7 +1,9 @@
 //! The progress thread: one per process, drives every connection with epoll. It receives
 //! frames into segments, finishes queued sends, answers reads, atomics and control requests,
 //! and turns connection errors into peer failures. Application threads never wait on it to
-//! post; they only wait for completions it signals.
+//! post; they wait for completions it signals, and while they spin in a wait they take in
+//! arriving frames themselves (`TcpTransport::poll_inbound`), so that latency does not hang
+//! on when this thread is scheduled.
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
