@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::mem::SegmentMemory;
+use crate::transport::verbs::nap_for;
 use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
 
 /// How long a waiter polls before it yields, and then before it sleeps. The spin catches a
@@ -21,8 +22,6 @@ const SPIN_FOR: Duration = Duration::from_micros(20);
 const YIELD_FOR: Duration = Duration::from_micros(250);
 /// A sleeping waiter re-checks at least this often (defensive; every change also wakes it).
 const MAX_SLEEP: Duration = Duration::from_millis(200);
-/// Polling interval of a sleeping waiter when verbs peers may write without waking it.
-const VERBS_NAP: Duration = Duration::from_micros(50);
 
 /// Which peers' failure ends a wait.
 pub(crate) enum Watch<'a> {
@@ -78,8 +77,9 @@ impl Context {
             } else if waited < YIELD_FOR {
                 std::thread::yield_now();
             } else if self.sh.verbs.is_some() {
-                // RDMA writes wake no futex: poll with short naps.
-                std::thread::sleep(left.map_or(VERBS_NAP, |d| d.min(VERBS_NAP)));
+                // RDMA writes wake no futex: poll with naps that grow with the wait.
+                let nap = nap_for(waited);
+                std::thread::sleep(left.map_or(nap, |d| d.min(nap)));
             } else {
                 let nap = left.map_or(MAX_SLEEP, |d| d.min(MAX_SLEEP));
                 mem.sleep_unless(nap, || check().is_some() || failed().is_some());

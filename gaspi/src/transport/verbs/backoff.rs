@@ -30,10 +30,18 @@ impl Backoff {
         } else if self.start.elapsed() < Duration::from_micros(100) {
             std::thread::yield_now();
         } else {
-            let most = Duration::from_micros(50);
+            let most = nap_for(self.start.elapsed());
             nap(left.map_or(most, |l| l.min(most)));
         }
     }
+}
+
+/// How long a poller that has waited `waited` naps: 50 µs at first, growing with the wait
+/// to at most 1 ms, so that a thread blocked for long (a passive receiver with nothing to
+/// do) wakes at most 1000 times a second, while one whose answer is due soon still sees it
+/// within a few percent of its wait.
+pub(crate) fn nap_for(waited: Duration) -> Duration {
+    (waited / 8).clamp(Duration::from_micros(50), Duration::from_millis(1))
 }
 
 #[cfg(test)]
@@ -54,6 +62,23 @@ mod tests {
         );
         assert_eq!(naps, [Duration::from_micros(20)], "capped by the time left");
         b.pause_with(None, |d| naps.push(d));
-        assert_eq!(naps[1], Duration::from_micros(50));
+        assert!(naps[1] >= Duration::from_micros(50) && naps[1] < Duration::from_millis(1));
+    }
+
+    #[test]
+    fn naps_grow_with_the_wait_up_to_a_millisecond() {
+        assert_eq!(nap_for(Duration::ZERO), Duration::from_micros(50));
+        assert_eq!(
+            nap_for(Duration::from_millis(2)),
+            Duration::from_micros(250)
+        );
+        assert_eq!(nap_for(Duration::from_secs(5)), Duration::from_millis(1));
+        let mut long = Backoff {
+            start: Instant::now() - Duration::from_secs(1),
+            iter: 64,
+        };
+        let mut naps = Vec::new();
+        long.pause_with(None, |d| naps.push(d));
+        assert_eq!(naps, [Duration::from_millis(1)]);
     }
 }

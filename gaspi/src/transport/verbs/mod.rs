@@ -37,7 +37,7 @@ use crate::state::StateVector;
 use crate::transport::{Dest, Transport, Xfer};
 use crate::types::{AtomicOp, Deadline, Rank};
 use address::{decode_qpns, encode_qpns, Endpoint};
-pub(crate) use backoff::Backoff;
+pub(crate) use backoff::{nap_for, Backoff};
 use channel::{wr_peer, Channel, Done, Op, ResultSlot};
 use device::{Completion, CompletionQueue, Device, QueuePair, RemoteAddr, Sge, WrOp};
 use passive::{PassiveVerbs, PASSIVE_SQ_DEPTH};
