@@ -25,6 +25,8 @@ use crate::transport::tcp::wire::{Header, Op, FLAG_CAS, FLAG_NOTIFY, FLAG_SHM_DA
 use crate::types::{AtomicOp, Rank};
 
 const RECV_BUF: usize = 256 * 1024;
+/// Payload bytes a waiting application thread takes in per poll (see `try_on_readable`).
+const WAITER_RECV_BUDGET: usize = 256 * 1024;
 
 /// Bytes that follow a header on the wire.
 pub(crate) enum Payload {
@@ -264,16 +266,22 @@ impl Pair {
 
     /// Progress thread, on `EPOLLIN`: consumes everything readable. `Err` = drop the peer.
     pub fn on_readable(&self) -> std::result::Result<(), String> {
-        self.receive(&mut self.recv.lock())
+        self.receive(&mut self.recv.lock(), usize::MAX)
     }
 
     /// A waiting application thread: the same, unless another thread is receiving from this
-    /// peer already (`None`).
+    /// peer already (`None`), and only until it has read [`WAITER_RECV_BUDGET`] bytes of
+    /// payload, so that it gets back to what it waits for (and does not hold the progress
+    /// thread off this peer) during a long stream.
     pub fn try_on_readable(&self) -> Option<std::result::Result<(), String>> {
-        Some(self.receive(&mut *self.recv.try_lock()?))
+        Some(self.receive(&mut *self.recv.try_lock()?, WAITER_RECV_BUDGET))
     }
 
-    fn receive(&self, st: &mut RecvState) -> std::result::Result<(), String> {
+    /// Reads and handles frames until the socket is drained, or until `budget` bytes of
+    /// payload went straight into their sink. It stops early only with nothing buffered, so
+    /// what is left is still in the socket and epoll reports it again.
+    fn receive(&self, st: &mut RecvState, budget: usize) -> std::result::Result<(), String> {
+        let mut taken = 0usize;
         loop {
             if let Some(cur) = st.cur.as_mut() {
                 let need = cur.header.len as usize - cur.got;
@@ -296,7 +304,10 @@ impl Pair {
                     };
                     match r {
                         Ok(0) => return Err(self.eof()),
-                        Ok(n) => cur.got += n,
+                        Ok(n) => {
+                            cur.got += n;
+                            taken += n;
+                        }
                         Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
                         Err(e) if e.kind() == ErrorKind::Interrupted => {}
                         Err(e) => return Err(format!("receive: {e}")),
@@ -305,6 +316,9 @@ impl Pair {
                 if cur.got == cur.header.len as usize {
                     let done = st.cur.take().expect("current frame");
                     self.finish(done)?;
+                }
+                if taken >= budget && st.start == st.end {
+                    return Ok(());
                 }
                 continue;
             }
