@@ -56,7 +56,7 @@ impl RpcTable {
         }
     }
 
-    /// Waits for the answer to `id` until `deadline`; on `Timeout` the request stays open, so
+    /// Waits for the answer in `slot` until `deadline`; on `Timeout` the request stays open, so
     /// that a later call can wait for the same answer again (or [`forget`](Self::forget) it).
     pub fn wait_resumable(&self, slot: &RpcSlot, deadline: Deadline) -> Result<u64> {
         let mut v = slot.value.lock();
@@ -81,23 +81,13 @@ impl RpcTable {
 
     /// Waits for the answer to `id` until `deadline`; on timeout the request is forgotten.
     pub fn wait(&self, id: u64, slot: &RpcSlot, deadline: Deadline) -> Result<u64> {
-        let mut v = slot.value.lock();
-        loop {
-            if let Some(r) = v.take() {
-                return r;
+        match self.wait_resumable(slot, deadline) {
+            Err(Error::Timeout) => {
+                self.forget(id);
+                // The answer may have landed between the check and the removal.
+                slot.value.lock().take().unwrap_or(Err(Error::Timeout))
             }
-            match deadline.remaining() {
-                None => slot.cv.wait(&mut v),
-                Some(d) if d.is_zero() => {
-                    drop(v);
-                    self.slots.lock().remove(&id);
-                    // The answer may have landed between the check and the removal.
-                    return slot.value.lock().take().unwrap_or(Err(Error::Timeout));
-                }
-                Some(d) => {
-                    slot.cv.wait_for(&mut v, d);
-                }
-            }
+            answer => answer,
         }
     }
 }
