@@ -134,7 +134,7 @@ impl Context {
         // The fake device reaches peers' memory through their segment files.
         let shm_prefix = match &table {
             Some(t) if routes.any_shm() || (choice.is_fake() && routes.any(Route::Verbs)) => {
-                Some(format!("/dev/shm/tnt-{}-{:016x}", env.job_id, t.nonce))
+                Some(crate::env::shm_prefix(&env.job_id, t.nonce))
             }
             _ => None,
         };

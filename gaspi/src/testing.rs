@@ -207,6 +207,8 @@ impl Job {
             }
         }
         ranks.sort_by_key(|r| r.rank);
+        // Ranks that were killed or failed leave their segment files behind.
+        crate::env::remove_job_shm_files(&job_id);
         if timed_out {
             for r in &mut ranks {
                 if r.status

@@ -89,14 +89,7 @@ pub fn run(cli: &Cli) -> Result<i32> {
 
 /// Removes `/dev/shm/tnt-<job>-*` on this host.
 pub fn remove_local_shm(job_id: &str) {
-    let prefix = format!("tnt-{job_id}-");
-    if let Ok(rd) = std::fs::read_dir("/dev/shm") {
-        for e in rd.flatten() {
-            if e.file_name().to_string_lossy().starts_with(&prefix) {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-    }
+    gaspi::env::remove_job_shm_files(job_id);
 }
 
 fn is_tarantella(pid: i32) -> bool {
@@ -177,6 +170,6 @@ mod tests {
         let s = remote_script("j1", &[10, 20], Signal::SIGTERM, Duration::from_secs(2));
         assert!(s.contains("for g in 10 20"));
         assert!(s.contains("s TERM"));
-        assert!(s.contains("rm -f /dev/shm/tnt-j1-*"));
+        assert!(s.contains("rm -f /dev/shm/tnt-j1-[0-9a-f][0-9a-f]"));
     }
 }

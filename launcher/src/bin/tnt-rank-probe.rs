@@ -2,7 +2,7 @@
 //! environment (no gaspi runtime needed).
 //!
 //! Prints `probe rank=K nranks=N local_rank=L local_nranks=M job=ID pid=P ...`, then acts on:
-//! `--env NAME` (print `env NAME=value`), `--touch-shm` (create `/dev/shm/tnt-<job>-probe-K`),
+//! `--env NAME` (print `env NAME=value`), `--touch-shm` (create `/dev/shm/tnt-<job>-<nonce>-rK-probe`, named like a segment file),
 //! `--child` (start a grandchild in the same process group, print `child=PID`),
 //! `--rendezvous` (rank 0 listens on GASPI_RENDEZVOUS, the others connect and present the
 //! job token), `--fail-rank R:CODE` (rank R exits with CODE), `--kill-rank R:SIG` (rank R
@@ -54,7 +54,11 @@ fn main() -> ExitCode {
                 i += 1;
             }
             "--touch-shm" => {
-                let p = format!("/dev/shm/tnt-{}-probe-{rank}", env.job_id);
+                // Named like a segment file: `tnt-<job>-<nonce>-r<rank>-…`.
+                let p = format!(
+                    "/dev/shm/tnt-{}-{:016x}-r{rank}-probe",
+                    env.job_id, 0xc0ffee
+                );
                 if let Err(e) = std::fs::write(&p, b"probe") {
                     eprintln!("probe: cannot create {p}: {e}");
                     return ExitCode::from(91);

@@ -225,9 +225,12 @@ pub fn remove_shm(base: &[String], host: &str, job_id: &str) -> Result<(), Strin
     run_remote(base, host, &shm_rm_command(job_id), Duration::from_secs(20)).map(|_| ())
 }
 
-/// `rm -f /dev/shm/tnt-<job>-*` (job ids are validated: no quoting issues).
+/// `rm -f /dev/shm/tnt-<job>-<16 hex digits>-*`, the job's segment files (see
+/// `gaspi::env::remove_job_shm_files`; job ids are validated: no quoting issues). The nonce
+/// in the pattern keeps job `a` off job `a-b`'s files.
 pub fn shm_rm_command(job_id: &str) -> String {
-    format!("rm -f /dev/shm/tnt-{job_id}-*")
+    let nonce = "[0-9a-f]".repeat(16);
+    format!("rm -f /dev/shm/tnt-{job_id}-{nonce}-*")
 }
 
 #[cfg(test)]
