@@ -149,16 +149,21 @@ impl Context {
         data: Vec<u8>,
         deadline: Deadline,
     ) -> Result<()> {
-        let (req, slot) = match self.sh.passive.take_unacked(rank) {
-            Some(old) if old.what == what && old.data == data => (old.req, old.slot),
+        let (req, slot, data) = match self.sh.passive.take_unacked(rank) {
+            Some(old) if old.what == what && old.data == data => (old.req, old.slot, data),
             other => {
                 if let Some(old) = other {
                     self.sh.rpc.forget(old.req);
                 }
                 let mut h = Header::new(Op::Passive);
                 h.len = data.len() as u64;
-                self.tcp()?
-                    .start_call(rank, h, Payload::Owned(data.clone()))?
+                // Only a call that can time out needs the bytes again, to know its retry.
+                let kept = match deadline.0 {
+                    None => Vec::new(),
+                    Some(_) => data.clone(),
+                };
+                let (req, slot) = self.tcp()?.start_call(rank, h, Payload::Owned(data))?;
+                (req, slot, kept)
             }
         };
         match self.sh.rpc.wait_resumable(&slot, deadline) {
