@@ -215,6 +215,7 @@ impl TcpTransport {
     pub fn shutdown(&self, limit: Duration) {
         let until = Instant::now() + limit;
         for p in self.pairs.iter().flatten() {
+            p.leave();
             if !p.is_closed() {
                 let _ = p.post(Header::new(Op::Bye), Payload::None, None);
             }

@@ -104,6 +104,10 @@ pub(crate) struct Pair {
     closed: AtomicBool,
     /// The peer said goodbye: its EOF is not a failure.
     bye: AtomicBool,
+    /// This rank is leaving (`term`): the connection ending now is not a failure either,
+    /// even if the peer closes without a goodbye of its own (it may have closed its side
+    /// after ours, having seen our goodbye first).
+    leaving: AtomicBool,
 }
 
 fn failed(peer: Rank) -> Error {
@@ -127,6 +131,7 @@ impl Pair {
             reads: Mutex::default(),
             closed: AtomicBool::new(false),
             bye: AtomicBool::new(false),
+            leaving: AtomicBool::new(false),
         }
     }
 
@@ -251,6 +256,15 @@ impl Pair {
         Ok(())
     }
 
+    /// Marks this side as leaving, before it says goodbye (see `leaving`).
+    pub fn leave(&self) {
+        self.leaving.store(true, Ordering::Release);
+    }
+
+    fn orderly(&self) -> bool {
+        self.bye.load(Ordering::Acquire) || self.leaving.load(Ordering::Acquire)
+    }
+
     /// True when nothing is left to send (used by `term` to let goodbyes drain).
     pub fn send_idle(&self) -> bool {
         self.send.lock().frames.is_empty()
@@ -345,7 +359,7 @@ impl Pair {
     }
 
     fn eof(&self) -> String {
-        if self.bye.load(Ordering::Acquire) {
+        if self.orderly() {
             "closed after goodbye".into()
         } else {
             "connection closed by peer".into()
@@ -616,7 +630,7 @@ impl Pair {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        let orderly = self.bye.load(Ordering::Acquire);
+        let orderly = self.orderly();
         if orderly {
             tracing::debug!(peer = self.peer.0, "connection closed after goodbye");
         } else if self.sh.state.mark_corrupt(self.peer) {
