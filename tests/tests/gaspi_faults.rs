@@ -38,6 +38,9 @@ fn killed_peer(name: &str, transport: TransportChoice) {
     let Some(out) = spmd_job(name, 3, transport, Duration::from_secs(60), |_| {}) else {
         let ctx = Context::init().unwrap();
         let seg = setup(&ctx);
+        // Rank 2 may finish `segment_create` and die while a slow rank 1 still waits in it
+        // for rank 2's acknowledgement: start the traffic only once everybody is set up.
+        ctx.barrier(Group::ALL, T).unwrap();
         let me = ctx.rank();
         let q = QueueId(0);
         const ROUNDS: u32 = 50;
