@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+pub mod faults;
+
 use gaspi::env::TransportChoice;
 use gaspi::{testing, Config, Context, Rank};
 

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use gaspi::env::{JobEnv, JobToken, TransportChoice};
 use gaspi::testing::{is_rank_of, spmd_job, Job};
 use gaspi::*;
+use tarantella_tests::faults::{acknowledge_then_die, await_word_after_failure};
 
 const T: Timeout = Timeout(20_000);
 
@@ -43,7 +44,6 @@ fn killed_peer(name: &str, transport: TransportChoice) {
         ctx.barrier(Group::ALL, T).unwrap();
         let me = ctx.rank();
         let q = QueueId(0);
-        const ROUNDS: u32 = 50;
         match me.0 {
             0 => {
                 let mut round = 0;
@@ -91,44 +91,10 @@ fn killed_peer(name: &str, transport: TransportChoice) {
                 survivors_go_on(&ctx);
             }
             1 => {
-                // Blocked for rank 0's word: rank 2's death wakes it first, once, with
-                // PeerFailed; the next wait works normally.
-                // (Rank 0's word may also land before the failure is seen: then it is Ok.)
-                match ctx.notify_waitsome(seg, NotificationId(5), 1, Timeout::BLOCK) {
-                    Err(Error::PeerFailed { rank: Rank(2) }) => {
-                        ctx.notify_waitsome(seg, NotificationId(5), 1, T).unwrap();
-                    }
-                    Ok(id) => {
-                        assert_eq!(id, NotificationId(5));
-                        // Rank 0's word can overtake this rank's own sight of the failure
-                        // (a shared-memory store against a socket EOF that the progress
-                        // thread has not handled yet): a wait that nothing satisfies ends
-                        // with the failure, once it is seen.
-                        let seen = ctx.notify_waitsome(seg, NotificationId(6), 1, T);
-                        assert!(
-                            matches!(seen, Err(Error::PeerFailed { rank: Rank(2) })),
-                            "{seen:?}"
-                        );
-                    }
-                    other => panic!("{other:?}"),
-                }
-                assert_eq!(ctx.state_vec()[2], PeerState::Corrupt);
+                await_word_after_failure(&ctx, seg);
                 survivors_go_on(&ctx);
             }
-            _ => {
-                for round in 0..ROUNDS {
-                    let id = ctx.notify_waitsome(seg, NotificationId(0), 1, T).unwrap();
-                    assert_eq!(ctx.notify_reset(seg, id).unwrap(), round + 1);
-                    if round == 20 {
-                        // Die in the middle of traffic.
-                        let _ = nix::sys::signal::kill(
-                            nix::unistd::Pid::this(),
-                            nix::sys::signal::Signal::SIGKILL,
-                        );
-                    }
-                    ctx.notify(seg, Rank(0), NotificationId(1), 1, q).unwrap();
-                }
-            }
+            _ => acknowledge_then_die(&ctx, seg, q, 20),
         }
         std::process::exit(0);
     };
