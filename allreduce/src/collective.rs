@@ -52,6 +52,7 @@ pub(crate) fn shape_of<T: Element>(
         elem,
         chunk_bytes,
         notif_limit: ctx.notification_num(),
+        ring_staging_bytes: crate::schedule::RING_STAGING_BYTES,
     };
     Ok((members, shape))
 }

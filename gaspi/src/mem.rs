@@ -405,12 +405,17 @@ fn futex_wake(word: &AtomicU32) {
     }
 }
 
-/// Vectored non-blocking write of `iov` to a socket: bytes written, or the I/O error
-/// (`WouldBlock` when the socket buffer is full).
-pub(crate) fn writev(fd: &impl AsRawFd, iov: &[libc::iovec]) -> std::io::Result<usize> {
+/// Vectored non-blocking send of `iov` on a socket: bytes sent, or the I/O error
+/// (`WouldBlock` when the socket buffer is full). A peer that has gone gives `EPIPE`, never
+/// `SIGPIPE`: a C program linking libgaspi keeps the default action, which would kill it.
+pub(crate) fn send_vectored(fd: &impl AsRawFd, iov: &[libc::iovec]) -> std::io::Result<usize> {
+    // SAFETY: an all-zero msghdr is valid (no address, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = iov.len() as _;
     // SAFETY: every iovec points to live memory (segment data checked by `iovec`, or Rust
-    // buffers owned by the caller for the duration of the call).
-    let n = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int) };
+    // buffers owned by the caller for the duration of the call); the kernel only reads it.
+    let n = unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
     if n < 0 {
         Err(std::io::Error::last_os_error())
     } else {

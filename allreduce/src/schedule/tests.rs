@@ -202,7 +202,7 @@ fn value(rank: usize, run: usize, j: usize) -> i64 {
 
 type Builder = fn(&Shape, bool) -> Vec<Schedule>;
 
-fn shapes(p: usize, count: usize, chunk: usize) -> impl Iterator<Item = Shape> {
+fn shapes(p: usize, count: usize, chunk: usize, staging: usize) -> impl Iterator<Item = Shape> {
     (0..p).map(move |me| Shape {
         me,
         ranks: p,
@@ -210,12 +210,25 @@ fn shapes(p: usize, count: usize, chunk: usize) -> impl Iterator<Item = Shape> {
         elem: 8,
         chunk_bytes: chunk,
         notif_limit: 65536,
+        ring_staging_bytes: staging,
     })
 }
 
 fn check_allreduce(name: &str, build: Builder, p: usize, count: usize, chunk: usize, op: Op) {
+    check_allreduce_staged(name, build, p, count, chunk, RING_STAGING_BYTES, op)
+}
+
+fn check_allreduce_staged(
+    name: &str,
+    build: Builder,
+    p: usize,
+    count: usize,
+    chunk: usize,
+    staging: usize,
+    op: Op,
+) {
     for seed in 1..4 {
-        let scheds = shapes(p, count, chunk)
+        let scheds = shapes(p, count, chunk, staging)
             .map(|sh| build(&sh, op == Op::Avg))
             .collect();
         let sim = Sim {
@@ -239,8 +252,8 @@ fn check_allreduce(name: &str, build: Builder, p: usize, count: usize, chunk: us
                     };
                     assert_eq!(
                         *got, want,
-                        "{name}: p={p} count={count} chunk={chunk} {op:?} seed={seed}: \
-                         rank {rank} run {run} element {j}"
+                        "{name}: p={p} count={count} chunk={chunk} staging={staging} {op:?} \
+                         seed={seed}: rank {rank} run {run} element {j}"
                     );
                 }
             },
@@ -255,14 +268,18 @@ fn ring_reduces_every_shape() {
     for p in 1..=6 {
         for count in COUNTS {
             for chunk in [8, 24, 1 << 20] {
-                check_allreduce(
-                    "ring",
-                    |sh, avg| vec![ring(sh, avg)],
-                    p,
-                    count,
-                    chunk,
-                    Op::Sum,
-                );
+                // Two slots (the fewest), three, and room for every chunk.
+                for staging in [0, 3 * chunk, RING_STAGING_BYTES] {
+                    check_allreduce_staged(
+                        "ring",
+                        |sh, avg| vec![ring(sh, avg)],
+                        p,
+                        count,
+                        chunk,
+                        staging,
+                        Op::Sum,
+                    );
+                }
             }
             check_allreduce("ring", |sh, avg| vec![ring(sh, avg)], p, count, 16, Op::Avg);
         }
@@ -306,6 +323,36 @@ fn rabenseifner_reduces_every_shape() {
 }
 
 #[test]
+fn ring_staging_is_a_few_slots_whatever_the_message() {
+    for p in [2, 3, 5] {
+        let sh = Shape {
+            me: 1,
+            ranks: p,
+            count: 16 << 20,
+            elem: 4,
+            chunk_bytes: 1 << 20,
+            notif_limit: 65536,
+            ring_staging_bytes: 4 << 20,
+        };
+        let s = ring(&sh, false);
+        assert_eq!(s.segment_bytes, (64 << 20) + (4 << 20), "p={p}");
+        let credits = s
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::Send { len: 0, .. }))
+            .count();
+        let reduces = s
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::Reduce { .. }))
+            .count();
+        // Every received chunk but the last four frees its slot with a credit.
+        assert!(reduces >= 32, "p={p}: {reduces} chunks");
+        assert_eq!(credits, reduces - 4, "p={p}");
+    }
+}
+
+#[test]
 fn ring_keeps_notification_ids_within_the_limit() {
     let sh = Shape {
         me: 0,
@@ -314,6 +361,7 @@ fn ring_keeps_notification_ids_within_the_limit() {
         elem: 4,
         chunk_bytes: 8,
         notif_limit: 1000,
+        ring_staging_bytes: RING_STAGING_BYTES,
     };
     let s = ring(&sh, false);
     assert!(s.notifications <= 1000, "{}", s.notifications);
@@ -323,7 +371,7 @@ type BcastBuilder = fn(&Shape, usize) -> Schedule;
 
 fn check_broadcast(name: &str, build: BcastBuilder, p: usize, count: usize, root: usize) {
     for seed in 1..4 {
-        let scheds = shapes(p, count, 40)
+        let scheds = shapes(p, count, 40, RING_STAGING_BYTES)
             .map(|sh| vec![build(&sh, root)])
             .collect();
         let sim = Sim {

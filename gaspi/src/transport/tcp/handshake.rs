@@ -1,6 +1,12 @@
-//! Building the connection mesh at init: rank i connects to every rank below it and accepts
-//! every rank above it. The connecting side presents the job token first; a connection with
-//! a wrong token, an impossible rank or a duplicate is dropped before it reaches anything.
+//! Building the connection mesh at init: every rank connects to every other rank, and accepts a
+//! connection from every other rank. A connection carries frames one way only, from the rank
+//! that opened it (the peer sends nothing back but TCP acknowledgements): sending and
+//! receiving then never contend for one socket's lock, and the kernel never has to queue one
+//! direction's segments behind the other's (on loopback, two one-way connections stream
+//! about 25% more per direction than one duplex connection; see `docs/gaspi.md`).
+//!
+//! The connecting side presents the job token first; a connection with a wrong token, an
+//! impossible rank or a duplicate is dropped before it reaches anything.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -58,7 +64,15 @@ fn wait_readable(fd: &impl AsFd, deadline: Deadline) -> Result<bool> {
     }
 }
 
-/// Connects the mesh; returns one stream per peer (None for self).
+/// The two connections between this rank and one peer.
+pub(crate) struct Link {
+    /// Opened by this rank: carries what this rank sends.
+    pub tx: TcpStream,
+    /// Opened by the peer: carries what the peer sends.
+    pub rx: TcpStream,
+}
+
+/// Connects the mesh; returns one link per peer (None for self).
 pub(crate) fn connect_mesh(
     me: Rank,
     nranks: u16,
@@ -66,12 +80,10 @@ pub(crate) fn connect_mesh(
     addrs: &[SocketAddr],
     token: JobToken,
     deadline: Deadline,
-) -> Result<Vec<Option<TcpStream>>> {
-    let expected_accepts = usize::from(nranks - 1 - me.0);
+) -> Result<Vec<Option<Link>>> {
     let (accepted, connected) = std::thread::scope(|s| {
-        let acceptor =
-            s.spawn(|| accept_higher(me, nranks, listener, token, expected_accepts, deadline));
-        let connected = connect_lower(me, nranks, addrs, token, deadline);
+        let acceptor = s.spawn(|| accept_all(me, nranks, listener, token, deadline));
+        let connected = connect_all(me, nranks, addrs, token, deadline);
         (
             acceptor
                 .join()
@@ -79,27 +91,35 @@ pub(crate) fn connect_mesh(
             connected,
         )
     });
-    let mut streams: Vec<Option<TcpStream>> = (0..nranks).map(|_| None).collect();
-    for (r, s) in connected?.into_iter().chain(accepted?) {
-        streams[r.index()] = Some(s);
+    let mut rx: Vec<Option<TcpStream>> = (0..nranks).map(|_| None).collect();
+    for (r, s) in accepted? {
+        rx[r.index()] = Some(s);
     }
-    Ok(streams)
+    let mut links: Vec<Option<Link>> = (0..nranks).map(|_| None).collect();
+    for (r, tx) in connected? {
+        let rx = rx[r.index()]
+            .take()
+            .ok_or_else(|| Error::Bootstrap(format!("rank {r} did not connect")))?;
+        links[r.index()] = Some(Link { tx, rx });
+    }
+    Ok(links)
 }
 
-fn accept_higher(
+/// Accepts one connection from every other rank.
+fn accept_all(
     me: Rank,
     nranks: u16,
     listener: &TcpListener,
     token: JobToken,
-    expected: usize,
     deadline: Deadline,
 ) -> Result<Vec<(Rank, TcpStream)>> {
+    let expected = usize::from(nranks - 1);
     let mut got: Vec<(Rank, TcpStream)> = Vec::new();
     listener.set_nonblocking(true)?;
     while got.len() < expected {
         if deadline.expired() {
-            let missing: Vec<u16> = (me.0 + 1..nranks)
-                .filter(|r| !got.iter().any(|(g, _)| g.0 == *r))
+            let missing: Vec<u16> = (0..nranks)
+                .filter(|r| *r != me.0 && !got.iter().any(|(g, _)| g.0 == *r))
                 .collect();
             return Err(Error::Bootstrap(format!(
                 "timed out waiting for ranks {missing:?} to connect (GASPI_INIT_TIMEOUT_MS)"
@@ -119,12 +139,12 @@ fn accept_higher(
             .unwrap_or(Duration::from_secs(30))
             .min(Duration::from_secs(10));
         match read_hello(&stream, token, nranks, limit) {
-            Ok(h) if h.rank > me.0 && !got.iter().any(|(r, _)| r.0 == h.rank) => {
+            Ok(h) if h.rank != me.0 && !got.iter().any(|(r, _)| r.0 == h.rank) => {
                 (&stream).write_all(&[ACCEPTED])?;
                 got.push((Rank(h.rank), stream));
             }
             Ok(h) => tracing::warn!(
-                "dropped a connection from {from}: unexpected rank {}",
+                "dropped a connection from {from}: rank {} is this rank or connected already",
                 h.rank
             ),
             Err(why) => tracing::warn!("dropped a connection from {from}: {why}"),
@@ -133,7 +153,9 @@ fn accept_higher(
     Ok(got)
 }
 
-fn connect_lower(
+/// Opens this rank's connection to every other rank, starting with the next rank up so that
+/// the ranks do not all queue at rank 0's listener first.
+fn connect_all(
     me: Rank,
     nranks: u16,
     addrs: &[SocketAddr],
@@ -141,7 +163,7 @@ fn connect_lower(
     deadline: Deadline,
 ) -> Result<Vec<(Rank, TcpStream)>> {
     let mut out = Vec::new();
-    for peer in 0..me.0 {
+    for peer in (1..nranks).map(|k| (me.0 + k) % nranks) {
         let addr = addrs[usize::from(peer)];
         let limit = deadline
             .remaining()

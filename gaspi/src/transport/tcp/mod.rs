@@ -1,9 +1,10 @@
 //! TCP: the Ethernet fallback, and the control channel of every job.
 //!
-//! One connection per peer carries every op to that peer in posting order, so data always
+//! Each rank sends to a peer on one connection of its own, and receives from it on the one the
+//! peer opened: every op to a peer travels one connection in posting order, so data always
 //! arrives before a notification posted after it. See `wire` for the frame format,
-//! `handshake` for the mesh set-up, `pair` for one connection and `progress` for the thread
-//! that drives them all. A thread blocked in a wait also receives, for as long as it spins
+//! `handshake` for the mesh set-up, `pair` for the link to one peer and `progress` for the
+//! thread that drives them all. A thread blocked in a wait also receives, for as long as it spins
 //! ([`TcpTransport::poll_inbound`]); a connection's receive state is behind one lock, so
 //! whichever thread holds it takes the bytes in, in order.
 
@@ -30,17 +31,19 @@ use crate::rpc::RpcSlot;
 use crate::transport::{Dest, Transport, Xfer};
 use crate::types::{AtomicOp, Deadline, Rank};
 use pair::{Pair, Payload, PendingRead};
-use progress::{Progress, LISTEN_TOKEN, WAKE_TOKEN};
+use progress::{Progress, Sender, LISTEN_TOKEN, WAKE_TOKEN};
 use wire::{Header, Op, FLAG_CAS, FLAG_NOTIFY};
 
 pub(crate) struct TcpTransport {
     sh: Arc<Shared>,
     pairs: Vec<Option<Arc<Pair>>>,
-    /// The progress thread's epoll, also polled (never waited on) by waiting threads.
+    /// The progress thread's epoll (incoming connections), also polled (never waited on) by
+    /// waiting threads.
     epoll: Arc<Epoll>,
-    wake: Arc<EventFd>,
+    /// Wake-ups of the progress thread and of the sending thread, to stop them.
+    wakes: [Arc<EventFd>; 2],
     stop: Arc<AtomicBool>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
     next_read: AtomicU64,
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     listen_addr: SocketAddr,
@@ -48,6 +51,22 @@ pub(crate) struct TcpTransport {
 
 fn epoll_err(e: nix::errno::Errno) -> Error {
     Error::Other(format!("epoll: {e}"))
+}
+
+fn new_epoll() -> Result<Arc<Epoll>> {
+    Ok(Arc::new(
+        Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(epoll_err)?,
+    ))
+}
+
+/// An eventfd that wakes whoever waits on `epoll` (to tell it to stop).
+fn wake_fd(epoll: &Epoll) -> Result<Arc<EventFd>> {
+    let fd =
+        EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK).map_err(epoll_err)?;
+    epoll
+        .add(&fd, EpollEvent::new(EpollFlags::EPOLLIN, WAKE_TOKEN))
+        .map_err(epoll_err)?;
+    Ok(Arc::new(fd))
 }
 
 impl TcpTransport {
@@ -60,16 +79,10 @@ impl TcpTransport {
         deadline: Deadline,
     ) -> Result<TcpTransport> {
         let listen_addr = listener.local_addr()?;
-        let streams =
-            handshake::connect_mesh(sh.rank, sh.nranks, &listener, addrs, token, deadline)?;
-        let epoll = Arc::new(Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(epoll_err)?);
-        let wake = Arc::new(
-            EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
-                .map_err(epoll_err)?,
-        );
-        epoll
-            .add(&*wake, EpollEvent::new(EpollFlags::EPOLLIN, WAKE_TOKEN))
-            .map_err(epoll_err)?;
+        let links = handshake::connect_mesh(sh.rank, sh.nranks, &listener, addrs, token, deadline)?;
+        let epoll = new_epoll()?;
+        let tx_epoll = new_epoll()?;
+        let wakes = [wake_fd(&epoll)?, wake_fd(&tx_epoll)?];
         listener.set_nonblocking(true)?;
         epoll
             .add(
@@ -78,43 +91,67 @@ impl TcpTransport {
             )
             .map_err(epoll_err)?;
 
-        let mut pairs: Vec<Option<Arc<Pair>>> = Vec::with_capacity(streams.len());
-        for (r, s) in streams.into_iter().enumerate() {
-            pairs.push(match s {
-                Some(stream) => {
-                    tune(&stream)?;
-                    let pair =
-                        Arc::new(Pair::new(Rank(r as u16), stream, sh.clone(), epoll.clone()));
-                    let ev =
-                        EpollEvent::new(EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP, r as u64);
-                    epoll.add(&pair.sock, ev).map_err(epoll_err)?;
+        let mut pairs: Vec<Option<Arc<Pair>>> = Vec::with_capacity(links.len());
+        for (r, link) in links.into_iter().enumerate() {
+            pairs.push(match link {
+                Some(link) => {
+                    tune(&link.tx)?;
+                    tune(&link.rx)?;
+                    let pair = Arc::new(Pair::new(
+                        Rank(r as u16),
+                        link,
+                        sh.clone(),
+                        epoll.clone(),
+                        tx_epoll.clone(),
+                    ));
+                    epoll.add(&pair.rx, pair.rx_events()).map_err(epoll_err)?;
+                    tx_epoll
+                        .add(&pair.tx, pair.tx_events(false))
+                        .map_err(epoll_err)?;
                     Some(pair)
                 }
                 None => None,
             });
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let progress_epoll = epoll.clone();
         let progress = Progress {
             pairs: pairs.clone(),
-            epoll,
-            wake: wake.clone(),
+            epoll: epoll.clone(),
+            wake: wakes[0].clone(),
             stop: stop.clone(),
             listener,
             token,
             nranks: sh.nranks,
         };
-        let thread = std::thread::Builder::new()
-            .name(format!("tnt-progress-{}", sh.rank))
-            .spawn(move || progress.run())
-            .map_err(|e| Error::Other(format!("cannot start the progress thread: {e}")))?;
+        let sender = Sender {
+            pairs: pairs.clone(),
+            epoll: tx_epoll,
+            wake: wakes[1].clone(),
+            stop: stop.clone(),
+        };
+        let spawn = |name: String, body: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(body)
+                .map_err(|e| Error::Other(format!("cannot start a TCP thread: {e}")))
+        };
+        let threads = vec![
+            spawn(
+                format!("tnt-progress-{}", sh.rank),
+                Box::new(move || progress.run()),
+            )?,
+            spawn(
+                format!("tnt-send-{}", sh.rank),
+                Box::new(move || sender.run()),
+            )?,
+        ];
         Ok(TcpTransport {
             sh,
             pairs,
-            epoll: progress_epoll,
-            wake,
+            epoll,
+            wakes,
             stop,
-            thread: Mutex::new(Some(thread)),
+            threads: Mutex::new(threads),
             next_read: AtomicU64::new(1),
             listen_addr,
         })
@@ -207,7 +244,7 @@ impl TcpTransport {
     pub fn send_raw(&self, rank: Rank, bytes: Vec<u8>) -> Result<()> {
         use std::io::Write;
         let pair = self.pair(rank)?;
-        (&pair.sock).write_all(&bytes).map_err(Error::from)
+        (&pair.tx).write_all(&bytes).map_err(Error::from)
     }
 
     /// Orderly shutdown: say goodbye to every peer, let queued frames drain, wait (bounded)
@@ -231,25 +268,28 @@ impl TcpTransport {
             std::thread::yield_now();
         }
         for p in self.pairs.iter().flatten() {
-            let _ = p.sock.shutdown(std::net::Shutdown::Write);
+            let _ = p.tx.shutdown(std::net::Shutdown::Write);
         }
         while Instant::now() < until && !self.pairs.iter().flatten().all(|p| p.is_closed()) {
             std::thread::sleep(Duration::from_millis(1));
         }
         self.stop.store(true, Ordering::Release);
-        let _ = self.wake.write(1);
-        if let Some(t) = self.thread.lock().take() {
+        for w in &self.wakes {
+            let _ = w.write(1);
+        }
+        for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
         for p in self.pairs.iter().flatten() {
-            let _ = p.sock.shutdown(std::net::Shutdown::Both);
+            let _ = p.tx.shutdown(std::net::Shutdown::Both);
+            let _ = p.rx.shutdown(std::net::Shutdown::Both);
         }
     }
 }
 
 impl Drop for TcpTransport {
     fn drop(&mut self) {
-        if self.thread.lock().is_some() {
+        if !self.threads.lock().is_empty() {
             self.shutdown(Duration::from_millis(200));
         }
     }

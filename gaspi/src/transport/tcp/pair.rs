@@ -1,8 +1,8 @@
-//! One TCP connection to one peer: an ordered send queue fed by application threads and the
-//! progress thread, and the receive state machine run by the progress thread.
+//! The link to one peer: an ordered send queue on the outgoing connection, fed by application
+//! threads and the progress thread, and the receive state machine on the incoming one.
 //!
 //! Sends go straight to the socket from the posting thread when nothing is queued (one
-//! `writev` of header + segment slice, no staging copy); what does not fit in the socket
+//! vectored send of header + segment slice, no staging copy); what does not fit in the socket
 //! buffer is queued and finished by the progress thread on `EPOLLOUT`, in order. Received
 //! payload is read straight into the target segment once its header has been validated.
 
@@ -17,16 +17,19 @@ use parking_lot::Mutex;
 
 use crate::context::Shared;
 use crate::error::{error_str, Error, Result};
-use crate::mem::{read_into, writev, SegmentMemory};
+use crate::mem::{read_into, send_vectored, SegmentMemory};
 use crate::queue::QueueState;
 use crate::segment::SegKey;
 use crate::transport::shm::apply_atomic;
+use crate::transport::tcp::handshake::Link;
 use crate::transport::tcp::wire::{Header, Op, FLAG_CAS, FLAG_NOTIFY, FLAG_SHM_DATA, HEADER_LEN};
 use crate::types::{AtomicOp, Rank};
 
 const RECV_BUF: usize = 256 * 1024;
 /// Payload bytes a waiting application thread takes in per poll (see `try_on_readable`).
 const WAITER_RECV_BUDGET: usize = 256 * 1024;
+/// Set in the epoll token of a peer's outgoing connection (the incoming one's is the rank).
+pub(crate) const TX_TOKEN: u64 = 1 << 32;
 
 /// Bytes that follow a header on the wire.
 pub(crate) enum Payload {
@@ -95,9 +98,15 @@ struct RecvState {
 
 pub(crate) struct Pair {
     pub peer: Rank,
-    pub sock: TcpStream,
+    /// Carries every frame this rank sends to the peer; nothing is read from it.
+    pub tx: TcpStream,
+    /// Carries every frame the peer sends to this rank; nothing is written to it.
+    pub rx: TcpStream,
     sh: Arc<Shared>,
-    epoll: Arc<Epoll>,
+    /// The progress thread's epoll (the incoming connection is in it)...
+    rx_epoll: Arc<Epoll>,
+    /// ... and the sending thread's (the outgoing one).
+    tx_epoll: Arc<Epoll>,
     send: Mutex<SendQueue>,
     recv: Mutex<RecvState>,
     reads: Mutex<HashMap<u64, PendingRead>>,
@@ -115,12 +124,20 @@ fn failed(peer: Rank) -> Error {
 }
 
 impl Pair {
-    pub fn new(peer: Rank, sock: TcpStream, sh: Arc<Shared>, epoll: Arc<Epoll>) -> Self {
+    pub fn new(
+        peer: Rank,
+        link: Link,
+        sh: Arc<Shared>,
+        rx_epoll: Arc<Epoll>,
+        tx_epoll: Arc<Epoll>,
+    ) -> Self {
         Pair {
             peer,
-            sock,
+            tx: link.tx,
+            rx: link.rx,
             sh,
-            epoll,
+            rx_epoll,
+            tx_epoll,
             send: Mutex::default(),
             recv: Mutex::new(RecvState {
                 buf: vec![0; RECV_BUF],
@@ -139,12 +156,23 @@ impl Pair {
         self.closed.load(Ordering::Acquire)
     }
 
-    fn events(&self, out: bool) -> EpollEvent {
-        let mut f = EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP;
-        if out {
-            f |= EpollFlags::EPOLLOUT;
-        }
-        EpollEvent::new(f, u64::from(self.peer.0))
+    /// The incoming connection's epoll registration.
+    pub fn rx_events(&self) -> EpollEvent {
+        EpollEvent::new(
+            EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP,
+            u64::from(self.peer.0),
+        )
+    }
+
+    /// The outgoing connection's: writability while frames are queued. Its hang-up and
+    /// errors are reported whatever the flags.
+    pub fn tx_events(&self, out: bool) -> EpollEvent {
+        let f = if out {
+            EpollFlags::EPOLLOUT
+        } else {
+            EpollFlags::empty()
+        };
+        EpollEvent::new(f, TX_TOKEN | u64::from(self.peer.0))
     }
 
     /// Posts one frame. Completes at once if the socket takes it all; otherwise queues it and
@@ -183,9 +211,9 @@ impl Pair {
         sq.frames.push_back(frame);
         if !sq.out_armed {
             sq.out_armed = true;
-            let mut ev = self.events(true);
-            self.epoll
-                .modify(&self.sock, &mut ev)
+            let mut ev = self.tx_events(true);
+            self.tx_epoll
+                .modify(&self.tx, &mut ev)
                 .map_err(|e| Error::Other(format!("epoll: {e}")))?;
         }
         Ok(())
@@ -226,7 +254,7 @@ impl Pair {
                     }
                 }
             }
-            match writev(&self.sock, &iov[..n]) {
+            match send_vectored(&self.tx, &iov[..n]) {
                 Ok(w) => f.sent += w,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -250,8 +278,8 @@ impl Pair {
         }
         if sq.out_armed {
             sq.out_armed = false;
-            let mut ev = self.events(false);
-            let _ = self.epoll.modify(&self.sock, &mut ev);
+            let mut ev = self.tx_events(false);
+            let _ = self.tx_epoll.modify(&self.tx, &mut ev);
         }
         Ok(())
     }
@@ -312,9 +340,9 @@ impl Pair {
                 } else if need > 0 {
                     let r = match &mut cur.sink {
                         Sink::Segment { mem, off } => {
-                            read_into(&self.sock, mem, *off + cur.got, need)
+                            read_into(&self.rx, mem, *off + cur.got, need)
                         }
-                        Sink::Buffer(v) => (&self.sock).read(&mut v[cur.got..]),
+                        Sink::Buffer(v) => (&self.rx).read(&mut v[cur.got..]),
                     };
                     match r {
                         Ok(0) => return Err(self.eof()),
@@ -348,7 +376,7 @@ impl Pair {
                 st.start = 0;
             }
             let end = st.end;
-            match (&self.sock).read(&mut st.buf[end..]) {
+            match (&self.rx).read(&mut st.buf[end..]) {
                 Ok(0) => return Err(self.eof()),
                 Ok(n) => st.end += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
@@ -640,8 +668,10 @@ impl Pair {
                 self.peer
             );
         }
-        let _ = self.epoll.delete(&self.sock);
-        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        let _ = self.rx_epoll.delete(&self.rx);
+        let _ = self.tx_epoll.delete(&self.tx);
+        let _ = self.rx.shutdown(std::net::Shutdown::Both);
+        let _ = self.tx.shutdown(std::net::Shutdown::Both);
         let frames: Vec<OutFrame> = self.send.lock().frames.drain(..).collect();
         for f in frames {
             if let Some(q) = f.done {

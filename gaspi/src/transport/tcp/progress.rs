@@ -1,9 +1,11 @@
-//! The progress thread: one per process, drives every connection with epoll. It receives
-//! frames into segments, finishes queued sends, answers reads, atomics and control requests,
-//! and turns connection errors into peer failures. Application threads never wait on it to
-//! post; they wait for completions it signals, and while they spin in a wait they take in
-//! arriving frames themselves (`TcpTransport::poll_inbound`), so that latency does not hang
-//! on when this thread is scheduled.
+//! The two threads behind the TCP transport, one of each per process, both driven by epoll.
+//!
+//! The progress thread receives frames into segments, answers reads, atomics and control
+//! requests, and turns connection errors into peer failures. The sending thread finishes the
+//! frames that did not fit in a socket when they were posted. Application threads never wait
+//! on either to post; they wait for completions these signal, and while they spin in a wait
+//! they take in arriving frames themselves (`TcpTransport::poll_inbound`), so that latency
+//! does not hang on when the progress thread is scheduled.
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,7 +18,7 @@ use nix::sys::eventfd::EventFd;
 
 use crate::env::JobToken;
 use crate::transport::tcp::handshake;
-use crate::transport::tcp::pair::Pair;
+use crate::transport::tcp::pair::{Pair, TX_TOKEN};
 
 pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
 pub(crate) const LISTEN_TOKEN: u64 = u64::MAX - 1;
@@ -31,46 +33,56 @@ pub(crate) struct Progress {
     pub nranks: u16,
 }
 
-impl Progress {
-    pub fn run(self) {
-        let mut events = vec![EpollEvent::empty(); 64];
-        loop {
-            let n = match self.epoll.wait(&mut events, EpollTimeout::NONE) {
-                Ok(n) => n,
-                Err(Errno::EINTR) => continue,
-                Err(e) => {
-                    tracing::error!("progress thread: epoll_wait failed: {e}");
+/// Waits on `epoll` and hands every event to `serve` until `wake` is written with `stop` set.
+fn event_loop(
+    who: &str,
+    epoll: &Epoll,
+    wake: &EventFd,
+    stop: &AtomicBool,
+    mut serve: impl FnMut(u64, EpollFlags),
+) {
+    let mut events = vec![EpollEvent::empty(); 64];
+    loop {
+        let n = match epoll.wait(&mut events, EpollTimeout::NONE) {
+            Ok(n) => n,
+            Err(Errno::EINTR) => continue,
+            Err(e) => {
+                tracing::error!("{who} thread: epoll_wait failed: {e}");
+                return;
+            }
+        };
+        for ev in &events[..n] {
+            if ev.data() == WAKE_TOKEN {
+                let _ = wake.read();
+                if stop.load(Ordering::Acquire) {
                     return;
                 }
-            };
-            for ev in &events[..n] {
-                match ev.data() {
-                    WAKE_TOKEN => {
-                        let _ = self.wake.read();
-                        if self.stop.load(Ordering::Acquire) {
-                            return;
-                        }
-                    }
-                    LISTEN_TOKEN => self.accept_late(),
-                    rank => self.serve(rank as usize, ev.events()),
-                }
+            } else {
+                serve(ev.data(), ev.events());
             }
         }
     }
+}
 
+impl Progress {
+    pub fn run(self) {
+        event_loop(
+            "progress",
+            &self.epoll,
+            &self.wake,
+            &self.stop,
+            |token, flags| match token {
+                LISTEN_TOKEN => self.accept_late(),
+                rank => self.serve(rank as usize, flags),
+            },
+        );
+    }
+
+    /// The incoming connection: frames to take in, or its end.
     fn serve(&self, rank: usize, flags: EpollFlags) {
-        let Some(pair) = self.pairs.get(rank).and_then(|p| p.as_ref()) else {
+        let Some(pair) = open_pair(&self.pairs, rank) else {
             return;
         };
-        if pair.is_closed() {
-            return;
-        }
-        if flags.contains(EpollFlags::EPOLLOUT) {
-            if let Err(e) = pair.flush() {
-                pair.fail(&format!("send: {e}"));
-                return;
-            }
-        }
         if flags.intersects(
             EpollFlags::EPOLLIN
                 | EpollFlags::EPOLLHUP
@@ -109,6 +121,57 @@ impl Progress {
                     tracing::warn!("accept: {e}");
                     return;
                 }
+            }
+        }
+    }
+}
+
+fn open_pair(pairs: &[Option<Arc<Pair>>], rank: usize) -> Option<&Arc<Pair>> {
+    pairs
+        .get(rank)
+        .and_then(|p| p.as_ref())
+        .filter(|p| !p.is_closed())
+}
+
+/// The sending thread: finishes the frames queued on outgoing connections when they have room
+/// again. Kept apart from the progress thread so that a long receive never holds up sending:
+/// a 2-rank allreduce streams both ways at once, and one thread taking turns left each
+/// direction idle while it served the other.
+pub(crate) struct Sender {
+    pub pairs: Vec<Option<Arc<Pair>>>,
+    pub epoll: Arc<Epoll>,
+    pub wake: Arc<EventFd>,
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Sender {
+    pub fn run(self) {
+        event_loop(
+            "sending",
+            &self.epoll,
+            &self.wake,
+            &self.stop,
+            |token, flags| self.serve((token & !TX_TOKEN) as usize, flags),
+        );
+    }
+
+    fn serve(&self, rank: usize, flags: EpollFlags) {
+        let Some(pair) = open_pair(&self.pairs, rank) else {
+            return;
+        };
+        if flags.intersects(EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR) {
+            // Whatever the peer sent before it went is still to be taken in (its goodbye,
+            // above all, which makes the end orderly); the incoming connection then ends too.
+            let reason = match pair.on_readable() {
+                Err(reason) => reason,
+                Ok(()) => "outgoing connection reset".into(),
+            };
+            pair.fail(&reason);
+            return;
+        }
+        if flags.contains(EpollFlags::EPOLLOUT) {
+            if let Err(e) = pair.flush() {
+                pair.fail(&format!("send: {e}"));
             }
         }
     }
