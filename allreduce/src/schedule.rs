@@ -102,8 +102,9 @@ fn chunks(off: usize, len: usize, chunk: usize) -> impl Iterator<Item = (usize, 
 
 /// Staging bytes the ring's reduce-scatter cycles through. Small enough to stay in cache
 /// between the write that fills a slot and the reduce that reads it (a staging area as large
-/// as the message made every byte go to memory and back once more: measured over TCP on 2
-/// ranks at 64 MiB, 2.2-2.4 GB/s busbw with a whole-message staging area, 2.4-2.6 with 2 MiB).
+/// as the message made every byte go to memory and back once more: measured on 2 ranks at
+/// 64 MiB in alternating rounds, 2.0-2.5 GB/s busbw over TCP against 1.9-2.4 with a
+/// whole-message staging area, and 9.6-11.4 against 7.6-8.2 over shared memory).
 pub(crate) const RING_STAGING_BYTES: usize = 4 << 20;
 
 /// Ring allreduce: reduce-scatter then allgather around the ring `i -> i+1`, each block cut
