@@ -3,8 +3,9 @@
 //! Each rank sends to a peer on one connection of its own, and receives from it on the one the
 //! peer opened: every op to a peer travels one connection in posting order, so data always
 //! arrives before a notification posted after it. See `wire` for the frame format,
-//! `handshake` for the mesh set-up, `pair` for the link to one peer and `progress` for the
-//! thread that drives them all. A thread blocked in a wait also receives, for as long as it spins
+//! `handshake` for the mesh set-up, `pair` for the link to one peer and `progress` for the two
+//! threads that drive them all (one receives, one finishes queued sends). A thread blocked in
+//! a wait also receives, for as long as it spins
 //! ([`TcpTransport::poll_inbound`]); a connection's receive state is behind one lock, so
 //! whichever thread holds it takes the bytes in, in order.
 
@@ -70,7 +71,7 @@ fn wake_fd(epoll: &Epoll) -> Result<Arc<EventFd>> {
 }
 
 impl TcpTransport {
-    /// Connects to every peer and starts the progress thread.
+    /// Connects to every peer and starts the progress and sending threads.
     pub fn establish(
         sh: Arc<Shared>,
         listener: TcpListener,
