@@ -142,21 +142,19 @@ pub(crate) fn ring(sh: &Shape, avg: bool) -> Schedule {
     let block = |j: usize| sh.block(j % p, p);
     let back = |s: usize| (i + p - s) % p;
 
-    // Reduce-scatter chunks in the order they travel: this rank sends blocks back(0..p-1)
-    // and receives blocks back(1..p), and the right neighbour receives in the order this
-    // rank sends, so sequence numbers agree on both ends.
-    let sent: Vec<(usize, usize)> = (0..p - 1)
-        .flat_map(|s| {
-            let (off, len) = block(back(s));
-            chunks(off, len, chunk).map(|(_, at, n)| (at, n))
-        })
-        .collect();
-    let received: Vec<(usize, usize, usize)> = (1..p)
-        .flat_map(|s| {
-            let (off, len) = block(back(s));
-            chunks(off, len, chunk).map(move |(_, at, n)| (s, at, n))
-        })
-        .collect();
+    // Reduce-scatter chunks in the order they travel, as (step, chunk, offset, len): this
+    // rank sends blocks back(0..p-1) and receives blocks back(1..p), and the right neighbour
+    // receives in the order this rank sends, so sequence numbers agree on both ends.
+    let in_order = |steps: std::ops::Range<usize>| -> Vec<(usize, usize, usize, usize)> {
+        steps
+            .flat_map(|s| {
+                let (off, len) = block(back(s));
+                chunks(off, len, chunk).map(move |(c, at, n)| (s, c, at, n))
+            })
+            .collect()
+    };
+    let sent = in_order(0..p - 1);
+    let received = in_order(1..p);
     // The same on every rank (the sender picks the slot the receiver reads).
     let slots = (sh.ring_staging_bytes / chunk).clamp(2, ((p - 1) * per_block).max(2));
     let staging = align(sh.data_bytes());
@@ -177,7 +175,7 @@ pub(crate) fn ring(sh: &Shape, avg: bool) -> Schedule {
                     notif: credit_id(q - slots),
                 });
             }
-            let (src, n) = sent[q];
+            let (_, _, src, n) = sent[q];
             a.push(Action::Send {
                 to: right,
                 src,
@@ -191,7 +189,7 @@ pub(crate) fn ring(sh: &Shape, avg: bool) -> Schedule {
     // Own block first, as far as the slots go; forwarded chunks are not ready yet.
     let own = block(i).1.div_ceil(chunk);
     send_until(&mut a, own.min(slots), &mut next);
-    for (q, &(s, dst, n)) in received.iter().enumerate() {
+    for (q, &(s, c, dst, n)) in received.iter().enumerate() {
         a.push(Action::Recv { notif: rs_id(q) });
         a.push(Action::Reduce {
             src: slot(q),
@@ -216,13 +214,12 @@ pub(crate) fn ring(sh: &Shape, avg: bool) -> Schedule {
             if avg {
                 a.push(Action::Divide { off: dst, len: n });
             }
-            let (off, _) = block(back(s));
             a.push(Action::Send {
                 to: right,
                 src: dst,
                 dst,
                 len: n,
-                notif: ag_id(0, (dst - off) / chunk),
+                notif: ag_id(0, c),
             });
         }
     }
