@@ -3,9 +3,9 @@
 //! - `write_notify` + `notify_waitsome` ping-pong half round trip (8 B, 4 KiB) vs a raw TCP
 //!   ping-pong (`TCP_NODELAY`, blocking reads) between two processes;
 //! - one-way `write_notify` bandwidth (1 MiB, 64 MiB) vs one raw TCP stream and `memcpy`
-//!   (the raw TCP stream is also run in both directions at once: the ceiling of a 2-rank
-//!   allreduce over TCP, which moves its whole vector each way)
-//!   (timed in rank 0 between the write batches, on buffers of the same size).
+//!   (timed in rank 0 between the write batches, on buffers of the same size). Raw TCP is
+//!   also streamed both ways at once, over two one-way connections as the TCP transport
+//!   does: the ceiling of a 2-rank allreduce over TCP, which moves its whole vector each way.
 //!
 //! `cargo run --release -p tarantella-benches --bin gaspi-p2p [-- --quick]`
 //! Every figure is the median over several batches.
@@ -172,6 +172,8 @@ fn raw_server(port: u16) {
     let l = TcpListener::bind(("127.0.0.1", port)).expect("bind");
     let (mut s, _) = l.accept().expect("accept");
     s.set_nodelay(true).expect("nodelay");
+    // The client's second connection: what this side sends while both directions stream.
+    let (back, _) = l.accept().expect("accept");
     let mut hdr = [0u8; 9];
     loop {
         if s.read_exact(&mut hdr).is_err() {
@@ -199,16 +201,17 @@ fn raw_server(port: u16) {
                 }
                 s.write_all(&[1]).expect("ack");
             }
-            b'b' => exchange(&s, size),
+            b'b' => exchange(&back, &s, size),
             _ => return,
         }
     }
 }
 
-/// Sends `total` bytes on `s` from a second thread while this one receives `total` bytes:
-/// both directions of one connection at once, as a 2-rank allreduce uses it.
-fn exchange(s: &TcpStream, total: usize) {
-    let mut out = s.try_clone().expect("clone");
+/// Sends `total` bytes on `send` from a second thread while this one receives `total` bytes
+/// on `recv`: both directions at once over two one-way connections, as the TCP transport
+/// runs a 2-rank allreduce.
+fn exchange(send: &TcpStream, recv: &TcpStream, total: usize) {
+    let mut out = send.try_clone().expect("clone");
     let sender = std::thread::spawn(move || {
         let chunk = vec![5u8; 1 << 20];
         let mut left = total;
@@ -220,7 +223,7 @@ fn exchange(s: &TcpStream, total: usize) {
     });
     let mut buf = vec![0u8; 1 << 20];
     let mut left = total;
-    let mut inp = s;
+    let mut inp = recv;
     while left > 0 {
         let k = inp.read(&mut buf[..left.min(1 << 20)]).expect("receive");
         assert!(k > 0, "peer closed");
@@ -231,6 +234,8 @@ fn exchange(s: &TcpStream, total: usize) {
 
 struct Raw {
     s: TcpStream,
+    /// Carries what the server sends in the bidirectional test.
+    back: TcpStream,
     child: std::process::Child,
 }
 
@@ -250,7 +255,8 @@ impl Raw {
             }
         };
         s.set_nodelay(true).expect("nodelay");
-        Raw { s, child }
+        let back = TcpStream::connect(("127.0.0.1", port)).expect("second connection");
+        Raw { s, back, child }
     }
 
     fn pingpong(&mut self, size: usize) -> f64 {
@@ -283,7 +289,7 @@ impl Raw {
             hdr.extend_from_slice(&(total as u64).to_le_bytes());
             self.s.write_all(&hdr).expect("hdr");
             let t = Instant::now();
-            exchange(&self.s, total);
+            exchange(&self.s, &self.back, total);
             if rep > 0 {
                 rates.push(total as f64 / t.elapsed().as_secs_f64() / 1e9);
             }

@@ -72,6 +72,30 @@ pub(crate) struct Link {
     pub rx: TcpStream,
 }
 
+/// Raises the soft limit on open files when the mesh needs more than it allows (see
+/// [`nofile_soft_limit_for`]).
+fn make_room_for_sockets(nranks: u16) {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if let Some(raised) = nofile_soft_limit_for(nranks, soft, hard) {
+        match setrlimit(Resource::RLIMIT_NOFILE, raised, hard) {
+            Ok(()) => tracing::debug!("open-file limit raised from {soft} to {raised}"),
+            Err(e) => tracing::warn!("cannot raise the open-file limit from {soft}: {e}"),
+        }
+    }
+}
+
+/// The soft open-file limit a mesh of `nranks` needs, when `soft` is too low: two sockets per
+/// peer, plus room for the segments, epolls and the application's own files. The default
+/// soft limit (1024) would otherwise stop jobs of about 500 ranks. The hard limit stays as
+/// the administrator set it; a mesh that does not fit under it fails with `EMFILE`.
+fn nofile_soft_limit_for(nranks: u16, soft: u64, hard: u64) -> Option<u64> {
+    let needed = 2 * u64::from(nranks) + 256;
+    (soft < needed && soft < hard).then(|| needed.min(hard))
+}
+
 /// Connects the mesh; returns one link per peer (None for self).
 pub(crate) fn connect_mesh(
     me: Rank,
@@ -81,6 +105,7 @@ pub(crate) fn connect_mesh(
     token: JobToken,
     deadline: Deadline,
 ) -> Result<Vec<Option<Link>>> {
+    make_room_for_sockets(nranks);
     let (accepted, connected) = std::thread::scope(|s| {
         let acceptor = s.spawn(|| accept_all(me, nranks, listener, token, deadline));
         let connected = connect_all(me, nranks, addrs, token, deadline);
@@ -191,4 +216,18 @@ fn connect_all(
         out.push((Rank(peer), stream));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_mesh_raises_the_soft_open_file_limit_up_to_the_hard_one() {
+        assert_eq!(nofile_soft_limit_for(4, 1024, 4096), None);
+        assert_eq!(nofile_soft_limit_for(1000, 1024, 1 << 20), Some(2256));
+        assert_eq!(nofile_soft_limit_for(1000, 1024, 2000), Some(2000));
+        assert_eq!(nofile_soft_limit_for(1000, 2000, 2000), None);
+        assert_eq!(nofile_soft_limit_for(1000, 4096, 4096), None);
+    }
 }
