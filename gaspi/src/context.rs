@@ -42,6 +42,18 @@ pub(crate) struct Shared {
     pub passive: PassiveInbox,
     pub rpc: RpcTable,
     pub stats: crate::stats::Stats,
+    /// Set by `term`: blocked calls on other threads end with [`Error::Terminated`].
+    pub closing: AtomicBool,
+}
+
+impl Shared {
+    /// Fails with [`Error::Terminated`] once the process has begun to terminate.
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.closing.load(Ordering::Acquire) {
+            return Err(Error::Terminated);
+        }
+        Ok(())
+    }
 }
 
 /// A running GASPI process: created by [`Context::init`], ended by [`Context::term`] (or drop).
@@ -182,6 +194,7 @@ impl Context {
             verbs,
             rpc: RpcTable::default(),
             stats: Default::default(),
+            closing: AtomicBool::new(false),
         });
         let tcp = match (table, listener) {
             (Some(t), Some(l)) => Some(TcpTransport::establish(
@@ -264,7 +277,15 @@ impl Context {
     /// Ends this process's participation (`gaspi_proc_term`): tells peers goodbye, stops the
     /// progress thread, and removes this rank's shared-memory files. Call a barrier first if
     /// peers may still access this rank's segments.
-    pub fn term(self, _timeout: Timeout) -> Result<()> {
+    pub fn term(self, timeout: Timeout) -> Result<()> {
+        self.terminate(timeout)
+    }
+
+    /// [`term`](Self::term) for a context shared between threads (in an `Arc`): calls
+    /// blocked in other threads (waits, receives, collectives, requests to peers) return
+    /// [`Error::Terminated`] at once. The memory stays valid until the last reference goes,
+    /// so they never touch freed segments; calls that start afterwards fail.
+    pub fn terminate(&self, _timeout: Timeout) -> Result<()> {
         self.shutdown();
         Ok(())
     }
@@ -273,6 +294,11 @@ impl Context {
         if self.terminated.swap(true, Ordering::SeqCst) {
             return;
         }
+        self.sh.closing.store(true, Ordering::Release);
+        self.sh.passive.close();
+        self.queues.close_all();
+        self.sh.rpc.fail_all(|| Error::Terminated);
+        self.sh.wake_all();
         if let Some(tcp) = &self.tcp {
             tcp.shutdown(Duration::from_secs(2));
         }

@@ -116,6 +116,10 @@ pub enum Error {
     Device(String),
     #[error("rank {rank} failed (connection lost or protocol error)")]
     PeerFailed { rank: Rank },
+    /// `gaspi_proc_term` ran on another thread while this call was blocked (or before it
+    /// started): the call was abandoned.
+    #[error("this process left GASPI (proc_term) while the call was in progress")]
+    Terminated,
     #[error("bootstrap: {0}")]
     Bootstrap(String),
     #[error("out of memory: {0}")]
@@ -162,7 +166,7 @@ impl Error {
             Error::Device(_) => ERR_DEVICE,
             Error::Bootstrap(_) => ERR_SN,
             Error::NoMemory(_) => ERR_MEMALLOC,
-            Error::PeerFailed { .. } | Error::Other(_) => ERROR,
+            Error::PeerFailed { .. } | Error::Terminated | Error::Other(_) => ERROR,
         }
     }
 

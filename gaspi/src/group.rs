@@ -71,21 +71,31 @@ pub(crate) struct GroupState {
 
 pub(crate) struct GroupTable {
     groups: Mutex<Vec<Option<GroupState>>>,
+    /// Per group id, how many times it was committed here. Members create, commit and delete
+    /// a group id in the same order, so the n-th commit is the same on all of them, and a
+    /// peer's registration from an earlier life of the id is told apart from the current one.
+    commits: Mutex<Vec<u16>>,
 }
 
 impl GroupTable {
     pub fn new(max: u32) -> Self {
         GroupTable {
             groups: Mutex::new((0..max).map(|_| None).collect()),
+            commits: Mutex::new(vec![0; max as usize]),
         }
     }
 }
 
-fn member_tag(members: &[Rank]) -> u64 {
-    members.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, r| {
+/// The tag a group's internal segment is registered with: the commit count in the top 16
+/// bits, a digest of the member list below.
+fn commit_tag(members: &[Rank], commit: u16) -> u64 {
+    let digest = members.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, r| {
         (h ^ u64::from(r.0) ^ 0x5bd1).wrapping_mul(0x100_0000_01b3)
-    })
+    });
+    (u64::from(commit) << 48) | (digest & TAG_DIGEST)
 }
+
+const TAG_DIGEST: u64 = (1 << 48) - 1;
 
 impl Context {
     fn invalid_group(group: Group, why: &'static str) -> Error {
@@ -150,7 +160,7 @@ impl Context {
                 .ok_or(Self::invalid_group(group, "no such group"))?
         };
         if let Some(c) = st.committed {
-            self.sh.segments.remove_local(c.key);
+            self.delete_key(c.key);
         }
         Ok(())
     }
@@ -180,7 +190,16 @@ impl Context {
             .position(|r| *r == self.sh.rank)
             .ok_or(Self::invalid_group(group, "this rank is not a member"))?;
         let key = INTERNAL_BASE + SegKey::from(group.0);
-        let tag = member_tag(&members);
+        let commit = {
+            let mut commits = self.groups.commits.lock();
+            let c = &mut commits[usize::from(group.0)];
+            // A commit resumed after a timeout keeps the count of its first call.
+            if self.sh.segments.local(key).is_none() {
+                *c = c.wrapping_add(1);
+            }
+            *c
+        };
+        let tag = commit_tag(&members, commit);
         let buf = self.sh.config.allreduce_buf_size as usize;
         let seg = match self.sh.segments.local(key) {
             Some(s) => s,
@@ -193,9 +212,10 @@ impl Context {
             self.register_key(key, r, deadline)?;
         }
         for &r in members.iter().filter(|r| **r != self.sh.rank) {
-            self.sh.wait_remote(r, key, deadline)?;
-            let theirs = self.sh.segments.remote(r, key).map(|s| s.tag);
-            if theirs != Some(tag) {
+            let theirs = self
+                .sh
+                .wait_remote(r, key, deadline, |s| s.tag >> 48 == tag >> 48)?;
+            if theirs.tag != tag {
                 return Err(Self::invalid_group(group, "members differ between ranks"));
             }
         }

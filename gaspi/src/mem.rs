@@ -14,7 +14,7 @@ use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use memmap2::{MmapOptions, MmapRaw};
@@ -52,8 +52,11 @@ pub(crate) struct SegmentMemory {
     data: Data,
     data_len: usize,
     notif_count: u32,
-    /// The `/dev/shm` file, unlinked on drop when this process created it.
-    file: Option<(PathBuf, bool)>,
+    /// The `/dev/shm` file, and whether this process still has to unlink it (it created it
+    /// and has not unlinked it yet). Unlinking happens once, at delete or drop, whichever
+    /// comes first: a handle that outlives `segment_delete` must not remove the file of a
+    /// segment later created under the same id.
+    file: Option<(PathBuf, AtomicBool)>,
 }
 
 // SAFETY: the mapping stays valid for the life of the value, every access goes through
@@ -108,7 +111,7 @@ impl SegmentMemory {
             data: Data::InMapping,
             data_len,
             notif_count,
-            file: Some((path.to_path_buf(), true)),
+            file: Some((path.to_path_buf(), AtomicBool::new(true))),
         };
         mem.write_header();
         Ok(mem)
@@ -138,7 +141,7 @@ impl SegmentMemory {
             data: Data::InMapping,
             data_len,
             notif_count,
-            file: Some((path.to_path_buf(), false)),
+            file: Some((path.to_path_buf(), AtomicBool::new(false))),
         };
         let magic = mem.ctl_u64(OFF_MAGIC).load(Ordering::Acquire);
         let announced = mem.ctl_u64(OFF_DATA_LEN).load(Ordering::Acquire);
@@ -348,11 +351,22 @@ impl SegmentMemory {
     }
 }
 
+impl SegmentMemory {
+    /// Removes the shared-memory file this process created (the mapping stays valid for
+    /// every live handle); later calls and the drop do nothing. Local peers that mapped it
+    /// keep their mapping; new ones can no longer open it.
+    pub fn unlink(&self) {
+        if let Some((path, owned)) = &self.file {
+            if owned.swap(false, Ordering::AcqRel) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
 impl Drop for SegmentMemory {
     fn drop(&mut self) {
-        if let Some((path, true)) = &self.file {
-            let _ = std::fs::remove_file(path);
-        }
+        self.unlink();
     }
 }
 

@@ -52,6 +52,7 @@ impl Context {
             if let Some(v) = check() {
                 return Ok(v);
             }
+            self.sh.check_open()?;
             if let Some(rank) = failed() {
                 if let Watch::Unreported(seen) = &watch {
                     seen.store(self.sh.state.failures(), Ordering::Release);
@@ -82,7 +83,9 @@ impl Context {
                 std::thread::sleep(left.map_or(nap, |d| d.min(nap)));
             } else {
                 let nap = left.map_or(MAX_SLEEP, |d| d.min(MAX_SLEEP));
-                mem.sleep_unless(nap, || check().is_some() || failed().is_some());
+                mem.sleep_unless(nap, || {
+                    check().is_some() || failed().is_some() || self.sh.check_open().is_err()
+                });
             }
         }
     }

@@ -9,6 +9,7 @@
 //! messages stay in order; `passive_receive` takes from the inbox and the verbs buffers.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +28,8 @@ use crate::types::{Deadline, Rank, SegmentId, Timeout};
 pub(crate) struct PassiveInbox {
     q: Mutex<VecDeque<(Rank, Vec<u8>)>>,
     cv: Condvar,
+    /// The process terminated: receives end with [`Error::Terminated`].
+    closed: AtomicBool,
     max: usize,
     /// Per target rank, the TCP passive send whose call timed out before its acknowledgement.
     unacked: Mutex<HashMap<Rank, Unacked>>,
@@ -45,6 +48,7 @@ impl PassiveInbox {
         PassiveInbox {
             q: Mutex::default(),
             cv: Condvar::new(),
+            closed: AtomicBool::new(false),
             max: max as usize,
             unacked: Mutex::default(),
         }
@@ -72,12 +76,27 @@ impl PassiveInbox {
         Ok(())
     }
 
+    /// Ends every receive, now and later, with [`Error::Terminated`].
+    pub fn close(&self) {
+        let _q = self.q.lock();
+        self.closed.store(true, Ordering::Release);
+        self.cv.notify_all();
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Terminated);
+        }
+        Ok(())
+    }
+
     fn pop(&self, deadline: Deadline) -> Result<(Rank, Vec<u8>)> {
         let mut q = self.q.lock();
         loop {
             if let Some(m) = q.pop_front() {
                 return Ok(m);
             }
+            self.check_open()?;
             match deadline.remaining() {
                 None => self.cv.wait(&mut q),
                 Some(d) if d.is_zero() => return Err(Error::Timeout),
@@ -214,6 +233,7 @@ impl Context {
         // condition variable so that messages over TCP still wake this call at once.
         let mut backoff = Backoff::new();
         loop {
+            self.sh.passive.check_open()?;
             if let Some(m) = self.sh.passive.try_pop() {
                 return self.place(&segment, offset, size, m);
             }

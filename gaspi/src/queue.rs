@@ -31,6 +31,8 @@ struct Outstanding {
     ops: u64,
     /// The first peer an op failed on since the last `wait`.
     failed: Option<Rank>,
+    /// The process terminated: waits end with [`Error::Terminated`].
+    closed: bool,
 }
 
 impl QueueState {
@@ -88,10 +90,19 @@ impl QueueState {
         }
     }
 
+    /// Ends every wait on this queue, now and later, with [`Error::Terminated`].
+    pub fn close(&self) {
+        self.inner.lock().closed = true;
+        self.cv.notify_all();
+    }
+
     /// Waits until every op posted so far is locally complete.
     pub fn wait(&self, deadline: Deadline) -> Result<()> {
         let mut o = self.inner.lock();
         loop {
+            if o.closed {
+                return Err(Error::Terminated);
+            }
             if let Some(rank) = o.failed.take() {
                 // Report the failure once; ops still in flight towards others continue.
                 if o.ops == 0 {
@@ -121,6 +132,13 @@ pub(crate) struct QueueTable {
 }
 
 impl QueueTable {
+    /// Closes every queue (process termination).
+    pub fn close_all(&self) {
+        for q in self.queues.read().iter().flatten() {
+            q.close();
+        }
+    }
+
     pub fn new(initial: u32, size_max: u32) -> Self {
         let mut v: Vec<Option<Arc<QueueState>>> = vec![None; limits::QUEUE_NUM_MAX as usize];
         for (i, slot) in v.iter_mut().enumerate().take(initial as usize) {

@@ -2,7 +2,7 @@
 //! registration, passive sends). The progress thread fills a slot; the caller waits on it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
@@ -20,6 +20,8 @@ pub(crate) struct RpcSlot {
 pub(crate) struct RpcTable {
     next: AtomicU64,
     slots: Mutex<HashMap<u64, (Rank, Arc<RpcSlot>)>>,
+    /// Set by [`fail_all`](Self::fail_all): requests begun later fail at once.
+    closed: AtomicBool,
 }
 
 impl RpcTable {
@@ -27,7 +29,12 @@ impl RpcTable {
     pub fn begin(&self, rank: Rank) -> (u64, Arc<RpcSlot>) {
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let slot = Arc::new(RpcSlot::default());
-        self.slots.lock().insert(id, (rank, slot.clone()));
+        let mut slots = self.slots.lock();
+        if self.closed.load(Ordering::Acquire) {
+            *slot.value.lock() = Some(Err(Error::Terminated));
+        } else {
+            slots.insert(id, (rank, slot.clone()));
+        }
         (id, slot)
     }
 
@@ -52,6 +59,19 @@ impl RpcTable {
         };
         for (_, slot) in failed {
             *slot.value.lock() = Some(Err(Error::PeerFailed { rank }));
+            slot.cv.notify_all();
+        }
+    }
+
+    /// Fails every open request with `error()` (process termination).
+    pub fn fail_all(&self, error: impl Fn() -> Error) {
+        let open: Vec<_> = {
+            let mut slots = self.slots.lock();
+            self.closed.store(true, Ordering::Release);
+            slots.drain().map(|(_, (_, s))| s).collect()
+        };
+        for slot in open {
+            *slot.value.lock() = Some(Err(error()));
             slot.cv.notify_all();
         }
     }

@@ -204,16 +204,25 @@ impl Shared {
         self.segments.remote.write().remove(&(from.0, key));
     }
 
-    /// Waits until `rank` has registered its segment `key` with us.
-    pub(crate) fn wait_remote(&self, rank: Rank, key: SegKey, deadline: Deadline) -> Result<()> {
+    /// Waits until `rank` has registered with us a segment `key` that `fresh` accepts (an
+    /// older registration under the same key may still be here: the peer's deletion of it
+    /// travels on its own schedule).
+    pub(crate) fn wait_remote(
+        &self,
+        rank: Rank,
+        key: SegKey,
+        deadline: Deadline,
+        fresh: impl Fn(&RemoteSegment) -> bool,
+    ) -> Result<Arc<RemoteSegment>> {
         let mut g = self.segments.registered.lock();
         loop {
-            if self.segments.remote(rank, key).is_some() {
-                return Ok(());
+            if let Some(r) = self.segments.remote(rank, key).filter(|r| fresh(r)) {
+                return Ok(r);
             }
             if self.state.is_unreachable(rank) {
                 return Err(Error::PeerFailed { rank });
             }
+            self.check_open()?;
             match deadline.remaining() {
                 None => {
                     self.segments.registered_cv.wait(&mut g);
@@ -535,7 +544,8 @@ impl Context {
     }
 
     /// Allocates `seg` on every member of `group` and registers it with all of them
-    /// (`gaspi_segment_create`); returns when every member's segment is registered here.
+    /// (`gaspi_segment_create`). Collective over `group` (which must be committed): no member
+    /// returns before every member has registered its segment with every other.
     pub fn segment_create(
         &self,
         seg: SegmentId,
@@ -544,16 +554,22 @@ impl Context {
         timeout: Timeout,
         alloc: Alloc,
     ) -> Result<()> {
-        let members = self.group_members(group)?;
+        self.group_members(group)?;
         self.segment_alloc(seg, size, alloc)?;
         self.register_with_group(seg, group, timeout)
             .inspect_err(|_| {
                 let _ = self.segment_delete(seg);
-            })?;
-        debug_assert!(!members.is_empty());
-        Ok(())
+            })
     }
 
+    /// Registers `seg` with every member of `group`, then waits in a barrier of the group.
+    ///
+    /// Each registration is acknowledged by its target once it is in the target's table, and
+    /// a member enters the barrier only after all of its own were acknowledged; so when the
+    /// barrier completes, every member's registration with us has landed. Registrations of
+    /// a deleted segment under the same id cannot linger: a peer's deletion notice travels
+    /// on the same ordered channel ahead of its new registration. (Waiting for "some
+    /// registration of `seg` from each member" instead would accept such a stale one.)
     fn register_with_group(&self, seg: SegmentId, group: Group, timeout: Timeout) -> Result<()> {
         let deadline = timeout.deadline();
         let key = self.user_key(seg)?;
@@ -561,26 +577,28 @@ impl Context {
         for &r in &members {
             self.register_key(key, r, deadline)?;
         }
-        for &r in &members {
-            if r != self.sh.rank {
-                self.sh.wait_remote(r, key, deadline)?;
-            }
-        }
-        Ok(())
+        self.barrier_deadline(group, deadline)
     }
 
     /// Deletes local segment `seg` (`gaspi_segment_delete`); peers it was registered with are
     /// told, so their later accesses fail locally instead of reaching freed memory.
     pub fn segment_delete(&self, seg: SegmentId) -> Result<()> {
         let key = self.user_key(seg)?;
-        let removed = self.sh.segments.remove_local(key);
-        if let (Some(v), Some(_)) = (&self.sh.verbs, &removed) {
-            v.unregister_segment(key);
-        }
-        let local = removed.ok_or(Error::InvalidSegment {
+        self.delete_key(key).ok_or(Error::InvalidSegment {
             segment: seg,
             rank: None,
-        })?;
+        })
+    }
+
+    /// Removes local segment `key` (user or internal) and tells the peers it was registered
+    /// with; `None` when there is no such segment. Its shared-memory file goes at once, so
+    /// the id can be created again while handles to the old memory are still alive.
+    pub(crate) fn delete_key(&self, key: SegKey) -> Option<()> {
+        let local = self.sh.segments.remove_local(key)?;
+        if let Some(v) = &self.sh.verbs {
+            v.unregister_segment(key);
+        }
+        local.mem.unlink();
         if let Ok(tcp) = self.tcp() {
             for r in 0..self.sh.nranks {
                 let r = Rank(r);
@@ -591,7 +609,7 @@ impl Context {
                 }
             }
         }
-        Ok(())
+        Some(())
     }
 
     /// Number of local user segments (`gaspi_segment_num`).

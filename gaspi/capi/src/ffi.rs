@@ -5,18 +5,20 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::Duration;
+use std::sync::Arc;
 
 use parking_lot::RwLock;
 use rt::error::code;
 use rt::{Context, Error, Result};
 
-use crate::types::{gaspi_return_t, gaspi_timeout_t, GASPI_BLOCK};
+use crate::types::{gaspi_return_t, gaspi_timeout_t};
 
-/// The context between `gaspi_proc_init` and `gaspi_proc_term`. Calls take a shared
-/// (recursive, so that user reductions may call back in) lock; init and term take it
-/// exclusively.
-static CONTEXT: RwLock<Option<Context>> = RwLock::new(None);
+/// The context between `gaspi_proc_init` and `gaspi_proc_term`. A call takes a reference
+/// (briefly holding the lock) and runs without the lock, so `gaspi_proc_term` never waits
+/// for a call blocked on another thread: it empties the slot and terminates the context,
+/// which ends such calls with `GASPI_ERROR`; their reference keeps the memory alive until
+/// they have returned. Calls that start after term find the slot empty (`GASPI_ERR_NOINIT`).
+static CONTEXT: RwLock<Option<Arc<Context>>> = RwLock::new(None);
 
 thread_local! {
     /// Message of the last failed call on this thread (`tnt_gaspi_last_error`).
@@ -59,16 +61,13 @@ pub(crate) fn last_error_ptr() -> *const c_char {
 
 /// Runs `f` with the context, or fails with `GASPI_ERR_NOINIT`.
 pub(crate) fn with_ctx<T>(f: impl FnOnce(&Context) -> Result<T>) -> Result<T> {
-    let g = CONTEXT.read_recursive();
-    match g.as_ref() {
-        Some(ctx) => f(ctx),
-        None => Err(Error::NotInitialized),
-    }
+    let ctx = CONTEXT.read().clone().ok_or(Error::NotInitialized)?;
+    f(&ctx)
 }
 
 /// Whether a context is installed.
 pub(crate) fn is_initialized() -> bool {
-    CONTEXT.read_recursive().is_some()
+    CONTEXT.read().is_some()
 }
 
 /// Installs a context made by `make` unless one exists (`GASPI_ERR_INITED`).
@@ -77,23 +76,15 @@ pub(crate) fn install(make: impl FnOnce() -> Result<Context>) -> Result<()> {
     if g.is_some() {
         return Err(Error::AlreadyInitialized);
     }
-    *g = Some(make()?);
+    *g = Some(Arc::new(make()?));
     Ok(())
 }
 
-/// Removes and terminates the context. Waits at most `timeout` for calls in progress on
-/// other threads to leave (`GASPI_TIMEOUT` after that).
+/// Removes and terminates the context; calls blocked in it on other threads return
+/// `GASPI_ERROR` (see [`CONTEXT`]).
 pub(crate) fn uninstall(timeout: gaspi_timeout_t) -> Result<()> {
-    let mut g = if timeout == GASPI_BLOCK {
-        CONTEXT.write()
-    } else {
-        CONTEXT
-            .try_write_for(Duration::from_millis(timeout))
-            .ok_or(Error::Timeout)?
-    };
-    let ctx = g.take().ok_or(Error::NotInitialized)?;
-    drop(g);
-    ctx.term(rt::Timeout(timeout))
+    let ctx = CONTEXT.write().take().ok_or(Error::NotInitialized)?;
+    ctx.terminate(rt::Timeout(timeout))
 }
 
 /// Stores `v` through the output pointer `p`.
