@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::bootstrap::{self, host_identity};
 use crate::config::{limits, Config};
@@ -64,7 +64,6 @@ pub struct Context {
     pub(crate) tcp: Option<TcpTransport>,
     pub(crate) queues: QueueTable,
     pub(crate) groups: GroupTable,
-    started: Instant,
     terminated: AtomicBool,
 }
 
@@ -79,18 +78,19 @@ impl Context {
     /// a bootstrap error, not a hang, when the job does not assemble within
     /// `GASPI_INIT_TIMEOUT_MS`.
     pub fn init_with(config: Config) -> Result<Context> {
-        config.validate()?;
+        let config = config.resolve()?;
         let env = JobEnv::from_env()?;
         Self::init_job(config, env)
     }
 
     /// Initializes for an explicit job description (what `init_with` reads from the env).
     pub fn init_job(config: Config, env: JobEnv) -> Result<Context> {
-        config.validate()?;
+        let config = config.resolve()?;
         if INITIALIZED.swap(true, Ordering::SeqCst) {
             return Err(Error::AlreadyInitialized);
         }
         crate::log::init_from_env();
+        crate::clock::start();
         Self::start(config, env).inspect_err(|_| INITIALIZED.store(false, Ordering::SeqCst))
     }
 
@@ -211,7 +211,6 @@ impl Context {
             tcp,
             queues: QueueTable::new(config.queue_num, config.queue_size_max),
             groups: GroupTable::new(config.group_max),
-            started: Instant::now(),
             terminated: AtomicBool::new(false),
         };
         ctx.commit_group_all(deadline)?;
@@ -427,14 +426,14 @@ impl Context {
         self.check_rank(rank)
     }
 
-    /// Milliseconds since init (`gaspi_time_get`).
+    /// Milliseconds of the process clock (`gaspi_time_get`; see [`crate::clock`]).
     pub fn time_ms(&self) -> f64 {
-        self.started.elapsed().as_secs_f64() * 1e3
+        crate::clock::time_ms()
     }
 
-    /// A monotonic tick counter in nanoseconds (`gaspi_time_ticks`).
+    /// The process clock in nanoseconds (`gaspi_time_ticks`; see [`crate::clock`]).
     pub fn time_ticks(&self) -> u64 {
-        self.started.elapsed().as_nanos() as u64
+        crate::clock::time_ticks()
     }
 
     /// `gaspi_transfer_size_min`/`max`.

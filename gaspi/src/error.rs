@@ -88,7 +88,7 @@ pub enum Error {
         len: u64,
         size: u64,
     },
-    #[error("transfer size {size} is not allowed here (maximum {max})")]
+    #[error("transfer size {size} is not allowed here (1..={max} bytes)")]
     InvalidCommSize { size: u64, max: u64 },
     #[error("notification value must be non-zero")]
     ZeroNotificationValue,

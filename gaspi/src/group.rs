@@ -54,6 +54,9 @@ struct Coll {
     barrier: Option<Progress>,
     reduce_done: u32,
     reduce: Option<Progress>,
+    /// Rounds of the allreduce in progress already complete (a reduction larger than one
+    /// round buffer runs in several; a call resumed after a timeout skips these).
+    reduce_rounds_done: usize,
 }
 
 struct Committed {
@@ -200,7 +203,7 @@ impl Context {
             *c
         };
         let tag = commit_tag(&members, commit);
-        let buf = self.sh.config.allreduce_buf_size as usize;
+        let buf = self.sh.config.allreduce_round_bytes();
         let seg = match self.sh.segments.local(key) {
             Some(s) => s,
             None => {
@@ -305,25 +308,20 @@ impl Context {
 
     /// The engine of every small allreduce: `combine(lower, higher, out)` merges the values
     /// of two members, the lower group index first, so that every member computes the same
-    /// bits. `input` is read on the first call only; a call resumed after a timeout continues
-    /// with the state it left.
+    /// bits. The reduction runs in rounds of at most one round buffer (whole `elem_size`
+    /// elements each). A call resumed after a timeout continues with the state it left, so it
+    /// must be given the same buffers.
     pub(crate) fn allreduce_bytes(
         &self,
         group: Group,
         input: &[u8],
         output: &mut [u8],
+        elem_size: usize,
         combine: &mut UserReduce<'_>,
         deadline: Deadline,
     ) -> Result<()> {
         let (members, c, coll) = self.committed(group)?;
         let mut coll = coll.try_lock().ok_or(Error::ActiveCollective)?;
-        if input.len() > c.buf {
-            return Err(Error::InvalidSize(format!(
-                "allreduce of {} bytes exceeds allreduce_buf_size {}",
-                input.len(),
-                c.buf
-            )));
-        }
         if output.len() != input.len() {
             return Err(Error::InvalidSize(format!(
                 "output of {} bytes for {} input bytes",
@@ -331,6 +329,44 @@ impl Context {
                 input.len()
             )));
         }
+        let per_round = c.buf / elem_size.max(1) * elem_size;
+        if per_round == 0 {
+            return Err(Error::InvalidSize(format!(
+                "an element of {elem_size} bytes exceeds the allreduce round buffer of {} bytes (allreduce_buf_size)",
+                c.buf
+            )));
+        }
+        let rounds = input.len().div_ceil(per_round).max(1);
+        while coll.reduce_rounds_done < rounds {
+            let start = coll.reduce_rounds_done * per_round;
+            let end = (start + per_round).min(input.len());
+            self.allreduce_round(
+                &members,
+                &c,
+                &mut coll,
+                &input[start..end],
+                &mut output[start..end],
+                combine,
+                deadline,
+            )?;
+            coll.reduce_rounds_done += 1;
+        }
+        coll.reduce_rounds_done = 0;
+        Ok(())
+    }
+
+    /// One round of recursive doubling over at most one round buffer.
+    #[allow(clippy::too_many_arguments)]
+    fn allreduce_round(
+        &self,
+        members: &[Rank],
+        c: &Committed,
+        coll: &mut Coll,
+        input: &[u8],
+        output: &mut [u8],
+        combine: &mut UserReduce<'_>,
+        deadline: Deadline,
+    ) -> Result<()> {
         let n = members.len();
         let me = c.me;
         let p2 = if n.is_power_of_two() {
@@ -353,7 +389,7 @@ impl Context {
         }
         let len = input.len();
         let unfold_step = MAX_STEPS - 1;
-        let folded_out = me < 2 * rem && me % 2 == 0;
+        let folded_out = me < 2 * rem && me.is_multiple_of(2);
         let vindex = if me < 2 * rem { me / 2 } else { me - rem };
         let real = |v: usize| if v < rem { 2 * v + 1 } else { v + rem };
         let exchanges = p2.trailing_zeros() as usize;
@@ -363,10 +399,10 @@ impl Context {
         if p.step == 0 {
             if me < 2 * rem {
                 if folded_out {
-                    self.exchange_send(&c, members[me + 1], p, 0)?;
+                    self.exchange_send(c, members[me + 1], p, 0)?;
                 } else {
                     let other =
-                        self.exchange_recv(&c, members[me - 1], p.epoch, 0, len, deadline)?;
+                        self.exchange_recv(c, members[me - 1], p.epoch, 0, len, deadline)?;
                     combine(&other, &p.acc, &mut tmp)?;
                     p.acc.copy_from_slice(&tmp);
                 }
@@ -378,9 +414,9 @@ impl Context {
             while p.step <= exchanges {
                 let partner_v = vindex ^ (1 << (p.step - 1));
                 let partner = real(partner_v);
-                self.exchange_send(&c, members[partner], p, p.step)?;
+                self.exchange_send(c, members[partner], p, p.step)?;
                 let other =
-                    self.exchange_recv(&c, members[partner], p.epoch, p.step, len, deadline)?;
+                    self.exchange_recv(c, members[partner], p.epoch, p.step, len, deadline)?;
                 if partner_v < vindex {
                     combine(&other, &p.acc, &mut tmp)?;
                 } else {
@@ -391,11 +427,11 @@ impl Context {
                 p.sent = false;
             }
             if me < 2 * rem {
-                self.exchange_send(&c, members[me - 1], p, unfold_step)?;
+                self.exchange_send(c, members[me - 1], p, unfold_step)?;
             }
         } else {
             let result =
-                self.exchange_recv(&c, members[me + 1], p.epoch, unfold_step, len, deadline)?;
+                self.exchange_recv(c, members[me + 1], p.epoch, unfold_step, len, deadline)?;
             p.acc.copy_from_slice(&result);
         }
         output.copy_from_slice(&p.acc);

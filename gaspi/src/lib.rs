@@ -37,6 +37,7 @@
 
 mod atomic;
 mod bootstrap;
+pub mod clock;
 pub mod config;
 mod context;
 pub mod env;

@@ -49,10 +49,10 @@ impl Context {
         };
         let start = Instant::now();
         loop {
+            self.sh.check_open()?;
             if let Some(v) = check() {
                 return Ok(v);
             }
-            self.sh.check_open()?;
             if let Some(rank) = failed() {
                 if let Watch::Unreported(seen) = &watch {
                     seen.store(self.sh.state.failures(), Ordering::Release);
@@ -141,7 +141,8 @@ impl Context {
     }
 
     /// Waits until one of notifications `first..first+num` of local segment `seg` is non-zero
-    /// and returns the lowest such id, without resetting it (`gaspi_notify_waitsome`).
+    /// and returns the lowest such id, without resetting it (`gaspi_notify_waitsome`). With
+    /// `num == 0` it returns `first` at once.
     ///
     /// When nothing is set and a rank has failed since the last wait on this segment
     /// reported a failure, returns [`Error::PeerFailed`] naming it (once per failure and
@@ -155,9 +156,8 @@ impl Context {
     ) -> Result<NotificationId> {
         let local = self.local_segment(seg)?;
         if num == 0 {
-            return Err(Error::InvalidNumber(
-                "notify_waitsome over 0 notifications".into(),
-            ));
+            // Waiting for none of no notifications is done at once (as in GPI-2).
+            return Ok(first);
         }
         self.check_notification(&local.mem, seg, first.0, num)?;
         let mem = &local.mem;

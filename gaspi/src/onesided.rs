@@ -78,7 +78,9 @@ impl Checked {
 impl Context {
     fn check_transfer(&self, local: Local, remote: Remote, size: u64) -> Result<Checked> {
         self.check_rank(remote.rank)?;
-        if size > self.sh.config.transfer_size_max {
+        // GPI-2's minimum (`gaspi_transfer_size_min`) is 1: an empty transfer is a mistake
+        // of the caller (a bare notification is `notify`).
+        if size < self.transfer_size_min() || size > self.sh.config.transfer_size_max {
             return Err(Error::InvalidCommSize {
                 size,
                 max: self.sh.config.transfer_size_max,
@@ -140,9 +142,6 @@ impl Context {
         let q = self.queues.get(queue)?;
         let c = self.check_transfer(local, remote, size)?;
         self.check_reachable(remote.rank)?;
-        if size == 0 {
-            return Ok(());
-        }
         let t = self.transport_for(&c.dest)?;
         self.posting(&q, 1, (Counter::BytesWritten, size), || {
             t.write(&c.xfer(), None, Some(&q))
@@ -165,11 +164,6 @@ impl Context {
         Self::check_notify_target(&c.dest, id, value)?;
         self.check_reachable(remote.rank)?;
         let t = self.transport_for(&c.dest)?;
-        if size == 0 {
-            return self.posting(&q, 1, (Counter::BytesWritten, 0), || {
-                t.notify(&c.dest, id.0, value, Some(&q))
-            });
-        }
         self.posting(&q, 2, (Counter::BytesWritten, size), || {
             t.write(&c.xfer(), Some((id.0, value)), Some(&q))
         })
@@ -181,9 +175,6 @@ impl Context {
         let q = self.queues.get(queue)?;
         let c = self.check_transfer(local, remote, size)?;
         self.check_reachable(remote.rank)?;
-        if size == 0 {
-            return Ok(());
-        }
         let t = self.transport_for(&c.dest)?;
         self.posting(&q, 1, (Counter::BytesRead, size), || {
             t.read(&c.xfer(), None, Some(&q))
@@ -210,10 +201,6 @@ impl Context {
             });
         }
         self.check_reachable(remote.rank)?;
-        if size == 0 {
-            c.local.notify(id.0, 1);
-            return Ok(());
-        }
         let t = self.transport_for(&c.dest)?;
         self.posting(&q, 2, (Counter::BytesRead, size), || {
             t.read(&c.xfer(), Some(id.0), Some(&q))

@@ -152,12 +152,18 @@ impl QueueTable {
 
     pub fn get(&self, q: QueueId) -> Result<Arc<QueueState>> {
         let v = self.queues.read();
-        v.get(usize::from(q.0))
+        let queue = v
+            .get(usize::from(q.0))
             .and_then(|s| s.clone())
             .ok_or(Error::InvalidQueue {
                 queue: q,
                 num: v.iter().filter(|s| s.is_some()).count() as u8,
-            })
+            })?;
+        // Every posting call takes its queue here: none starts after termination.
+        if queue.inner.lock().closed {
+            return Err(Error::Terminated);
+        }
+        Ok(queue)
     }
 
     pub fn count(&self) -> u32 {

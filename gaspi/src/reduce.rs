@@ -1,6 +1,7 @@
 //! The small group allreduce (`gaspi_allreduce`, `gaspi_allreduce_user`): at most
-//! `allreduce_elem_max` elements, for reductions of scalars such as norms, counts and flags.
-//! Large reductions belong to the `allreduce` crate.
+//! `allreduce_elem_max` elements (any positive number; more than one round buffer's worth
+//! runs in rounds), for reductions of scalars such as norms, counts and flags. Large
+//! reductions at bandwidth belong to the `allreduce` crate.
 
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -94,6 +95,7 @@ impl Context {
             group,
             bytemuck::cast_slice(input),
             bytemuck::cast_slice_mut(output),
+            std::mem::size_of::<T>(),
             &mut |a, b, out| {
                 combine_typed::<T>(op, a, b, out);
                 Ok(())
@@ -131,6 +133,7 @@ impl Context {
             group,
             input,
             output,
+            ty.size(),
             &mut |a, b, out| {
                 combine(op, a, b, out);
                 Ok(())
@@ -157,10 +160,11 @@ impl Context {
             )));
         }
         self.check_elems(input.len() / elem_size)?;
-        self.allreduce_bytes(group, input, output, reduce, timeout.deadline())
+        self.allreduce_bytes(group, input, output, elem_size, reduce, timeout.deadline())
     }
 
-    /// Bytes available to one allreduce (`gaspi_allreduce_buf_size`).
+    /// `allreduce_buf_size` of the configuration (`gaspi_allreduce_buf_size`); one round of
+    /// the small allreduce moves at most this many bytes (clamped to 64 B..=1 MiB).
     pub fn allreduce_buf_size(&self) -> u64 {
         self.sh.config.allreduce_buf_size
     }

@@ -539,13 +539,10 @@ fn config_validation() {
         (Config { queue_size_max: 4097, ..d() }, "queue_size_max 4097"),
         (Config { segment_max: 0, ..d() }, "segment_max 0"),
         (Config { segment_max: 256, ..d() }, "segment_max 256"),
-        (Config { group_max: 33, ..d() }, "group_max 33"),
-        (Config { transfer_size_max: 0, ..d() }, "transfer_size_max 0"),
-        (Config { notification_num: 0, ..d() }, "notification_num 0"),
+        (Config { group_max: 257, ..d() }, "group_max 257"),
+        (Config { transfer_size_max: (1 << 30) + 1, ..d() }, "transfer_size_max 1073741825"),
         (Config { passive_transfer_size_max: 65536, ..d() }, "passive_transfer_size_max 65536"),
-        (Config { passive_queue_size_max: 0, ..d() }, "passive_queue_size_max"),
-        (Config { allreduce_elem_max: 256, ..d() }, "allreduce_elem_max 256"),
-        (Config { allreduce_buf_size: 8, ..d() }, "allreduce_buf_size 8"),
+        (Config { rw_list_elem_max: 0, ..d() }, "rw_list_elem_max 0"),
         (Config { rw_list_elem_max: 256, ..d() }, "rw_list_elem_max 256"),
         (Config { network: NetworkType::Gemini, ..d() }, "Gemini"),
     ];
@@ -576,6 +573,24 @@ fn config_validation() {
     ];
     for c in edges {
         c.validate().unwrap();
+    }
+    // GPI-2 accepts these: every one resolves (0 means the default where GPI-2 takes 0).
+    #[rustfmt::skip]
+    let gpi2 = [
+        Config { allreduce_elem_max: 1_000_000, ..d() },
+        Config { allreduce_elem_max: 0, ..d() },
+        Config { allreduce_buf_size: 8, ..d() },
+        Config { group_max: 255, ..d() },
+        Config { group_max: 0, ..d() },
+        Config { notification_num: 0, ..d() },
+        Config { notification_num: 2 * 65536, ..d() },
+        Config { transfer_size_max: 0, ..d() },
+        Config { passive_queue_size_max: 0, ..d() },
+        Config { passive_transfer_size_max: 0, ..d() },
+    ];
+    for c in gpi2 {
+        let r = c.resolve().unwrap_or_else(|e| panic!("{c:?}: {e}"));
+        r.validate().unwrap();
     }
     assert_eq!(error_str(ERR_INV_NOTIF_VAL), "invalid notification value");
 }

@@ -205,3 +205,108 @@ spmd_cases! {
     rule12_passive_resumed_after_timeout, passive_resumed_after_timeout,
     tcp_2 = (2, Tcp), tcp_3 = (3, Tcp), shm_4 = (4, Shm), verbs_3 = (3, FakeVerbs),
 }
+
+/// Creates `seg` of `size` bytes on all ranks and checks, with a ring write, that every rank
+/// reaches the new segment (not a registration left from an earlier one under the id).
+fn create_and_ring(ctx: &Context, seg: SegmentId, size: u64) {
+    let (me, next, prev) = (ctx.rank(), right(ctx), left(ctx));
+    ctx.segment_create(seg, size, Group::ALL, T, Alloc::Initialized)
+        .unwrap();
+    assert_eq!(ctx.segment_size(seg, next).unwrap(), size);
+    let h = ctx.segment(seg).unwrap();
+    h.write(0, &[1000 + u64::from(me.0)]).unwrap();
+    let dst = Remote::new(next, seg, size - 8);
+    ctx.write_notify(Local::new(seg, 0), dst, 8, nid(3), 1, Q)
+        .unwrap();
+    take(ctx, seg, 3);
+    assert_eq!(h.get::<u64>(size - 8).unwrap(), 1000 + u64::from(prev.0));
+    ctx.wait(Q, T).unwrap();
+    ctx.barrier(Group::ALL, T).unwrap();
+}
+
+fn delete(ctx: &Context, seg: SegmentId) {
+    ctx.barrier(Group::ALL, T).unwrap();
+    ctx.segment_delete(seg).unwrap();
+}
+
+// Rule 9: segment ids are reusable with any size, in any order, any number of times (the
+// sequences GPI-2 programs use), and so are group ids.
+fn segment_ids_reused(ctx: Context) {
+    create_and_ring(&ctx, SegmentId(10), 4096);
+    delete(&ctx, SegmentId(10));
+    create_and_ring(&ctx, SegmentId(2), 4096);
+    delete(&ctx, SegmentId(2));
+    for round in 0..4 {
+        create_and_ring(&ctx, SegmentId(0), 1024 << round);
+        delete(&ctx, SegmentId(0));
+    }
+    let mut made = 0;
+    while let Ok(s) = ctx.segment_avail_local() {
+        ctx.segment_create(s, 64, Group::ALL, T, Alloc::Uninitialized)
+            .unwrap();
+        made += 1;
+    }
+    assert_eq!(made, ctx.segment_max());
+    ctx.barrier(Group::ALL, T).unwrap();
+    for s in ctx.segment_list() {
+        ctx.segment_delete(s).unwrap();
+    }
+    ctx.barrier(Group::ALL, T).unwrap();
+    for (s, size) in [(0, 2048), (2, 8192), (1, 4096)] {
+        create_and_ring(&ctx, SegmentId(s), size);
+    }
+    for s in [0, 1, 2] {
+        delete(&ctx, SegmentId(s));
+    }
+    // A group id deleted and created again (same id, same members) is a new group.
+    for _ in 0..3 {
+        let g = ctx.group_create().unwrap();
+        for r in 0..ctx.num_ranks() {
+            ctx.group_add(g, Rank(r)).unwrap();
+        }
+        ctx.group_commit(g, T).unwrap();
+        let (one, mut sum) = ([1u64], [0u64]);
+        ctx.allreduce(&one, &mut sum, ReduceOp::Sum, g, T).unwrap();
+        assert_eq!(sum[0], u64::from(ctx.num_ranks()));
+        ctx.barrier(g, T).unwrap();
+        ctx.group_delete(g).unwrap();
+    }
+    finish(ctx);
+}
+
+spmd_cases! {
+    rule09_segment_ids_reused, segment_ids_reused,
+    tcp_2 = (2, Tcp), tcp_3 = (3, Tcp), tcp_4 = (4, Tcp), shm_2 = (2, Shm), shm_4 = (4, Shm),
+    verbs_3 = (3, FakeVerbs),
+}
+
+// Rule 12 and process management: `terminate` on a context shared between threads ends the
+// calls blocked in it on the other threads with `Terminated` (GPI-2 programs park a thread
+// in a blocking passive_receive and call proc_term from the main thread).
+fn term_ends_blocked_calls(ctx: Context) {
+    let ctx = std::sync::Arc::new(ctx);
+    create(&ctx, S, 4096);
+    let receiver = {
+        let ctx = ctx.clone();
+        std::thread::spawn(move || ctx.passive_receive(S, 0, 64, Timeout::BLOCK))
+    };
+    let waiter = {
+        let ctx = ctx.clone();
+        std::thread::spawn(move || ctx.notify_waitsome(S, nid(7), 1, Timeout::BLOCK))
+    };
+    ctx.barrier(Group::ALL, T).unwrap();
+    ctx.terminate(T).unwrap();
+    must!(receiver.join().unwrap(), Err(Error::Terminated));
+    must!(waiter.join().unwrap(), Err(Error::Terminated));
+    // Calls made afterwards fail too, and nothing waits for ever.
+    must!(
+        ctx.passive_receive(S, 0, 64, Timeout::BLOCK),
+        Err(Error::Terminated)
+    );
+    must!(ctx.barrier(Group::ALL, Timeout::BLOCK), Err(_));
+}
+
+spmd_cases! {
+    term_ends_calls_blocked_on_other_threads, term_ends_blocked_calls,
+    tcp_2 = (2, Tcp), shm_3 = (3, Shm), verbs_2 = (2, FakeVerbs),
+}

@@ -148,11 +148,10 @@ gaspi_api! { COLL_API;
         let elem = usize::try_from(element_size)
             .map_err(|_| Error::InvalidSize(format!("element size {element_size}")))?;
         with_ctx(|c| {
-            let max = c.allreduce_buf_size();
             let len = (num as u64).saturating_mul(element_size);
-            if num == 0 || num > c.allreduce_elem_max() || len > max {
+            if num == 0 || num > c.allreduce_elem_max() {
                 return Err(Error::InvalidNumber(format!(
-                    "allreduce_user of {num} elements of {element_size} bytes (at most {} elements, {max} bytes)",
+                    "allreduce_user of {num} elements (1..={})",
                     c.allreduce_elem_max()
                 )));
             }

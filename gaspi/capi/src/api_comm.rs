@@ -244,9 +244,12 @@ gaspi_api! { COMM_API;
         notification_id: gaspi_notification_id_t,
         old_notification_val: *mut gaspi_notification_t,
     ) {
-        need(old_notification_val, "old_notification_val")?;
+        // GPI-2 takes NULL here: the old value is then not returned.
         with_ctx(|c| {
             let v = c.notify_reset(SegmentId(segment_id_local), NotificationId(notification_id))?;
+            if old_notification_val.is_null() {
+                return Ok(());
+            }
             out(old_notification_val, "old_notification_val", v)
         })
     }

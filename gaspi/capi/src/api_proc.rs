@@ -99,9 +99,8 @@ gaspi_api! { PROC_API;
     }
 
     /// `gaspi_cpu_frequency`: ticks of `gaspi_time_ticks` are nanoseconds, so the frequency
-    /// that converts them to time is 1000 MHz.
+    /// that converts them to time is 1000 MHz. Valid before init.
     fn gaspi_cpu_frequency(cpu_mhz: *mut gaspi_float) {
-        need(cpu_mhz, "cpu_mhz")?;
-        with_ctx(|_| out(cpu_mhz, "cpu_mhz", 1000.0))
+        out(cpu_mhz, "cpu_mhz", rt::clock::TICKS_PER_US)
     }
 }

@@ -14,7 +14,8 @@ use crate::types::*;
 /// What `gaspi_config_set` stored (`None`: the defaults).
 static PENDING: Mutex<Option<gaspi_config_t>> = Mutex::new(None);
 
-const IB_MTUS: [u32; 3] = [1024, 2048, 4096];
+/// 0 lets the device choose (GPI-2 accepts it too).
+const IB_MTUS: [u32; 4] = [0, 1024, 2048, 4096];
 
 fn network_to_c(n: NetworkType) -> gaspi_network_t {
     n as gaspi_network_t
@@ -83,11 +84,13 @@ pub(crate) fn to_c(c: &Config) -> gaspi_config_t {
 }
 
 /// The Rust configuration a C one asks for, validated (`GASPI_ERR_CONFIG` naming the field).
+/// Fields given as 0 where GPI-2 takes 0 stay 0 here and are resolved to their defaults at
+/// init ([`Config::resolve`]), so `gaspi_config_get` reports what was set.
 pub(crate) fn from_c(c: &gaspi_config_t) -> Result<Config> {
     let mtu = c.dev_config.params.ib.mtu;
     if !IB_MTUS.contains(&mtu) {
         return Err(Error::Config(format!(
-            "dev_config.params.ib.mtu {mtu} must be 1024, 2048 or 4096"
+            "dev_config.params.ib.mtu {mtu} must be 0 (automatic), 1024, 2048 or 4096"
         )));
     }
     if c.queue_num > limits::QUEUE_NUM_MAX {
@@ -122,7 +125,7 @@ pub(crate) fn from_c(c: &gaspi_config_t) -> Result<Config> {
         sn_timeout_ms: c.sn_timeout,
         build_infrastructure,
     };
-    cfg.validate()?;
+    cfg.resolve()?;
     Ok(cfg)
 }
 

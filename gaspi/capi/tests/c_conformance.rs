@@ -13,8 +13,13 @@ use rt::testing::{Job, JobOutcome};
 const JOB_TIMEOUT: Duration = Duration::from_secs(90);
 
 fn run(name: &str, n: u16, t: TransportChoice) -> JobOutcome {
+    run_with(name, n, t, &[])
+}
+
+fn run_with(name: &str, n: u16, t: TransportChoice, args: &[&str]) -> JobOutcome {
     let exe = compile(name, Link::Shared, &format!("{t}{n}"), &["-pthread"]);
     let mut job = Job::new(n, &exe);
+    job.args = args.iter().map(|a| a.to_string()).collect();
     job.transport = t;
     job.timeout = JOB_TIMEOUT;
     job.run()
@@ -22,7 +27,11 @@ fn run(name: &str, n: u16, t: TransportChoice) -> JobOutcome {
 
 /// Runs `name` and checks that every rank printed `<name> ok on <n> ranks`.
 fn passes(name: &str, n: u16, t: TransportChoice) {
-    let out = run(name, n, t);
+    passes_with(name, n, t, &[]);
+}
+
+fn passes_with(name: &str, n: u16, t: TransportChoice, args: &[&str]) {
+    let out = run_with(name, n, t, args);
     out.assert_success();
     for r in &out.ranks {
         let want = format!("[Rank {:4}]: {name} ok on {n} ranks", r.rank);
@@ -53,13 +62,19 @@ fn segment_ids_are_reusable_shm_4() {
 /// A plain create-fill-term program, several times in a row (it failed on half the runs
 /// at 4 ranks when `segment_create` did not synchronise its group).
 fn create_term(n: u16, t: TransportChoice) {
-    for _ in 0..RUNS_IN_A_ROW {
+    for _ in 0..runs_in_a_row() {
         passes("create_term", n, t);
     }
 }
 
-/// Repetitions of the programs whose failure was a race.
-const RUNS_IN_A_ROW: usize = 5;
+/// Repetitions of the programs whose failure was a race: `TNT_CONFORMANCE_RUNS` (the
+/// acceptance run used 50, on a machine loaded with two busy loops), 5 by default.
+fn runs_in_a_row() -> usize {
+    std::env::var("TNT_CONFORMANCE_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5)
+}
 
 #[test]
 fn create_then_term_is_synchronised_tcp_4() {
@@ -77,7 +92,7 @@ fn create_then_term_is_synchronised_tcp_2() {
 }
 
 fn term_blocked(n: u16, t: TransportChoice) {
-    for _ in 0..RUNS_IN_A_ROW {
+    for _ in 0..runs_in_a_row() {
         passes("term_blocked", n, t);
     }
 }
@@ -95,4 +110,19 @@ fn term_ends_a_call_blocked_on_another_thread_shm_3() {
 #[test]
 fn term_ends_a_call_blocked_on_another_thread_tcp_4() {
     term_blocked(4, TransportChoice::Tcp);
+}
+
+#[test]
+fn gpi2_ranges_and_edge_cases_tcp_2() {
+    passes("gpi2_compat", 2, TransportChoice::Tcp);
+}
+
+#[test]
+fn gpi2_ranges_and_edge_cases_shm_3() {
+    passes("gpi2_compat", 3, TransportChoice::Shm);
+}
+
+#[test]
+fn gpi2_notification_num_zero_is_the_default_tcp_3() {
+    passes_with("gpi2_compat", 3, TransportChoice::Tcp, &["zero"]);
 }

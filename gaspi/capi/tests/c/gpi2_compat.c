@@ -1,0 +1,147 @@
+/* What GPI-2 accepts and does where we once differed: the calls valid before init (timing
+ * included), configurations at the edges of GPI-2's ranges and their effect (a 1,000,000
+ * element allreduce, 255 groups, notification ids up to the configured number), waiting for
+ * zero notifications, resetting without the old value, and the minimum transfer size.
+ * With the argument "zero", notification_num = 0 (the default) is configured instead. */
+#include "check.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define ELEMS 1000000
+#define NOTIFS (2 * 65536)
+
+static gaspi_rank_t me, n;
+
+static void before_init(int zero) {
+  gaspi_cycles_t t0, t1;
+  gaspi_time_t ms;
+  gaspi_float mhz, version;
+  gaspi_number_t init = 9;
+  gaspi_string_t text;
+  CHECK(gaspi_time_ticks(&t0));
+  CHECK(gaspi_time_get(&ms));
+  CHECK(gaspi_cpu_frequency(&mhz));
+  CHECK(gaspi_time_ticks(&t1));
+  ASSERT(t1 >= t0 && ms >= 0 && mhz > 0);
+  CHECK(gaspi_version(&version));
+  CHECK(gaspi_initialized(&init));
+  ASSERT(init == 0);
+  CHECK(gaspi_print_error(GASPI_TIMEOUT, &text));
+  ASSERT(strstr(text, "timeout") != NULL || strstr(text, "Timeout") != NULL);
+  free(text);
+  ASSERT(gaspi_error_str(GASPI_ERR_NOINIT) != NULL);
+
+  gaspi_config_t cfg;
+  CHECK(gaspi_config_get(&cfg));
+  cfg.allreduce_elem_max = ELEMS;
+  cfg.group_max = 255;
+  cfg.notification_num = zero ? 0 : NOTIFS;
+  cfg.dev_config.params.ib.mtu = 0;
+  CHECK(gaspi_config_set(cfg));
+  gaspi_config_t back;
+  CHECK(gaspi_config_get(&back));
+  ASSERT(back.allreduce_elem_max == ELEMS && back.group_max == 255);
+}
+
+static void notifications(int zero) {
+  gaspi_number_t num;
+  CHECK(gaspi_notification_num(&num));
+  ASSERT(num == (zero ? 65536u : NOTIFS));
+  CHECK(gaspi_segment_create(0, 1 << 16, GASPI_GROUP_ALL, TMO, GASPI_MEM_INITIALIZED));
+  gaspi_rank_t right = (gaspi_rank_t)((me + 1) % n);
+  gaspi_notification_id_t last = (gaspi_notification_id_t)(num - 1), got;
+  CHECK(gaspi_write_notify(0, 0, right, 0, 8, 8, last, 5, 0, TMO));
+  CHECK(gaspi_notify_waitsome(0, last, 1, &got, TMO));
+  ASSERT(got == last);
+  /* GPI-2 takes NULL for the old value. */
+  CHECK(gaspi_notify_reset(0, last, NULL));
+  gaspi_notification_t val = 9;
+  CHECK(gaspi_notify_reset(0, last, &val));
+  ASSERT(val == 0);
+  /* One past the configured number is refused. */
+  EXPECT(gaspi_notify(0, right, (gaspi_notification_id_t)num, 1, 0, TMO), GASPI_ERR_INV_NOTIF_ID);
+  /* Waiting for zero notifications returns at once, even with nothing set. */
+  CHECK(gaspi_notify_waitsome(0, 0, 0, &got, GASPI_BLOCK));
+  CHECK(gaspi_wait(0, TMO));
+  CHECK(gaspi_barrier(GASPI_GROUP_ALL, TMO));
+}
+
+static void transfer_sizes(void) {
+  gaspi_size_t min;
+  CHECK(gaspi_transfer_size_min(&min));
+  ASSERT(min == 1);
+  gaspi_rank_t right = (gaspi_rank_t)((me + 1) % n);
+  gaspi_size_t size = min - 1;
+  gaspi_segment_id_t s = 0;
+  gaspi_offset_t o = 0;
+  EXPECT(gaspi_write(0, 0, right, 0, 0, size, 0, TMO), GASPI_ERR_INV_COMMSIZE);
+  EXPECT(gaspi_read(0, 0, right, 0, 0, size, 0, TMO), GASPI_ERR_INV_COMMSIZE);
+  EXPECT(gaspi_write_notify(0, 0, right, 0, 0, size, 1, 1, 0, TMO), GASPI_ERR_INV_COMMSIZE);
+  EXPECT(gaspi_read_notify(0, 0, right, 0, 0, size, 1, 0, TMO), GASPI_ERR_INV_COMMSIZE);
+  EXPECT(gaspi_write_list(1, &s, &o, right, &s, &o, &size, 0, TMO), GASPI_ERR_INV_COMMSIZE);
+  EXPECT(gaspi_read_list(1, &s, &o, right, &s, &o, &size, 0, TMO), GASPI_ERR_INV_COMMSIZE);
+  EXPECT(gaspi_write_list_notify(1, &s, &o, right, &s, &o, &size, 0, 1, 1, 0, TMO),
+         GASPI_ERR_INV_COMMSIZE);
+  EXPECT(gaspi_read_list_notify(1, &s, &o, right, &s, &o, &size, 0, 1, 0, TMO),
+         GASPI_ERR_INV_COMMSIZE);
+  CHECK(gaspi_write(0, 0, right, 0, 0, min, 0, TMO));
+  CHECK(gaspi_wait(0, TMO));
+  CHECK(gaspi_barrier(GASPI_GROUP_ALL, TMO));
+}
+
+static void big_allreduce(void) {
+  gaspi_number_t max;
+  CHECK(gaspi_allreduce_elem_max(&max));
+  ASSERT(max == ELEMS);
+  double *in = malloc(sizeof(double) * ELEMS), *out = malloc(sizeof(double) * ELEMS);
+  ASSERT(in && out);
+  for (int i = 0; i < ELEMS; i++) in[i] = (double)i + me;
+  CHECK(gaspi_allreduce(in, out, ELEMS, GASPI_OP_SUM, GASPI_TYPE_DOUBLE, GASPI_GROUP_ALL, TMO));
+  double ranks = (double)n * (n - 1) / 2;
+  for (int i = 0; i < ELEMS; i++) ASSERT(out[i] == (double)i * n + ranks);
+  CHECK(gaspi_allreduce(in, out, ELEMS, GASPI_OP_MAX, GASPI_TYPE_DOUBLE, GASPI_GROUP_ALL, TMO));
+  for (int i = 0; i < ELEMS; i++) ASSERT(out[i] == (double)i + n - 1);
+  free(in);
+  free(out);
+}
+
+static void many_groups(void) {
+  gaspi_number_t max, num;
+  CHECK(gaspi_group_max(&max));
+  ASSERT(max == 255);
+  gaspi_group_t g = 0;
+  for (;;) {
+    gaspi_return_t rc = gaspi_group_create(&g);
+    if (rc == GASPI_ERR_MANY_GRP) break;
+    CHECK(rc);
+  }
+  CHECK(gaspi_group_num(&num));
+  ASSERT(num == 255 && g == 254);
+  /* The last groups work as groups: all ranks, committed, a barrier and an allreduce. */
+  for (gaspi_group_t k = 250; k <= 254; k++) {
+    for (gaspi_rank_t r = 0; r < n; r++) CHECK(gaspi_group_add(k, r));
+    CHECK(gaspi_group_commit(k, TMO));
+    CHECK(gaspi_barrier(k, TMO));
+    long one = 1, sum = 0;
+    CHECK(gaspi_allreduce(&one, &sum, 1, GASPI_OP_SUM, GASPI_TYPE_LONG, k, TMO));
+    ASSERT(sum == n);
+  }
+}
+
+int main(int argc, char **argv) {
+  int zero = argc > 1 && strcmp(argv[1], "zero") == 0;
+  before_init(zero);
+  CHECK(gaspi_proc_init(TMO));
+  CHECK(gaspi_proc_rank(&me));
+  CHECK(gaspi_proc_num(&n));
+  notifications(zero);
+  transfer_sizes();
+  if (!zero) {
+    big_allreduce();
+    many_groups();
+  }
+  CHECK(gaspi_barrier(GASPI_GROUP_ALL, TMO));
+  CHECK(gaspi_proc_term(TMO));
+  printf("[Rank %4u]: gpi2_compat ok on %u ranks\n", me, n);
+  return 0;
+}
