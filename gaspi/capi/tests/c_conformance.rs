@@ -12,10 +12,6 @@ use rt::testing::{Job, JobOutcome};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(90);
 
-fn run(name: &str, n: u16, t: TransportChoice) -> JobOutcome {
-    run_with(name, n, t, &[])
-}
-
 fn run_with(name: &str, n: u16, t: TransportChoice, args: &[&str]) -> JobOutcome {
     let exe = compile(name, Link::Shared, &format!("{t}{n}"), &["-pthread"]);
     let mut job = Job::new(n, &exe);
