@@ -303,7 +303,10 @@ fn term_ends_blocked_calls(ctx: Context) {
         ctx.passive_receive(S, 0, 64, Timeout::BLOCK),
         Err(Error::Terminated)
     );
-    must!(ctx.barrier(Group::ALL, Timeout::BLOCK), Err(_));
+    must!(
+        ctx.barrier(Group::ALL, Timeout::BLOCK),
+        Err(Error::Terminated)
+    );
 }
 
 spmd_cases! {
