@@ -252,6 +252,8 @@ impl Context {
     /// Members, the committed state and the collective state of `group`.
     #[allow(clippy::type_complexity)]
     fn committed(&self, group: Group) -> Result<(Vec<Rank>, Arc<Committed>, Arc<Mutex<Coll>>)> {
+        // Every collective starts here: none starts after termination.
+        self.sh.check_open()?;
         let g = self.groups.groups.lock();
         let st = g
             .get(usize::from(group.0))
