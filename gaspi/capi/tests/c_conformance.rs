@@ -87,6 +87,21 @@ fn create_then_term_is_synchronised_tcp_2() {
     create_term(2, TransportChoice::Tcp);
 }
 
+#[test]
+fn create_then_term_is_synchronised_tcp_3() {
+    create_term(3, TransportChoice::Tcp);
+}
+
+#[test]
+fn create_then_term_is_synchronised_shm_2() {
+    create_term(2, TransportChoice::Shm);
+}
+
+#[test]
+fn create_then_term_is_synchronised_shm_4() {
+    create_term(4, TransportChoice::Shm);
+}
+
 fn term_blocked(n: u16, t: TransportChoice) {
     for _ in 0..runs_in_a_row() {
         passes("term_blocked", n, t);
@@ -106,6 +121,21 @@ fn term_ends_a_call_blocked_on_another_thread_shm_3() {
 #[test]
 fn term_ends_a_call_blocked_on_another_thread_tcp_4() {
     term_blocked(4, TransportChoice::Tcp);
+}
+
+#[test]
+fn term_ends_a_call_blocked_on_another_thread_tcp_3() {
+    term_blocked(3, TransportChoice::Tcp);
+}
+
+#[test]
+fn term_ends_a_call_blocked_on_another_thread_shm_2() {
+    term_blocked(2, TransportChoice::Shm);
+}
+
+#[test]
+fn term_ends_a_call_blocked_on_another_thread_shm_4() {
+    term_blocked(4, TransportChoice::Shm);
 }
 
 #[test]
