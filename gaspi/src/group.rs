@@ -266,6 +266,15 @@ impl Context {
         Ok((st.members.clone(), c, st.coll.clone()))
     }
 
+    /// A collective that starts while a member has failed or left can never complete: it
+    /// fails at once, naming that member. (Once started, see [`Watch::Collective`].)
+    fn check_members(&self, members: &[Rank]) -> Result<()> {
+        match self.sh.state.first_unreachable(members.iter().copied()) {
+            Some(rank) => Err(Error::PeerFailed { rank }),
+            None => Ok(()),
+        }
+    }
+
     /// Waits until every member of `group` has entered the barrier (`gaspi_barrier`).
     pub fn barrier(&self, group: Group, timeout: Timeout) -> Result<()> {
         self.barrier_deadline(group, timeout.deadline())
@@ -274,6 +283,9 @@ impl Context {
     pub(crate) fn barrier_deadline(&self, group: Group, deadline: Deadline) -> Result<()> {
         let (members, c, coll) = self.committed(group)?;
         let mut coll = coll.try_lock().ok_or(Error::ActiveCollective)?;
+        if coll.barrier.is_none() {
+            self.check_members(&members)?;
+        }
         let n = members.len();
         let done = coll.barrier_done;
         let p = coll.barrier.get_or_insert_with(|| Progress {
@@ -289,9 +301,13 @@ impl Context {
                 self.internal_notify(to, c.key, slot, epoch)?;
                 p.sent = true;
             }
-            let from = members[(c.me + n - dist) % n];
             let mem = &c.seg.mem;
-            self.wait_on(mem, deadline, Watch::Ranks(&[from]), || {
+            let from = members[(c.me + n - dist) % n];
+            let watch = Watch::Collective {
+                from,
+                members: &members,
+            };
+            self.wait_on(mem, deadline, watch, || {
                 (mem.slot(slot).load(Ordering::Acquire) == epoch).then_some(())
             })?;
             p.step += 1;
@@ -330,6 +346,9 @@ impl Context {
                 output.len(),
                 input.len()
             )));
+        }
+        if coll.reduce.is_none() && coll.reduce_rounds_done == 0 {
+            self.check_members(&members)?;
         }
         let per_round = c.buf / elem_size.max(1) * elem_size;
         if per_round == 0 {
@@ -404,7 +423,7 @@ impl Context {
                     self.exchange_send(c, members[me + 1], p, 0)?;
                 } else {
                     let other =
-                        self.exchange_recv(c, members[me - 1], p.epoch, 0, len, deadline)?;
+                        self.exchange_recv(c, members, members[me - 1], p.epoch, 0, len, deadline)?;
                     combine(&other, &p.acc, &mut tmp)?;
                     p.acc.copy_from_slice(&tmp);
                 }
@@ -417,8 +436,15 @@ impl Context {
                 let partner_v = vindex ^ (1 << (p.step - 1));
                 let partner = real(partner_v);
                 self.exchange_send(c, members[partner], p, p.step)?;
-                let other =
-                    self.exchange_recv(c, members[partner], p.epoch, p.step, len, deadline)?;
+                let other = self.exchange_recv(
+                    c,
+                    members,
+                    members[partner],
+                    p.epoch,
+                    p.step,
+                    len,
+                    deadline,
+                )?;
                 if partner_v < vindex {
                     combine(&other, &p.acc, &mut tmp)?;
                 } else {
@@ -432,8 +458,15 @@ impl Context {
                 self.exchange_send(c, members[me - 1], p, unfold_step)?;
             }
         } else {
-            let result =
-                self.exchange_recv(c, members[me + 1], p.epoch, unfold_step, len, deadline)?;
+            let result = self.exchange_recv(
+                c,
+                members,
+                members[me + 1],
+                p.epoch,
+                unfold_step,
+                len,
+                deadline,
+            )?;
             p.acc.copy_from_slice(&result);
         }
         output.copy_from_slice(&p.acc);
@@ -470,6 +503,7 @@ impl Context {
     fn exchange_recv(
         &self,
         c: &Committed,
+        members: &[Rank],
         from: Rank,
         epoch: u32,
         step: usize,
@@ -478,7 +512,7 @@ impl Context {
     ) -> Result<Vec<u8>> {
         let slot = reduce_slot(epoch, step);
         let mem = &c.seg.mem;
-        self.wait_on(mem, deadline, Watch::Ranks(&[from]), || {
+        self.wait_on(mem, deadline, Watch::Collective { from, members }, || {
             (mem.slot(slot).load(Ordering::Acquire) == epoch).then_some(())
         })?;
         let parity = (epoch & 1) as usize;

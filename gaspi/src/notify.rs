@@ -28,8 +28,13 @@ pub(crate) enum Watch<'a> {
     /// A failure of any rank that this counter has not seen yet; each failure is reported
     /// once per counter, so waits after it work normally again (fault-tolerant codes go on).
     Unreported(&'a AtomicU64),
-    /// Any failure of these ranks (a collective cannot complete without them).
-    Ranks(&'a [Rank]),
+    /// A step of a collective that waits for `from`: its failure or departure (`term`)
+    /// ends the wait, and so does a failure (not an orderly departure) of any other
+    /// member. A member that left in order may have completed this collective already and
+    /// only then left, so its departure alone is no reason to give up; a collective that
+    /// cannot complete because a member had left before it began fails at its start (see
+    /// `Context::committed`).
+    Collective { from: Rank, members: &'a [Rank] },
 }
 
 impl Context {
@@ -45,7 +50,11 @@ impl Context {
         let failed = || match &watch {
             Watch::Unreported(seen) => (self.sh.state.failures() > seen.load(Ordering::Acquire))
                 .then(|| self.sh.state.last_failed()),
-            Watch::Ranks(r) => self.sh.state.first_corrupt(r.iter().copied()),
+            Watch::Collective { from, members } => self
+                .sh
+                .state
+                .first_unreachable(std::iter::once(*from))
+                .or_else(|| self.sh.state.first_corrupt(members.iter().copied())),
         };
         let start = Instant::now();
         loop {

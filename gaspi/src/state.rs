@@ -51,6 +51,12 @@ impl StateVector {
         ranks.find(|r| self.is_corrupt(*r))
     }
 
+    /// The first rank among `ranks` that is corrupt or has left: a collective that needs
+    /// it cannot complete.
+    pub fn first_unreachable(&self, mut ranks: impl Iterator<Item = Rank>) -> Option<Rank> {
+        ranks.find(|r| self.is_unreachable(*r))
+    }
+
     /// How many peers have failed so far.
     pub fn failures(&self) -> u64 {
         self.failures.load(Ordering::SeqCst)

@@ -325,6 +325,12 @@ pub fn raw_write_frame(segment: u8, offset: u64, payload: &[u8]) -> Vec<u8> {
     v
 }
 
+/// A raw goodbye frame (what `term` sends last on each connection).
+pub fn raw_bye_frame() -> Vec<u8> {
+    use crate::transport::tcp::wire::{Header, Op};
+    Header::new(Op::Bye).encode().to_vec()
+}
+
 /// The hello a rank sends first on a data connection.
 pub fn hello_bytes(token: JobToken, rank: u16, nranks: u16) -> Vec<u8> {
     crate::transport::tcp::wire::Hello {

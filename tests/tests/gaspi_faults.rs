@@ -524,3 +524,99 @@ fn statistic_counters() {
         ctx.term(T).unwrap();
     });
 }
+
+/// Rank 2 says goodbye to rank 0 and then sends it a write: nothing after a goodbye is
+/// applied, and the peer is marked CORRUPT (not taken as a clean close).
+#[test]
+fn frames_after_goodbye_are_refused() {
+    const NAME: &str = "frames_after_goodbye_are_refused";
+    let Some(out) = spmd_job(
+        NAME,
+        3,
+        TransportChoice::Tcp,
+        Duration::from_secs(60),
+        |_| {},
+    ) else {
+        let ctx = Context::init().unwrap();
+        let seg = setup(&ctx);
+        let pattern = vec![0x5Au8; 4096];
+        ctx.segment(seg).unwrap().write(0, &pattern).unwrap();
+        ctx.barrier(Group::ALL, T).unwrap();
+        match ctx.rank().0 {
+            2 => {
+                let mut frames = gaspi::testing::raw_bye_frame();
+                frames.extend(gaspi::testing::raw_write_frame(0, 0, &[0xEE; 64]));
+                ctx.send_raw_frame(Rank(0), frames).unwrap();
+                let r = ctx.notify_waitsome(seg, NotificationId(0), 1, T);
+                assert!(
+                    matches!(r, Err(Error::PeerFailed { rank: Rank(0) })),
+                    "{r:?}"
+                );
+                ctx.term(T).unwrap();
+                std::process::exit(0);
+            }
+            0 => {
+                let r = ctx.notify_waitsome(seg, NotificationId(0), 1, T);
+                assert!(
+                    matches!(r, Err(Error::PeerFailed { rank: Rank(2) })),
+                    "{r:?}"
+                );
+                assert_eq!(ctx.state_vec()[2], PeerState::Corrupt);
+                let mut now = vec![0u8; 4096];
+                ctx.segment(seg).unwrap().read(0, &mut now).unwrap();
+                assert!(now == pattern, "a write after goodbye was applied");
+            }
+            _ => {}
+        }
+        let g = ctx.group_create().unwrap();
+        ctx.group_add(g, Rank(0)).unwrap();
+        ctx.group_add(g, Rank(1)).unwrap();
+        ctx.group_commit(g, T).unwrap();
+        ctx.barrier(g, T).unwrap();
+        ctx.term(T).unwrap();
+        std::process::exit(0);
+    };
+    out.assert_success();
+}
+
+/// A rank that leaves in order (`term`, exit 0) while the others still need it: their
+/// blocking collectives end with `PeerFailed` naming it, over shared memory as over TCP
+/// (they used to wait for ever over shared memory).
+fn departed_peer(name: &str, transport: TransportChoice) {
+    let Some(out) = spmd_job(name, 3, transport, Duration::from_secs(60), |_| {}) else {
+        let ctx = Context::init().unwrap();
+        setup(&ctx);
+        ctx.barrier(Group::ALL, T).unwrap();
+        if ctx.rank().0 == 2 {
+            ctx.term(T).unwrap();
+            std::process::exit(0);
+        }
+        let r = ctx.barrier(Group::ALL, Timeout::BLOCK);
+        assert!(
+            matches!(r, Err(Error::PeerFailed { rank: Rank(2) })),
+            "{r:?}"
+        );
+        let (one, mut sum) = ([1u64], [0u64]);
+        let r = ctx.allreduce(&one, &mut sum, ReduceOp::Sum, Group::ALL, Timeout::BLOCK);
+        assert!(matches!(r, Err(Error::PeerFailed { .. })), "{r:?}");
+        // The survivors go on in a group of their own.
+        let g = ctx.group_create().unwrap();
+        ctx.group_add(g, Rank(0)).unwrap();
+        ctx.group_add(g, Rank(1)).unwrap();
+        ctx.group_commit(g, T).unwrap();
+        ctx.barrier(g, T).unwrap();
+        ctx.term(T).unwrap();
+        std::process::exit(0);
+    };
+    out.assert_success();
+}
+
+#[test]
+fn departed_peer_ends_collectives_shm() {
+    departed_peer("departed_peer_ends_collectives_shm", TransportChoice::Shm);
+}
+
+#[test]
+fn departed_peer_ends_collectives_tcp() {
+    departed_peer("departed_peer_ends_collectives_tcp", TransportChoice::Tcp);
+}

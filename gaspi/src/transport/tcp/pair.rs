@@ -113,6 +113,8 @@ pub(crate) struct Pair {
     closed: AtomicBool,
     /// The peer said goodbye: its EOF is not a failure.
     bye: AtomicBool,
+    /// The peer broke the protocol after its goodbye (sent more): its end is a failure.
+    violated: AtomicBool,
     /// This rank is leaving (`term`): the connection ending now is not a failure either,
     /// even if the peer closes without a goodbye of its own (it may have closed its side
     /// after ours, having seen our goodbye first).
@@ -148,6 +150,7 @@ impl Pair {
             reads: Mutex::default(),
             closed: AtomicBool::new(false),
             bye: AtomicBool::new(false),
+            violated: AtomicBool::new(false),
             leaving: AtomicBool::new(false),
         }
     }
@@ -183,6 +186,12 @@ impl Pair {
         payload: Payload,
         q: Option<&Arc<QueueState>>,
     ) -> Result<()> {
+        // Our goodbye is the last frame on this connection: the peer takes anything after it
+        // as a protocol violation. (Answers to requests that arrive while we leave are
+        // dropped; their senders see our goodbye.)
+        if self.leaving.load(Ordering::Acquire) && header.op != Op::Bye {
+            return Err(Error::Terminated);
+        }
         let mut frame = OutFrame {
             header: header.encode(),
             payload,
@@ -290,7 +299,15 @@ impl Pair {
     }
 
     fn orderly(&self) -> bool {
-        self.bye.load(Ordering::Acquire) || self.leaving.load(Ordering::Acquire)
+        (self.bye.load(Ordering::Acquire) || self.leaving.load(Ordering::Acquire))
+            && !self.violated.load(Ordering::Acquire)
+    }
+
+    /// Records that the peer sent `what` after its goodbye: nothing more is applied, and the
+    /// connection's end marks it CORRUPT.
+    fn after_goodbye(&self, what: &str) -> String {
+        self.violated.store(true, Ordering::Release);
+        format!("protocol violation: {what} after goodbye")
     }
 
     /// True when nothing is left to send (used by `term` to let goodbyes drain).
@@ -363,6 +380,9 @@ impl Pair {
                     return Ok(());
                 }
                 continue;
+            }
+            if st.end > st.start && self.bye.load(Ordering::Acquire) {
+                return Err(self.after_goodbye("data"));
             }
             if st.end - st.start >= HEADER_LEN {
                 let h = Header::decode(&st.buf[st.start..st.start + HEADER_LEN])?;
@@ -615,6 +635,8 @@ impl Pair {
             Op::Bye => {
                 self.bye.store(true, Ordering::Release);
                 self.sh.state.mark_gone(self.peer);
+                // Collectives blocked on the peer (over shared memory too) end now.
+                self.sh.wake_all();
                 Ok(None)
             }
         }
