@@ -422,8 +422,17 @@ impl Context {
                 if folded_out {
                     self.exchange_send(c, members[me + 1], p, 0)?;
                 } else {
-                    let other =
-                        self.exchange_recv(c, members, members[me - 1], p.epoch, 0, len, deadline)?;
+                    let other = self.exchange_recv(
+                        c,
+                        Watch::Collective {
+                            from: members[me - 1],
+                            members,
+                        },
+                        p.epoch,
+                        0,
+                        len,
+                        deadline,
+                    )?;
                     combine(&other, &p.acc, &mut tmp)?;
                     p.acc.copy_from_slice(&tmp);
                 }
@@ -438,8 +447,10 @@ impl Context {
                 self.exchange_send(c, members[partner], p, p.step)?;
                 let other = self.exchange_recv(
                     c,
-                    members,
-                    members[partner],
+                    Watch::Collective {
+                        from: members[partner],
+                        members,
+                    },
                     p.epoch,
                     p.step,
                     len,
@@ -460,8 +471,10 @@ impl Context {
         } else {
             let result = self.exchange_recv(
                 c,
-                members,
-                members[me + 1],
+                Watch::Collective {
+                    from: members[me + 1],
+                    members,
+                },
                 p.epoch,
                 unfold_step,
                 len,
@@ -499,12 +512,12 @@ impl Context {
         Ok(())
     }
 
-    /// Waits for `from`'s value of `step` and returns a copy.
+    /// Waits (watching as `watch` says) for the partner's value of `step` and returns a
+    /// copy.
     fn exchange_recv(
         &self,
         c: &Committed,
-        members: &[Rank],
-        from: Rank,
+        watch: Watch<'_>,
         epoch: u32,
         step: usize,
         len: usize,
@@ -512,7 +525,7 @@ impl Context {
     ) -> Result<Vec<u8>> {
         let slot = reduce_slot(epoch, step);
         let mem = &c.seg.mem;
-        self.wait_on(mem, deadline, Watch::Collective { from, members }, || {
+        self.wait_on(mem, deadline, watch, || {
             (mem.slot(slot).load(Ordering::Acquire) == epoch).then_some(())
         })?;
         let parity = (epoch & 1) as usize;
