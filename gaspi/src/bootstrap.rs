@@ -10,6 +10,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+use crate::admission::{Admission, Admitted, Framing};
 use crate::env::{JobEnv, JobToken, RENDEZVOUS};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank};
@@ -72,6 +73,11 @@ impl Wire<'_> {
     }
 }
 
+/// The largest rendezvous frame either side accepts.
+const MAX_FRAME: usize = 1 << 20;
+/// How long a connection to the rendezvous has for its whole request.
+const HELLO_WITHIN: Duration = Duration::from_secs(5);
+
 fn send_frame(stream: &TcpStream, body: &[u8]) -> Result<()> {
     let mut s = stream;
     s.write_all(&(body.len() as u32).to_le_bytes())?;
@@ -90,7 +96,7 @@ fn recv_frame(stream: &TcpStream, deadline: Deadline) -> Result<Vec<u8>> {
     s.read_exact(&mut len)
         .map_err(|e| Error::Bootstrap(format!("reading from the rendezvous: {e}")))?;
     let len = u32::from_le_bytes(len) as usize;
-    if len > 1 << 20 {
+    if len > MAX_FRAME {
         return Err(Error::Bootstrap(format!("rendezvous frame of {len} bytes")));
     }
     let mut body = vec![0; len];
@@ -305,55 +311,44 @@ fn serve(
     hellos[0] = verbs.clone();
     let mut my_listener: Option<TcpListener> = None;
     hosts[0] = host_identity();
+    // Strangers may connect too: each request must be complete within a few seconds of its
+    // connection, all are read at once, and at most this many wait at a time.
+    let mut admission = Admission::new(
+        Framing::LengthPrefixed { max: MAX_FRAME },
+        2 * n + 64,
+        HELLO_WITHIN.min(deadline.remaining().unwrap_or(HELLO_WITHIN)),
+    );
     while conns.len() < n - 1 {
-        let (stream, from) = match rv.accept() {
-            Ok(x) => x,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if deadline.expired() {
-                    let missing: Vec<usize> = (1..n).filter(|r| addrs[*r].is_none()).collect();
-                    return Err(timeout_error(
-                        env,
-                        &format!("ranks {missing:?} did not join"),
-                    ));
+        if deadline.expired() {
+            let missing: Vec<usize> = (1..n).filter(|r| addrs[*r].is_none()).collect();
+            return Err(timeout_error(
+                env,
+                &format!("ranks {missing:?} did not join"),
+            ));
+        }
+        for Admitted {
+            stream,
+            from,
+            message,
+        } in admission.poll(&rv, deadline)?
+        {
+            match check_hello(env, &message, &addrs) {
+                Ok((rank, host, data, v)) => {
+                    if my_listener.is_none() {
+                        my_listener = Some(data_listener(env, stream.local_addr()?.ip())?);
+                    }
+                    hosts[rank] = host;
+                    addrs[rank] = Some(data);
+                    hellos[rank] = v;
+                    conns.push((rank, stream));
                 }
-                let mut fds = [nix::poll::PollFd::new(
-                    std::os::fd::AsFd::as_fd(&rv),
-                    nix::poll::PollFlags::POLLIN,
-                )];
-                let ms = deadline
-                    .remaining()
-                    .map_or(1000, |d| d.as_millis().min(1000) as u16);
-                let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms));
-                continue;
-            }
-            Err(e) => return Err(Error::Bootstrap(format!("rendezvous accept: {e}"))),
-        };
-        stream.set_nonblocking(false)?;
-        let short = Deadline::after(
-            Duration::from_secs(5).min(deadline.remaining().unwrap_or(Duration::MAX)),
-        );
-        let body = match recv_frame(&stream, short) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!("rendezvous: dropped {from}: {e}");
-                continue;
-            }
-        };
-        match check_hello(env, &body, &addrs) {
-            Ok((rank, host, data, v)) => {
-                if my_listener.is_none() {
-                    my_listener = Some(data_listener(env, stream.local_addr()?.ip())?);
+                Err(why) => {
+                    tracing::warn!("rendezvous: rejected {from}: {why}");
+                    let mut m = MAGIC_REJECT.to_vec();
+                    m.extend_from_slice(why.as_bytes());
+                    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+                    let _ = send_frame(&stream, &m);
                 }
-                hosts[rank] = host;
-                addrs[rank] = Some(data);
-                hellos[rank] = v;
-                conns.push((rank, stream));
-            }
-            Err(why) => {
-                tracing::warn!("rendezvous: rejected {from}: {why}");
-                let mut m = MAGIC_REJECT.to_vec();
-                m.extend_from_slice(why.as_bytes());
-                let _ = send_frame(&stream, &m);
             }
         }
     }

@@ -35,6 +35,7 @@
 //! milliseconds) and can be called again after [`Error::Timeout`]; a failed peer turns into
 //! [`Error::PeerFailed`] and is marked corrupt in [`Context::state_vec`].
 
+mod admission;
 mod atomic;
 mod bootstrap;
 pub mod clock;

@@ -150,9 +150,14 @@ impl Job {
 
     /// Starts every rank and waits for all of them, at most `timeout`.
     pub fn run(&self) -> JobOutcome {
+        self.run_at(free_port(self.rendezvous_ip))
+    }
+
+    /// [`run`](Self::run) with rank 0's rendezvous at `port` (a test that plays a stranger
+    /// at that port chooses it first, with [`free_port`]).
+    pub fn run_at(&self, port: u16) -> JobOutcome {
         let start = Instant::now();
         let token = JobToken::random().expect("randomness");
-        let port = free_port(self.rendezvous_ip);
         let job_id = format!("test{}x{}", std::process::id(), port);
         let vars = self.rank_vars(port, token, &job_id);
         let (tx, rx) = mpsc::channel();

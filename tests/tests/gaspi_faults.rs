@@ -620,3 +620,110 @@ fn departed_peer_ends_collectives_shm() {
 fn departed_peer_ends_collectives_tcp() {
     departed_peer("departed_peer_ends_collectives_tcp", TransportChoice::Tcp);
 }
+
+/// Plays strangers at `addr` until `stop`: up to `idle` connections that say nothing, and
+/// one that announces a long request and trickles it a byte at a time.
+fn strangers(addr: std::net::SocketAddr, idle: usize, stop: Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::Ordering;
+    let mut quiet = Vec::new();
+    let mut trickler: Option<TcpStream> = None;
+    while !stop.load(Ordering::Acquire) {
+        if quiet.len() < idle {
+            if let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_millis(50)) {
+                quiet.push(s);
+            }
+        }
+        match trickler.as_mut() {
+            None => {
+                if let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(50)) {
+                    // A rendezvous request announcing 1000 bytes, none of which come soon.
+                    let _ = s.write_all(&1000u32.to_le_bytes()[..1]);
+                    trickler = Some(s);
+                }
+            }
+            Some(s) => {
+                let _ = s.write_all(&[0]);
+            }
+        }
+        // Pacing of the load, not a wait for a condition.
+        std::thread::sleep(Duration::from_millis(if quiet.len() < idle {
+            2
+        } else {
+            200
+        }));
+    }
+}
+
+/// Strangers at rank 0's rendezvous port (40 silent connections and one trickling a byte now
+/// and then) do not stall a job's start: it assembles well within its init timeout. (Rank 0
+/// used to serve one connection at a time, giving each 5 s.)
+#[test]
+fn strangers_at_the_rendezvous_do_not_stall_startup() {
+    const NAME: &str = "strangers_at_the_rendezvous_do_not_stall_startup";
+    if is_rank_of(NAME) {
+        let ctx = Context::init().unwrap();
+        ctx.barrier(Group::ALL, T).unwrap();
+        ctx.term(T).unwrap();
+        std::process::exit(0);
+    }
+    let port = gaspi::testing::free_port("127.0.0.1".parse().unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let attacker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || strangers(([127, 0, 0, 1], port).into(), 40, stop))
+    };
+    let exe = std::env::current_exe().unwrap();
+    let mut job = Job::new(3, exe);
+    job.transport = TransportChoice::Tcp;
+    job.args = vec!["--exact".into(), NAME.into(), "--nocapture".into()];
+    job.env
+        .push((gaspi::testing::TEST_CASE.into(), NAME.into()));
+    job.env
+        .push((gaspi::env::INIT_TIMEOUT_MS.into(), "8000".into()));
+    job.timeout = Duration::from_secs(30);
+    let out = job.run_at(port);
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    attacker.join().unwrap();
+    out.assert_success();
+    assert!(out.elapsed < Duration::from_secs(6), "{}", out.report());
+}
+
+/// A stranger trickling bytes at the rendezvous cannot hold rank 0 past its init timeout:
+/// init fails on time when the other ranks never come.
+#[test]
+fn trickling_stranger_cannot_extend_the_init_timeout() {
+    const NAME: &str = "trickling_stranger_cannot_extend_the_init_timeout";
+    if is_rank_of(NAME) {
+        let started = Instant::now();
+        let err = Context::init()
+            .err()
+            .expect("rank 1 never comes: init must fail");
+        let took = started.elapsed();
+        assert!(matches!(err, Error::Bootstrap(_)), "{err:?}");
+        assert!(
+            took < Duration::from_millis(2500),
+            "init failed only after {took:?}"
+        );
+        std::process::exit(0);
+    }
+    let port = gaspi::testing::free_port("127.0.0.1".parse().unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let attacker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || strangers(([127, 0, 0, 1], port).into(), 0, stop))
+    };
+    // Only rank 0 of a 2-rank job, with a 1 s init timeout.
+    let exe = std::env::current_exe().unwrap();
+    let mut job = Job::new(1, exe);
+    job.args = vec!["--exact".into(), NAME.into(), "--nocapture".into()];
+    job.env
+        .push((gaspi::testing::TEST_CASE.into(), NAME.into()));
+    job.env
+        .push((gaspi::env::INIT_TIMEOUT_MS.into(), "1000".into()));
+    job.env.push((gaspi::env::NRANKS.into(), "2".into()));
+    job.timeout = Duration::from_secs(30);
+    let out = job.run_at(port);
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    attacker.join().unwrap();
+    out.assert_success();
+}

@@ -247,12 +247,10 @@ static void bad_arguments(gaspi_rank_t me, gaspi_rank_t n) {
   CHECK(gaspi_wait(1, TMO));
   CHECK(gaspi_write(0, 0, me, 0, 64, 8, 1, TMO));
   CHECK(gaspi_wait(1, TMO));
-  /* Zero-size write is a no-op; zero-size read_notify sets the local notification to 1. */
-  CHECK(gaspi_write(0, 0, me, 0, 0, 0, 0, TMO));
-  CHECK(gaspi_read_notify(0, 0, me, 0, 0, 0, 9, 0, TMO));
-  CHECK(gaspi_notify_waitsome(0, 9, 1, &id, TMO));
-  CHECK(gaspi_notify_reset(0, 9, &val));
-  ASSERT(id == 9 && val == 1);
+  /* Below the minimum transfer size (1 byte, as in GPI-2): refused, nothing posted. */
+  EXPECT(gaspi_write(0, 0, me, 0, 0, 0, 0, TMO), GASPI_ERR_INV_COMMSIZE);
+  EXPECT(gaspi_read_notify(0, 0, me, 0, 0, 0, 9, 0, TMO), GASPI_ERR_INV_COMMSIZE);
+  EXPECT(gaspi_notify_waitsome(0, 9, 1, &id, GASPI_TEST), GASPI_TIMEOUT);
   CHECK(gaspi_wait(0, TMO));
 }
 

@@ -10,11 +10,9 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsFd;
 use std::time::Duration;
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-
+use crate::admission::{Admission, Admitted, Framing};
 use crate::env::JobToken;
 use crate::error::{Error, Result};
 use crate::transport::tcp::wire::{Hello, HELLO_LEN};
@@ -22,21 +20,19 @@ use crate::types::{Deadline, Rank};
 
 const ACCEPTED: u8 = b'K';
 
-/// Reads and checks a peer's hello. `Err` says why the connection must be dropped.
-pub(crate) fn read_hello(
-    stream: &TcpStream,
+/// How long a connection to the data listener has for its whole hello.
+const HELLO_WITHIN: Duration = Duration::from_secs(10);
+
+/// Checks a peer's hello. `Err` says why the connection must be dropped.
+pub(crate) fn check_hello(
+    bytes: &[u8],
     token: JobToken,
     nranks: u16,
-    limit: Duration,
 ) -> std::result::Result<Hello, String> {
-    stream
-        .set_read_timeout(Some(limit.max(Duration::from_millis(1))))
-        .map_err(|e| e.to_string())?;
-    let mut buf = [0u8; HELLO_LEN];
-    (&*stream)
-        .read_exact(&mut buf)
-        .map_err(|e| format!("no valid hello: {e}"))?;
-    let hello = Hello::decode(&buf)?;
+    let bytes: &[u8; HELLO_LEN] = bytes
+        .try_into()
+        .map_err(|_| format!("a hello of {} bytes", bytes.len()))?;
+    let hello = Hello::decode(bytes)?;
     if hello.token != token {
         return Err("wrong job token".into());
     }
@@ -47,21 +43,6 @@ pub(crate) fn read_hello(
         ));
     }
     Ok(hello)
-}
-
-fn wait_readable(fd: &impl AsFd, deadline: Deadline) -> Result<bool> {
-    let ms = deadline
-        .remaining()
-        .map_or(-1i32, |d| d.as_millis().min(i32::MAX as u128) as i32);
-    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
-    match poll(
-        &mut fds,
-        PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
-    ) {
-        Ok(n) => Ok(n > 0),
-        Err(nix::errno::Errno::EINTR) => Ok(false),
-        Err(e) => Err(Error::Bootstrap(format!("poll: {e}"))),
-    }
 }
 
 /// The two connections between this rank and one peer.
@@ -141,6 +122,12 @@ fn accept_all(
     let expected = usize::from(nranks - 1);
     let mut got: Vec<(Rank, TcpStream)> = Vec::new();
     listener.set_nonblocking(true)?;
+    // Strangers may connect too: see `admission`.
+    let mut admission = Admission::new(
+        Framing::Fixed(HELLO_LEN),
+        2 * usize::from(nranks) + 64,
+        HELLO_WITHIN,
+    );
     while got.len() < expected {
         if deadline.expired() {
             let missing: Vec<u16> = (0..nranks)
@@ -150,29 +137,23 @@ fn accept_all(
                 "timed out waiting for ranks {missing:?} to connect (GASPI_INIT_TIMEOUT_MS)"
             )));
         }
-        if !wait_readable(listener, deadline)? {
-            continue;
-        }
-        let (stream, from) = match listener.accept() {
-            Ok(x) => x,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(Error::Bootstrap(format!("accept: {e}"))),
-        };
-        stream.set_nonblocking(false)?;
-        let limit = deadline
-            .remaining()
-            .unwrap_or(Duration::from_secs(30))
-            .min(Duration::from_secs(10));
-        match read_hello(&stream, token, nranks, limit) {
-            Ok(h) if h.rank != me.0 && !got.iter().any(|(r, _)| r.0 == h.rank) => {
-                (&stream).write_all(&[ACCEPTED])?;
-                got.push((Rank(h.rank), stream));
+        for Admitted {
+            stream,
+            from,
+            message,
+        } in admission.poll(listener, deadline)?
+        {
+            match check_hello(&message, token, nranks) {
+                Ok(h) if h.rank != me.0 && !got.iter().any(|(r, _)| r.0 == h.rank) => {
+                    (&stream).write_all(&[ACCEPTED])?;
+                    got.push((Rank(h.rank), stream));
+                }
+                Ok(h) => tracing::warn!(
+                    "dropped a connection from {from}: rank {} is this rank or connected already",
+                    h.rank
+                ),
+                Err(why) => tracing::warn!("dropped a connection from {from}: {why}"),
             }
-            Ok(h) => tracing::warn!(
-                "dropped a connection from {from}: rank {} is this rank or connected already",
-                h.rank
-            ),
-            Err(why) => tracing::warn!("dropped a connection from {from}: {why}"),
         }
     }
     Ok(got)

@@ -121,8 +121,7 @@ impl TcpTransport {
             wake: wakes[0].clone(),
             stop: stop.clone(),
             listener,
-            token,
-            nranks: sh.nranks,
+            late: AtomicU64::new(0),
         };
         let sender = Sender {
             pairs: pairs.clone(),

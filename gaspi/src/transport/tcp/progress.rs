@@ -8,16 +8,13 @@
 //! does not hang on when the progress thread is scheduled.
 
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::eventfd::EventFd;
 
-use crate::env::JobToken;
-use crate::transport::tcp::handshake;
 use crate::transport::tcp::pair::{Pair, TX_TOKEN};
 
 pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
@@ -29,8 +26,8 @@ pub(crate) struct Progress {
     pub wake: Arc<EventFd>,
     pub stop: Arc<AtomicBool>,
     pub listener: TcpListener,
-    pub token: JobToken,
-    pub nranks: u16,
+    /// Connections dropped after init (see `accept_late`).
+    pub late: AtomicU64,
 }
 
 /// Waits on `epoll` and hands every event to `serve` until `wake` is written with `stop` set.
@@ -95,25 +92,25 @@ impl Progress {
         }
     }
 
-    /// The mesh is complete after init: any later connection is checked and dropped, on a
-    /// short-lived thread so a slow or hostile client cannot stall progress.
+    /// The mesh is complete after init: any later connection is dropped at once, without
+    /// reading from it (a thread or a wait per stranger would let strangers cost us). The
+    /// first few are logged.
     fn accept_late(&self) {
         loop {
             match self.listener.accept() {
                 Ok((stream, from)) => {
-                    let token = self.token;
-                    let nranks = self.nranks;
-                    let _ = std::thread::Builder::new().name("tnt-late-conn".into()).spawn(move || {
-                        let verdict = handshake::read_hello(&stream, token, nranks, Duration::from_secs(2));
-                        match verdict {
-                            Ok(h) => tracing::warn!(
-                                "dropped a connection from {from} claiming rank {}: the mesh is already complete",
-                                h.rank
-                            ),
-                            Err(why) => tracing::warn!("dropped a connection from {from}: {why}"),
-                        }
-                        let _ = stream.shutdown(std::net::Shutdown::Both);
-                    });
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                    let n = self.late.fetch_add(1, Ordering::Relaxed);
+                    if n < LATE_LOGGED {
+                        tracing::warn!(
+                            "dropped a connection from {from}: the mesh is complete{}",
+                            if n + 1 == LATE_LOGGED {
+                                " (not logging more of these)"
+                            } else {
+                                ""
+                            }
+                        );
+                    }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -125,6 +122,9 @@ impl Progress {
         }
     }
 }
+
+/// Late connections logged before going quiet.
+const LATE_LOGGED: u64 = 8;
 
 fn open_pair(pairs: &[Option<Arc<Pair>>], rank: usize) -> Option<&Arc<Pair>> {
     pairs
