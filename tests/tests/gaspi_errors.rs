@@ -185,7 +185,6 @@ fn one_sided_errors(ctx: &Context, peer: Rank) {
             => ERR_INV_NOTIF_ID, nn;
         "notify_reset id": ctx.notify_reset(S, nid(big)) => ERR_INV_NOTIF_ID, nn;
         "waitsome range": ctx.notify_waitsome(S, nid(big - 5), 10, T) => ERR_INV_NOTIF_ID, nn;
-        "waitsome of 0": ctx.notify_waitsome(S, nid(0), 0, T) => ERR_INV_NUM, "0";
         "notify bad rank": ctx.notify(S, Rank(n), nid(1), 1, Q) => ERR_INV_RANK, nr;
         "notify unknown": ctx.notify(UNKNOWN, peer, nid(1), 1, Q) => ERR_INV_SEG, "segment 7";
         "notify queue": ctx.notify(S, peer, nid(1), 1, QueueId(9)) => ERR_INV_QUEUE, "queue 9";

@@ -22,7 +22,6 @@ static void not_initialized(void) {
   gaspi_notification_t val;
   gaspi_atomic_value_t old;
   gaspi_state_t st[4];
-  unsigned long counter;
   gaspi_segment_id_t s = 0;
   gaspi_offset_t o = 0;
   gaspi_size_t one = 8;
@@ -95,10 +94,6 @@ static void not_initialized(void) {
   EXPECT(gaspi_build_infrastructure(&num), GASPI_ERR_NOINIT);
   EXPECT(gaspi_state_vec_get(st), GASPI_ERR_NOINIT);
   EXPECT(gaspi_numa_socket(&s), GASPI_ERR_NOINIT);
-  EXPECT(gaspi_statistic_verbosity_level(1), GASPI_ERR_NOINIT);
-  EXPECT(gaspi_statistic_counter_max(&num), GASPI_ERR_NOINIT);
-  EXPECT(gaspi_statistic_counter_get(0, 0, &counter), GASPI_ERR_NOINIT);
-  EXPECT(gaspi_statistic_counter_reset(0), GASPI_ERR_NOINIT);
   ASSERT(strstr(tnt_gaspi_last_error(), "not initialized") != NULL);
 }
 

@@ -30,6 +30,16 @@ static void before_init(int zero) {
   ASSERT(strstr(text, "timeout") != NULL || strstr(text, "Timeout") != NULL);
   free(text);
   ASSERT(gaspi_error_str(GASPI_ERR_NOINIT) != NULL);
+  /* The statistics calls too (GPI-2 checks no initialization there); counters are 0. */
+  gaspi_number_t counters = 0;
+  unsigned long value = 7;
+  CHECK(gaspi_statistic_verbosity_level(1));
+  CHECK(gaspi_statistic_counter_max(&counters));
+  ASSERT(counters > 0);
+  CHECK(gaspi_statistic_counter_get(0, 0, &value));
+  ASSERT(value == 0);
+  CHECK(gaspi_statistic_counter_reset(0));
+  EXPECT(gaspi_statistic_counter_reset(counters), GASPI_ERR_INV_NUM);
 
   gaspi_config_t cfg;
   CHECK(gaspi_config_get(&cfg));
