@@ -78,9 +78,7 @@ impl Checked {
 impl Context {
     fn check_transfer(&self, local: Local, remote: Remote, size: u64) -> Result<Checked> {
         self.check_rank(remote.rank)?;
-        // GPI-2's minimum (`gaspi_transfer_size_min`) is 1: an empty transfer is a mistake
-        // of the caller (a bare notification is `notify`).
-        if size < self.transfer_size_min() || size > self.sh.config.transfer_size_max {
+        if size > self.sh.config.transfer_size_max {
             return Err(Error::InvalidCommSize {
                 size,
                 max: self.sh.config.transfer_size_max,
@@ -98,6 +96,15 @@ impl Context {
         }
         let key = self.user_key(remote.segment)?;
         let dest = self.dest(remote.rank, key, remote.offset, size)?;
+        // GPI-2's minimum (`gaspi_transfer_size_min`) is 1: an empty transfer is a mistake
+        // of the caller (a bare notification is `notify`). Checked after the offsets, as
+        // GPI-2 does.
+        if size < self.transfer_size_min() {
+            return Err(Error::InvalidCommSize {
+                size,
+                max: self.sh.config.transfer_size_max,
+            });
+        }
         Ok(Checked {
             local: l.mem.clone(),
             local_off: local.offset as usize,

@@ -29,6 +29,14 @@ gaspi_return_t gaspi_segment_size(const gaspi_segment_id_t segment_id, const gas
                                   gaspi_size_t *const size);
 /* The NUMA socket from GASPI_SOCKET (GASPI_ERR_ENV when the job has none). */
 gaspi_return_t gaspi_numa_socket(gaspi_uchar *const socket);
+/* The processor architecture (uname -m), NUL-terminated in the caller's 64 bytes. */
+gaspi_return_t gaspi_machine_type(char const machine_type[64]);
+/* Binds the calling thread to the CPUs of NUMA node `socket`. */
+gaspi_return_t gaspi_set_socket_affinity(const gaspi_uchar socket);
+/* Prints the calling thread's CPUs ("[Rank    3]: affinity 0-3,8") on stdout. */
+void gaspi_print_affinity_mask(void);
+/* A hint for spin-wait loops (one pause instruction). Valid before init. */
+void gaspi_delay(void);
 /* gaspi_time_ticks counts nanoseconds: reported as 1000 MHz. */
 gaspi_return_t gaspi_cpu_frequency(gaspi_float *const cpu_mhz);
 gaspi_return_t gaspi_rw_list_elem_max(gaspi_number_t *const elem_max);

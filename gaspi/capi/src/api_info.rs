@@ -49,10 +49,11 @@ fn counter_strings(c: Counter) -> (&'static CStr, &'static CStr) {
 }
 
 /// `gaspi_error_str`: the text of a return code (static storage; valid before init).
-#[no_mangle]
+#[export_name = "pgaspi_error_str"]
 pub extern "C" fn gaspi_error_str(error_code: gaspi_return_t) -> gaspi_string_t {
     code_str(error_code).as_ptr().cast_mut()
 }
+crate::weak_alias!(gaspi_error_str);
 
 /// `tnt_gaspi_last_error`: the message of this thread's last failed call ("" if none),
 /// valid until the thread's next failed call.

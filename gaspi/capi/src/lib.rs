@@ -40,6 +40,7 @@
 
 mod api_coll;
 mod api_comm;
+mod api_ext;
 mod api_info;
 mod api_proc;
 mod api_segment;
@@ -47,12 +48,35 @@ mod config;
 mod ffi;
 #[cfg(test)]
 mod sync_tests;
+mod threads;
 pub mod types;
 
-/// Defines `#[no_mangle] unsafe extern "C"` functions that return `gaspi_return_t`: each body
-/// is an expression of type `rt::Result<()>`, run by [`ffi::guard`] (panics caught, errors
-/// mapped to codes). The macro also records every signature in `$table` so that a test can
-/// compare them with the prototypes of the headers.
+/// Makes `gaspi_NAME` a weak alias of the function exported as `pgaspi_NAME` (GPI-2's
+/// profiling interface, `PGASPI.h`): a tool or program may define its own `gaspi_NAME` and
+/// call `pgaspi_NAME`, as MPI tools do with `PMPI_`. ELF only; `build.rs` exports the aliases
+/// from the shared library.
+macro_rules! weak_alias {
+    ($name:ident) => {
+        #[cfg(target_os = "linux")]
+        core::arch::global_asm!(concat!(
+            ".weak ",
+            stringify!($name),
+            "\n.type ",
+            stringify!($name),
+            ",@function\n.set ",
+            stringify!($name),
+            ", p",
+            stringify!($name)
+        ));
+    };
+}
+pub(crate) use weak_alias;
+
+/// Defines `unsafe extern "C"` functions that return `gaspi_return_t`, each exported as
+/// `pgaspi_NAME` with `gaspi_NAME` a weak alias of it ([`weak_alias`]): each body is an
+/// expression of type `rt::Result<()>`, run by [`ffi::guard`] (panics caught, errors mapped to
+/// codes). The macro also records every signature in `$table` so that a test can compare
+/// them with the prototypes of the headers.
 macro_rules! gaspi_api {
     ($table:ident; $(
         $(#[$m:meta])*
@@ -60,10 +84,11 @@ macro_rules! gaspi_api {
     )*) => {
         $(
             $(#[$m])*
-            #[no_mangle]
+            #[export_name = concat!("p", stringify!($name))]
             pub unsafe extern "C" fn $name( $($arg: $ty),* ) -> $crate::types::gaspi_return_t {
                 $crate::ffi::guard(stringify!($name), move || $body)
             }
+            $crate::weak_alias!($name);
         )*
         /// Name and parameter types of every function defined here.
         #[cfg(test)]

@@ -17,7 +17,7 @@ fn include_dir() -> PathBuf {
 /// The headers without comments and preprocessor lines, on one line.
 fn header_text() -> String {
     let mut all = String::new();
-    for h in ["GASPI.h", "GASPI_Ext.h"] {
+    for h in ["GASPI.h", "GASPI_Ext.h", "GASPI_Threads.h"] {
         let s = std::fs::read_to_string(include_dir().join(h)).unwrap();
         let mut out = String::new();
         let mut rest = s.as_str();
@@ -38,6 +38,17 @@ fn header_text() -> String {
 /// C parameter declaration → its type, normalized: `const` dropped, the name dropped,
 /// pointers as a trailing `*`, `float`/`unsigned long` as their gaspi names.
 fn c_param_type(p: &str) -> String {
+    if p.contains("(*") {
+        // The one function-pointer parameter written out in a header (gaspi_threads_run).
+        return "gaspi_thread_fn".into();
+    }
+    // An array parameter (`char const machine_type[64]`) is a pointer.
+    if let Some(open) = p.find('[') {
+        return c_param_type(&format!(
+            "{}*",
+            &p[..open].trim_end().rsplit_once(' ').map_or(p, |(t, _)| t)
+        ));
+    }
     let spaced = p.replace('*', " * ");
     let mut toks: Vec<&str> = spaced
         .split_whitespace()
@@ -56,6 +67,7 @@ fn c_param_type(p: &str) -> String {
     let base = match base.as_str() {
         "float" => "gaspi_float".to_string(),
         "unsigned long" => "gaspi_ulong".to_string(),
+        "char" => "c_char".to_string(),
         _ => base,
     };
     base + &"*".repeat(stars)
@@ -69,6 +81,7 @@ fn rust_param_type(t: &str) -> String {
         t = r.trim();
         stars += 1;
     }
+    let t = if t == "c_void" { "void" } else { t };
     t.to_string() + &"*".repeat(stars)
 }
 
@@ -79,6 +92,7 @@ fn header_prototypes() -> BTreeMap<String, Vec<String>> {
     for decl in text.split(';') {
         // A declaration may follow `extern "C" {` or a closing brace.
         let decl = decl.rsplit(['{', '}']).next().unwrap_or_default().trim();
+        let decl = decl.trim_end_matches("TNT_GASPI_DEPRECATED").trim();
         let Some(rest) = decl.strip_prefix("gaspi_return_t ") else {
             continue;
         };
@@ -107,6 +121,8 @@ fn rust_exports() -> BTreeMap<String, Vec<String>> {
         crate::api_comm::COMM_API,
         crate::api_coll::COLL_API,
         crate::api_info::INFO_API,
+        crate::api_ext::EXT_API,
+        crate::threads::THREADS_API,
     ];
     tables
         .iter()

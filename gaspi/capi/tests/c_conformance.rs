@@ -140,7 +140,18 @@ fn term_ends_a_call_blocked_on_another_thread_shm_4() {
 
 #[test]
 fn gpi2_ranges_and_edge_cases_tcp_2() {
-    passes("gpi2_compat", 2, TransportChoice::Tcp);
+    let out = run_with("gpi2_compat", 2, TransportChoice::Tcp, &[]);
+    out.assert_success();
+    for r in &out.ranks {
+        // gaspi_print_affinity_mask's line, then the program's verdict.
+        let affinity = format!("[Rank {:4}]: affinity ", r.rank);
+        let ok = format!("[Rank {:4}]: gpi2_compat ok on 2 ranks", r.rank);
+        assert!(
+            r.stdout.contains(&affinity) && r.stdout.contains(&ok),
+            "{}",
+            out.report()
+        );
+    }
 }
 
 #[test]

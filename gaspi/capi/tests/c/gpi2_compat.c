@@ -18,6 +18,7 @@ static void before_init(int zero) {
   gaspi_float mhz, version;
   gaspi_number_t init = 9;
   gaspi_string_t text;
+  gaspi_delay();
   CHECK(gaspi_time_ticks(&t0));
   CHECK(gaspi_time_get(&ms));
   CHECK(gaspi_cpu_frequency(&mhz));
@@ -99,6 +100,18 @@ static void transfer_sizes(void) {
   CHECK(gaspi_barrier(GASPI_GROUP_ALL, TMO));
 }
 
+/* GPI-2's machine helpers of GASPI_Ext.h. */
+static void machine(void) {
+  char type[64];
+  memset(type, 'x', sizeof type);
+  CHECK(gaspi_machine_type(type));
+  ASSERT(memchr(type, 0, sizeof type) != NULL && strlen(type) > 0);
+  CHECK(gaspi_set_socket_affinity(0));
+  EXPECT(gaspi_set_socket_affinity(200), GASPI_ERR_INV_NUM);
+  gaspi_print_affinity_mask();
+  fflush(stdout);
+}
+
 static void big_allreduce(void) {
   gaspi_number_t max;
   CHECK(gaspi_allreduce_elem_max(&max));
@@ -146,6 +159,7 @@ int main(int argc, char **argv) {
   CHECK(gaspi_proc_num(&n));
   notifications(zero);
   transfer_sizes();
+  machine();
   if (!zero) {
     big_allreduce();
     many_groups();

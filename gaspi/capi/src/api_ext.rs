@@ -1,4 +1,4 @@
-//! The CPU-placement helpers of GPI-2's `GASPI_Ext.h`: `gaspi_machine_type`,
+//! The GPI-2 extensions of `GASPI_Ext.h` about the machine: `gaspi_machine_type`,
 //! `gaspi_set_socket_affinity` and `gaspi_print_affinity_mask`.
 
 use std::ffi::c_char;
@@ -14,7 +14,8 @@ fn affinity() -> Result<Vec<usize>> {
     // SAFETY: `cpu_set_t` is plain bits, valid when zeroed.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is a valid, writable `cpu_set_t` of the size passed; pid 0 is this thread.
-    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if rc != 0 {
         return Err(Error::Other(format!(
             "sched_getaffinity: {}",
@@ -96,7 +97,7 @@ fn socket_cpus(socket: u8) -> Result<Vec<usize>> {
         .ok_or_else(|| Error::Other(format!("cannot parse the CPU list of {node}: {list:?}")))
 }
 
-gaspi_api! { AFFINITY_API;
+gaspi_api! { EXT_API;
     /// `gaspi_machine_type`: the processor architecture (`uname -m`, e.g. `x86_64`),
     /// NUL-terminated in the caller's 64 bytes.
     fn gaspi_machine_type(machine_type: *const c_char) {
@@ -133,7 +134,7 @@ gaspi_api! { AFFINITY_API;
 
 /// `gaspi_print_affinity_mask`: prints the calling thread's CPUs as a kernel CPU list,
 /// `[Rank    3]: affinity 0-3,8`, on stdout.
-#[no_mangle]
+#[export_name = "pgaspi_print_affinity_mask"]
 pub extern "C" fn gaspi_print_affinity_mask() {
     let rank = crate::ffi::with_ctx(|c| Ok(c.rank().0)).ok();
     let who = rank.map_or_else(|| "[Rank    ?]".to_string(), |r| format!("[Rank {r:4}]"));
@@ -142,6 +143,14 @@ pub extern "C" fn gaspi_print_affinity_mask() {
         Err(e) => println!("{who}: affinity unknown ({e})"),
     }
 }
+crate::weak_alias!(gaspi_print_affinity_mask);
+
+/// `gaspi_delay`: a hint for spin-wait loops (one `pause`), as in GPI-2.
+#[export_name = "pgaspi_delay"]
+pub extern "C" fn gaspi_delay() {
+    std::hint::spin_loop();
+}
+crate::weak_alias!(gaspi_delay);
 
 #[cfg(test)]
 mod tests {
@@ -149,7 +158,10 @@ mod tests {
 
     #[test]
     fn cpu_lists_round_trip() {
-        assert_eq!(parse_cpulist("0-3,8,10-11\n"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(
+            parse_cpulist("0-3,8,10-11\n"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
         assert_eq!(format_cpulist(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
         assert_eq!(parse_cpulist("x"), None);
         assert_eq!(format_cpulist(&[]), "");
