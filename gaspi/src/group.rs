@@ -303,10 +303,7 @@ impl Context {
             }
             let mem = &c.seg.mem;
             let from = members[(c.me + n - dist) % n];
-            let watch = Watch::Collective {
-                from,
-                members: &members,
-            };
+            let watch = Watch::Collective { from };
             self.wait_on(mem, deadline, watch, || {
                 (mem.slot(slot).load(Ordering::Acquire) == epoch).then_some(())
             })?;
@@ -426,7 +423,6 @@ impl Context {
                         c,
                         Watch::Collective {
                             from: members[me - 1],
-                            members,
                         },
                         p.epoch,
                         0,
@@ -449,7 +445,6 @@ impl Context {
                     c,
                     Watch::Collective {
                         from: members[partner],
-                        members,
                     },
                     p.epoch,
                     p.step,
@@ -473,7 +468,6 @@ impl Context {
                 c,
                 Watch::Collective {
                     from: members[me + 1],
-                    members,
                 },
                 p.epoch,
                 unfold_step,

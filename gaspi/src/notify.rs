@@ -29,12 +29,12 @@ pub(crate) enum Watch<'a> {
     /// once per counter, so waits after it work normally again (fault-tolerant codes go on).
     Unreported(&'a AtomicU64),
     /// A step of a collective that waits for `from`: its failure or departure (`term`)
-    /// ends the wait, and so does a failure (not an orderly departure) of any other
-    /// member. A member that left in order may have completed this collective already and
-    /// only then left, so its departure alone is no reason to give up; a collective that
-    /// cannot complete because a member had left before it began fails at its start (see
-    /// `Context::committed`).
-    Collective { from: Rank, members: &'a [Rank] },
+    /// ends the wait. Other members are not watched: one that failed or left after doing
+    /// its part of this collective does not stop us from completing it (a malicious peer
+    /// that sends garbage after the barrier, say). A collective that cannot complete because
+    /// a member had failed or left before it began fails at its start (see
+    /// `Context::check_members`).
+    Collective { from: Rank },
 }
 
 impl Context {
@@ -50,11 +50,7 @@ impl Context {
         let failed = || match &watch {
             Watch::Unreported(seen) => (self.sh.state.failures() > seen.load(Ordering::Acquire))
                 .then(|| self.sh.state.last_failed()),
-            Watch::Collective { from, members } => self
-                .sh
-                .state
-                .first_unreachable(std::iter::once(*from))
-                .or_else(|| self.sh.state.first_corrupt(members.iter().copied())),
+            Watch::Collective { from } => self.sh.state.first_unreachable(std::iter::once(*from)),
         };
         let start = Instant::now();
         loop {

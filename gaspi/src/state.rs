@@ -46,11 +46,6 @@ impl StateVector {
         self.is_corrupt(rank) || self.gone[rank.index()].load(Ordering::SeqCst)
     }
 
-    /// The first corrupt rank among `ranks`.
-    pub fn first_corrupt(&self, mut ranks: impl Iterator<Item = Rank>) -> Option<Rank> {
-        ranks.find(|r| self.is_corrupt(*r))
-    }
-
     /// The first rank among `ranks` that is corrupt or has left: a collective that needs
     /// it cannot complete.
     pub fn first_unreachable(&self, mut ranks: impl Iterator<Item = Rank>) -> Option<Rank> {
