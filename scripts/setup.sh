@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a fresh Debian 12 machine with the Rust toolchain:
-# toolchain components, the system tools the multi-process tests use, and the build needs
-# of the InfiniBand verbs feature.
+# toolchain components, the system tools the multi-process tests use, the build needs of
+# the InfiniBand verbs feature, and the Fashion-MNIST dataset.
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -20,6 +20,9 @@ dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
 dpkg -s linux-libc-dev >/dev/null 2>&1 || need+=(linux-libc-dev)
 command -v nm >/dev/null 2>&1 || need+=(binutils)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+# The real data of the main job and of the trainer's real-data test: Fashion-MNIST, as
+# Debian packages it (/usr/share/datasets/fashion-mnist).
+[ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ] || need+=(dataset-fashion-mnist)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   $SUDO apt-get update -qq

@@ -9,9 +9,10 @@ use tch::{nn, Tensor};
 
 use crate::checkpoint::{self, Progress};
 use crate::comm::Comm;
-use crate::data::Dataset;
+use crate::data::{Dataset, DatasetKind, Split};
 use crate::ddp::{DataParallel, DdpConfig};
 use crate::error::{Error, Result};
+use crate::evaluate::{evaluate, Evaluation};
 use crate::hooks::{now_ns, StepTrace};
 use crate::models::ModelKind;
 use crate::optim::{Optimizer, OptimizerKind};
@@ -35,10 +36,21 @@ pub struct TrainConfig {
     pub optimizer: OptimizerKind,
     /// Linear LR warmup from ~0 to the full rate over this many epochs.
     pub warmup_epochs: u64,
+    /// The learning rate after warmup.
+    pub schedule: crate::schedule::Schedule,
     /// Multiply the LR by `batch_size / 256`.
     pub scale_lr: bool,
-    /// Real MNIST IDX files; synthetic data when `None`.
+    /// What to learn.
+    pub dataset: DatasetKind,
+    /// The IDX files (MNIST, Fashion-MNIST); Fashion-MNIST defaults to the system's copy.
     pub data_dir: Option<PathBuf>,
+    /// Evaluate on the test split every this many epochs (`None`: every epoch when the
+    /// dataset has a test split; 0: never).
+    pub validation_freq: Option<u64>,
+    /// The master appends one row per epoch here (flushed each epoch).
+    pub metrics_csv: Option<PathBuf>,
+    /// Per-step lines when stderr is not a terminal.
+    pub verbose: bool,
     /// Size of the synthetic dataset.
     pub samples: usize,
     pub seed: u64,
@@ -60,28 +72,48 @@ pub struct TrainSummary {
     pub steps: u64,
     pub last_loss: f64,
     pub last_accuracy: f64,
+    /// The last evaluation on the test split.
+    pub validation: Option<Evaluation>,
     pub profile: Option<ProfileSummary>,
 }
 
-/// The learning rate at `step` (0-based) of a run with `steps_per_epoch`.
+/// The learning rate at `step` (0-based) of a run with `steps_per_epoch`: the base rate
+/// (linearly scaled with `scale_lr`), warmed up, then as `cfg.schedule` says.
 pub fn learning_rate(cfg: &TrainConfig, step: u64, steps_per_epoch: u64) -> f64 {
     let mut lr = cfg.lr;
     if cfg.scale_lr {
         lr *= cfg.batch_size as f64 / LR_SCALING_REFERENCE_BATCH as f64;
     }
-    let warmup = cfg.warmup_epochs * steps_per_epoch;
-    if step < warmup {
-        lr *= (step + 1) as f64 / warmup as f64;
-    }
-    lr
+    let total = cfg.epochs * steps_per_epoch;
+    let total = cfg.max_steps.map_or(total, |m| m.min(total));
+    crate::schedule::rate_at(
+        cfg.schedule,
+        lr,
+        step,
+        steps_per_epoch,
+        cfg.warmup_epochs * steps_per_epoch,
+        total,
+    )
 }
 
 /// Trains on every rank of `comm`; collective.
 pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     let (p, rank) = (comm.size(), comm.rank());
-    let data = match &cfg.data_dir {
-        Some(dir) => Dataset::mnist(dir)?,
-        None => Dataset::synthetic(cfg.samples, cfg.seed)?,
+    let (data, test) = load(cfg)?;
+    let validation_freq = match (cfg.validation_freq, &test) {
+        (Some(f), None) if f > 0 => {
+            return Err(Error::Config(format!(
+                "--validation-freq {f}: the {} dataset has no test split",
+                cfg.dataset
+            )))
+        }
+        (Some(f), _) => f,
+        (None, Some(_)) => 1,
+        (None, None) => 0,
+    };
+    let mut metrics = match (&cfg.metrics_csv, comm.is_master()) {
+        (Some(path), true) => Some(MetricsCsv::create(path)?),
+        _ => None,
     };
     if cfg.batch_size == 0 || cfg.batch_size > data.len() {
         return Err(Error::Config(format!(
@@ -143,21 +175,24 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
         let batches = local_batches(&order, cfg.batch_size, p, rank)?;
         let mut bar = EpochProgress::new(
             comm.is_master() && cfg.progress_bar,
+            cfg.verbose,
             epoch,
             cfg.epochs,
             batches.len() as u64,
         );
         let epoch_start = Instant::now();
+        let mut lr = learning_rate(cfg, step, steps_per_epoch);
         let mut sums = [0f64; 3]; // loss sum, correct, samples over the epoch
         for indices in &batches {
             if cfg.max_steps.is_some_and(|max| step >= max) {
                 break 'epochs;
             }
-            opt.set_lr(learning_rate(cfg, step, steps_per_epoch));
+            lr = learning_rate(cfg, step, steps_per_epoch);
+            opt.set_lr(lr);
             let t0 = now_ns();
             let (x, y) = data.batch(indices)?;
             ddp.zero_grad();
-            let logits = forward(model.as_ref(), &x)?;
+            let logits = forward(model.as_ref(), &x, true)?;
             let (loss, loss_sum) = global_batch_loss(&logits, &y, cfg.batch_size)?;
             let trace = ddp.backward(&loss)?;
             let t_opt = now_ns();
@@ -194,15 +229,31 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
         }
         let elapsed = epoch_start.elapsed().as_secs_f64();
         bar.finish();
-        if comm.is_master() && sums[2] > 0.0 {
-            println!(
-                "epoch {}/{}: loss {:.4} accuracy {:.2}% {:.0} samples/s",
-                epoch + 1,
-                cfg.epochs,
-                sums[0] / sums[2],
-                100.0 * sums[1] / sums[2],
-                sums[2] / elapsed.max(1e-9)
-            );
+        let validate = validation_freq > 0 && (epoch + 1) % validation_freq == 0;
+        let val = match (&test, validate) {
+            (Some(t), true) => Some(evaluate(comm, model.as_ref(), t, EVAL_BATCH)?),
+            _ => None,
+        };
+        if val.is_some() {
+            summary.validation = val;
+        }
+        if sums[2] > 0.0 {
+            let row = EpochRow {
+                epoch: epoch + 1,
+                epochs: cfg.epochs,
+                lr,
+                loss: sums[0] / sums[2],
+                accuracy: sums[1] / sums[2],
+                val,
+                seconds: elapsed,
+                samples_per_s: sums[2] / elapsed.max(1e-9),
+            };
+            if comm.is_master() {
+                println!("{row}");
+            }
+            if let Some(m) = metrics.as_mut() {
+                m.append(&row)?;
+            }
         }
         if let Some(dir) = &cfg.checkpoint_dir {
             let progress = Progress {
@@ -228,10 +279,37 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     Ok(summary)
 }
 
-/// The model's forward pass; tch's `ModuleT` panics on libtorch errors (a shape mismatch,
-/// say), which becomes an error here instead of aborting the rank.
-fn forward(model: &dyn nn::ModuleT, x: &Tensor) -> Result<Tensor> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.forward_t(x, true))).map_err(
+/// Samples per rank and forward pass when evaluating.
+const EVAL_BATCH: usize = 1000;
+
+/// The training split and, where the dataset has one, the test split.
+fn load(cfg: &TrainConfig) -> Result<(Dataset, Option<Dataset>)> {
+    match cfg.dataset {
+        DatasetKind::Synthetic => {
+            if let Some(dir) = &cfg.data_dir {
+                return Err(Error::Config(format!(
+                    "--data-dir {} needs --dataset mnist or fashion-mnist",
+                    dir.display()
+                )));
+            }
+            Ok((Dataset::synthetic(cfg.samples, cfg.seed)?, None))
+        }
+        kind => {
+            let dir = kind.resolve_dir(cfg.data_dir.as_deref())?;
+            let train = Dataset::idx(kind, &dir, Split::Train)?;
+            let test = match cfg.validation_freq {
+                Some(0) => None,
+                _ => Some(Dataset::idx(kind, &dir, Split::Test)?),
+            };
+            Ok((train, test))
+        }
+    }
+}
+
+/// The model's forward pass (`train`: training mode); tch's `ModuleT` panics on libtorch
+/// errors (a shape mismatch, say), which becomes an error here instead of aborting the rank.
+pub(crate) fn forward(model: &dyn nn::ModuleT, x: &Tensor, train: bool) -> Result<Tensor> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.forward_t(x, train))).map_err(
         |panic| {
             let message = panic
                 .downcast_ref::<String>()
@@ -279,4 +357,75 @@ fn write_record(
         join(&trace.bucket_start_ns),
         join(&trace.bucket_done_ns),
     )
+}
+
+/// One epoch's results: printed as a Keras-like line and written as a CSV row.
+#[derive(Clone, Copy, Debug)]
+pub struct EpochRow {
+    pub epoch: u64,
+    pub epochs: u64,
+    /// The learning rate of the epoch's last step.
+    pub lr: f64,
+    pub loss: f64,
+    pub accuracy: f64,
+    pub val: Option<Evaluation>,
+    pub seconds: f64,
+    pub samples_per_s: f64,
+}
+
+impl std::fmt::Display for EpochRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Epoch {}/{} - {:.1}s - loss: {:.4} - accuracy: {:.4}",
+            self.epoch, self.epochs, self.seconds, self.loss, self.accuracy
+        )?;
+        if let Some(v) = self.val {
+            write!(
+                f,
+                " - val_loss: {:.4} - val_accuracy: {:.4}",
+                v.loss, v.accuracy
+            )?;
+        }
+        write!(f, " - {:.0} samples/s", self.samples_per_s)
+    }
+}
+
+/// The `--metrics-csv` file: a header, then one row per epoch, flushed as written.
+struct MetricsCsv {
+    path: PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+}
+
+impl MetricsCsv {
+    const HEADER: &'static str =
+        "epoch,lr,loss,accuracy,val_loss,val_accuracy,seconds,samples_per_s";
+
+    fn create(path: &std::path::Path) -> Result<Self> {
+        let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+        let mut m = MetricsCsv {
+            path: path.to_path_buf(),
+            out: std::io::BufWriter::new(file),
+        };
+        m.write_line(Self::HEADER)?;
+        Ok(m)
+    }
+
+    fn append(&mut self, r: &EpochRow) -> Result<()> {
+        let (vl, va) = match r.val {
+            Some(v) => (format!("{:.6}", v.loss), format!("{:.6}", v.accuracy)),
+            None => (String::new(), String::new()),
+        };
+        let line = format!(
+            "{},{:e},{:.6},{:.6},{vl},{va},{:.3},{:.1}",
+            r.epoch, r.lr, r.loss, r.accuracy, r.seconds, r.samples_per_s
+        );
+        self.write_line(&line)
+    }
+
+    fn write_line(&mut self, line: &str) -> Result<()> {
+        writeln!(self.out, "{line}")
+            .and_then(|()| self.out.flush())
+            .map_err(|e| Error::io(&self.path, e))
+    }
 }

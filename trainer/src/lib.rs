@@ -43,6 +43,7 @@ mod comm;
 pub mod data;
 mod ddp;
 mod error;
+pub mod evaluate;
 mod ffi;
 pub mod fit;
 mod hooks;
@@ -51,6 +52,7 @@ pub mod optim;
 pub mod profile;
 mod progress;
 mod reducer;
+pub mod schedule;
 pub mod shard;
 
 pub use comm::{Comm, DEFAULT_COMM_TIMEOUT};

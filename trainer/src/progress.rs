@@ -1,6 +1,7 @@
 //! The master rank's per-epoch progress bar (indicatif): loss, accuracy, samples/s. When
-//! stderr is not a terminal (the launcher pipes rank output), the bar would be invisible, so
-//! a plain progress line is printed about every tenth of the epoch instead.
+//! stderr is not a terminal (the launcher pipes rank output) there is no bar and, as Keras
+//! does when piped, no per-step lines, unless `verbose` asks for a plain line about every
+//! tenth of the epoch.
 
 use std::time::Instant;
 
@@ -19,7 +20,7 @@ pub struct EpochProgress {
 }
 
 impl EpochProgress {
-    pub fn new(enabled: bool, epoch: u64, epochs: u64, steps: u64) -> Self {
+    pub fn new(enabled: bool, verbose: bool, epoch: u64, epochs: u64, steps: u64) -> Self {
         let bar = enabled.then(|| {
             let bar = ProgressBar::new(steps);
             let style =
@@ -31,7 +32,7 @@ impl EpochProgress {
             bar
         });
         let text_every = match &bar {
-            Some(b) if b.is_hidden() => Some((steps / 10).max(1)),
+            Some(b) if b.is_hidden() && verbose => Some((steps / 10).max(1)),
             _ => None,
         };
         EpochProgress {

@@ -4,38 +4,76 @@
 mod common;
 
 use common::*;
-use trainer::data::{write_idx, MNIST_TRAIN_IMAGES, MNIST_TRAIN_LABELS};
+use trainer::data::{
+    write_idx, MNIST_TEST_IMAGES, MNIST_TEST_LABELS, MNIST_TRAIN_IMAGES, MNIST_TRAIN_LABELS,
+};
 
-#[test]
-fn trains_on_mnist_idx_files() {
-    let scratch = Scratch::new("idx");
-    let n = 40;
+/// Writes a small MNIST-like split (`n` images, labels `i % 10`) to `dir`.
+fn write_split(dir: &Scratch, images_name: &str, labels_name: &str, n: usize) {
     let images: Vec<u8> = (0..n * 28 * 28).map(|i| ((i * 7) % 256) as u8).collect();
     let labels: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
-    write_idx(&scratch.path(MNIST_TRAIN_IMAGES), &[n, 28, 28], &images).unwrap();
-    write_idx(&scratch.path(MNIST_TRAIN_LABELS), &[n], &labels).unwrap();
-    let data = scratch.0.display().to_string();
-    let out = train_ok(
-        2,
-        &[
-            "--data-dir",
-            &data,
-            "--batch-size",
-            "8",
-            "--model",
-            "mlp",
-            "--hidden",
-            "16",
-        ],
+    write_idx(&dir.path(images_name), &[n, 28, 28], &images).unwrap();
+    write_idx(&dir.path(labels_name), &[n], &labels).unwrap();
+}
+
+#[test]
+fn trains_on_idx_files_and_validates_every_test_sample() {
+    let scratch = Scratch::new("idx");
+    // Training split plain, test split gzipped (as published), 13 test samples: 3 ranks
+    // take 5, 4 and 4.
+    write_split(&scratch, MNIST_TRAIN_IMAGES, MNIST_TRAIN_LABELS, 40);
+    let (ti, tl) = (
+        format!("{MNIST_TEST_IMAGES}.gz"),
+        format!("{MNIST_TEST_LABELS}.gz"),
     );
+    write_split(&scratch, &ti, &tl, 13);
+    let data = scratch.0.display().to_string();
+    let csv = scratch.path("metrics.csv").display().to_string();
+    let args = [
+        "--dataset",
+        "mnist",
+        "--data-dir",
+        &data,
+        "--batch-size",
+        "8",
+        "--epochs",
+        "2",
+        "--model",
+        "mlp",
+        "--hidden",
+        "16",
+        "--metrics-csv",
+        &csv,
+    ];
+    let out = train_ok(3, &args);
+    let stdout = &out.ranks[0].stdout;
     assert!(
-        out.ranks[0].stdout.contains("done: 5 steps on 2 rank(s)"),
+        stdout.contains("done: 10 steps on 3 rank(s)"),
         "{}",
         out.report()
     );
+    assert!(stdout.contains("(13 samples)"), "{}", out.report());
+    assert!(
+        stdout.contains("Epoch 2/2 - ") && stdout.contains(" - val_accuracy: "),
+        "{}",
+        out.report()
+    );
+    let rows = std::fs::read_to_string(scratch.path("metrics.csv")).unwrap();
+    let rows: Vec<&str> = rows.lines().collect();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows[0].starts_with("epoch,lr,loss,accuracy,val_loss,val_accuracy"));
+    assert_eq!(rows[2].split(',').count(), 8, "{rows:?}");
 
+    // Without the test split: a clear error naming the missing file, on every rank.
+    std::fs::remove_file(scratch.path(&ti)).unwrap();
+    let out = run_train(2, &args[..8]);
+    for r in &out.ranks {
+        assert_eq!(r.status.and_then(|s| s.code()), Some(1), "{}", out.report());
+        assert!(r.stderr.contains(MNIST_TEST_IMAGES), "{}", out.report());
+    }
+    // A corrupted file is named.
     std::fs::write(scratch.path(MNIST_TRAIN_LABELS), b"not idx").unwrap();
-    let out = run_train(1, &["--data-dir", &data]);
+    let out = run_train(1, &["--dataset", "mnist", "--data-dir", &data]);
     assert_eq!(out.ranks[0].status.and_then(|s| s.code()), Some(1));
     assert!(
         out.ranks[0].stderr.contains(MNIST_TRAIN_LABELS),

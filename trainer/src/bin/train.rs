@@ -6,9 +6,18 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use fusion::FusionThreshold;
+use trainer::data::DatasetKind;
 use trainer::fit::{train, TrainConfig};
 use trainer::models::ModelKind;
+use trainer::schedule::Schedule;
 use trainer::{Comm, DdpConfig, OptimizerKind};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ScheduleArg {
+    Constant,
+    Cosine,
+    Step,
+}
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum OptimizerArg {
@@ -38,13 +47,38 @@ struct Args {
     /// Linear learning-rate warmup over this many epochs.
     #[arg(long, default_value_t = 0)]
     warmup_epochs: u64,
+    /// The learning rate after warmup: constant, cosine decay to 0 over the run, or step
+    /// decay (--lr-step-epochs, --lr-gamma).
+    #[arg(long, value_enum, default_value = "constant")]
+    lr_schedule: ScheduleArg,
+    /// Step decay: multiply the rate by --lr-gamma every this many epochs.
+    #[arg(long, default_value_t = 10)]
+    lr_step_epochs: u64,
+    /// Step decay factor.
+    #[arg(long, default_value_t = 0.1)]
+    lr_gamma: f64,
     /// Linear LR scaling: multiply --lr by batch-size / 256.
     #[arg(long)]
     scale_lr: bool,
-    /// Directory with MNIST's train-images-idx3-ubyte and train-labels-idx1-ubyte;
-    /// synthetic MNIST-shaped data when absent.
+    /// What to learn: MNIST-shaped synthetic data (no files), MNIST or Fashion-MNIST.
+    #[arg(long, value_enum, default_value = "synthetic")]
+    dataset: DatasetKind,
+    /// Directory with the four IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte,
+    /// t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte; plain or .gz). Fashion-MNIST
+    /// defaults to /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Evaluate on the test split every N epochs (default 1 when the dataset has one;
+    /// 0 never), data-parallel over the ranks.
+    #[arg(long, value_name = "N")]
+    validation_freq: Option<u64>,
+    /// The master writes one row per epoch here (epoch, lr, loss, accuracy, val_loss,
+    /// val_accuracy, seconds, samples/s), flushed each epoch.
+    #[arg(long, value_name = "PATH")]
+    metrics_csv: Option<PathBuf>,
+    /// Per-step progress lines also when stderr is not a terminal.
+    #[arg(long)]
+    verbose: bool,
     /// Size of the synthetic dataset.
     #[arg(long, default_value_t = 4096)]
     samples: usize,
@@ -113,8 +147,27 @@ fn run(args: Args) -> trainer::Result<()> {
         lr: args.lr,
         optimizer,
         warmup_epochs: args.warmup_epochs,
+        schedule: match args.lr_schedule {
+            ScheduleArg::Constant => Schedule::Constant,
+            ScheduleArg::Cosine => Schedule::Cosine,
+            ScheduleArg::Step => {
+                if args.lr_step_epochs == 0 || !(args.lr_gamma > 0.0) {
+                    return Err(trainer::Error::Config(
+                        "--lr-schedule step needs --lr-step-epochs >= 1 and --lr-gamma > 0".into(),
+                    ));
+                }
+                Schedule::Step {
+                    every: args.lr_step_epochs,
+                    gamma: args.lr_gamma,
+                }
+            }
+        },
         scale_lr: args.scale_lr,
+        dataset: args.dataset,
         data_dir: args.data_dir,
+        validation_freq: args.validation_freq,
+        metrics_csv: args.metrics_csv,
+        verbose: args.verbose,
         samples: args.samples,
         seed: args.seed,
         checkpoint_dir: args.checkpoint_dir,
@@ -132,13 +185,22 @@ fn run(args: Args) -> trainer::Result<()> {
     let comm = Comm::init()?;
     let summary = train(&comm, &cfg)?;
     if comm.is_master() {
-        println!(
+        print!(
             "done: {} steps on {} rank(s), last loss {:.4}, accuracy {:.2}%",
             summary.steps,
             comm.size(),
             summary.last_loss,
             100.0 * summary.last_accuracy
         );
+        match summary.validation {
+            Some(v) => println!(
+                "; test loss {:.4}, test accuracy {:.2}% ({} samples)",
+                v.loss,
+                100.0 * v.accuracy,
+                v.samples
+            ),
+            None => println!(),
+        }
     }
     Ok(())
 }
