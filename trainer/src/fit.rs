@@ -42,6 +42,8 @@ pub struct TrainConfig {
     pub scale_lr: bool,
     /// What to learn.
     pub dataset: DatasetKind,
+    /// Train on the first this many samples of the training split only.
+    pub train_subset: Option<usize>,
     /// The IDX files (MNIST, Fashion-MNIST); Fashion-MNIST defaults to the system's copy.
     pub data_dir: Option<PathBuf>,
     /// Evaluate on the test split every this many epochs (`None`: every epoch when the
@@ -296,7 +298,10 @@ fn load(cfg: &TrainConfig) -> Result<(Dataset, Option<Dataset>)> {
         }
         kind => {
             let dir = kind.resolve_dir(cfg.data_dir.as_deref())?;
-            let train = Dataset::idx(kind, &dir, Split::Train)?;
+            let mut train = Dataset::idx(kind, &dir, Split::Train)?;
+            if let Some(n) = cfg.train_subset {
+                train = train.truncated(n)?;
+            }
             let test = match cfg.validation_freq {
                 Some(0) => None,
                 _ => Some(Dataset::idx(kind, &dir, Split::Test)?),

@@ -68,6 +68,9 @@ struct Args {
     /// defaults to /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Train on the first N samples of the training split only (quick runs).
+    #[arg(long, value_name = "N")]
+    train_subset: Option<usize>,
     /// Evaluate on the test split every N epochs (default 1 when the dataset has one;
     /// 0 never), data-parallel over the ranks.
     #[arg(long, value_name = "N")]
@@ -151,7 +154,7 @@ fn run(args: Args) -> trainer::Result<()> {
             ScheduleArg::Constant => Schedule::Constant,
             ScheduleArg::Cosine => Schedule::Cosine,
             ScheduleArg::Step => {
-                if args.lr_step_epochs == 0 || !(args.lr_gamma > 0.0) {
+                if args.lr_step_epochs == 0 || args.lr_gamma.is_nan() || args.lr_gamma <= 0.0 {
                     return Err(trainer::Error::Config(
                         "--lr-schedule step needs --lr-step-epochs >= 1 and --lr-gamma > 0".into(),
                     ));
@@ -164,6 +167,7 @@ fn run(args: Args) -> trainer::Result<()> {
         },
         scale_lr: args.scale_lr,
         dataset: args.dataset,
+        train_subset: args.train_subset,
         data_dir: args.data_dir,
         validation_freq: args.validation_freq,
         metrics_csv: args.metrics_csv,

@@ -197,6 +197,26 @@ impl Dataset {
         })
     }
 
+    /// The first `n` samples (all when there are fewer): a subset for quick runs and tests.
+    pub fn truncated(self, n: usize) -> Result<Self> {
+        let n = n.min(self.len()) as i64;
+        if n == 0 {
+            return Err(Error::Config("a subset of 0 samples".into()));
+        }
+        let pixels = match self.pixels {
+            Pixels::Float(t) => Pixels::Float(t.f_narrow(0, 0, n)?),
+            Pixels::Bytes { images, mean, std } => Pixels::Bytes {
+                images: images.f_narrow(0, 0, n)?,
+                mean,
+                std,
+            },
+        };
+        Ok(Dataset {
+            pixels,
+            labels: self.labels.f_narrow(0, 0, n)?,
+        })
+    }
+
     pub fn len(&self) -> usize {
         self.labels.size()[0] as usize
     }
