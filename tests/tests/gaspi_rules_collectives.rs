@@ -92,3 +92,74 @@ spmd_cases! {
     single = (1, Auto), tcp_2 = (2, Tcp), tcp_3 = (3, Tcp), shm_4 = (4, Shm), shm_5 = (5, Shm),
     verbs_2 = (2, FakeVerbs), verbs_3 = (3, FakeVerbs),
 }
+
+/// GPI-2's configuration edges, honoured by the runtime: a 1,000,000-element allreduce of
+/// doubles (in rounds of the round buffer), 255 groups, and notification ids up to twice the
+/// default number.
+fn config_edges(ctx: Context) {
+    let (me, n) = (ctx.rank(), ctx.num_ranks());
+    const ELEMS: usize = 1_000_000;
+    assert_eq!(ctx.allreduce_elem_max() as usize, ELEMS);
+    let input: Vec<f64> = (0..ELEMS).map(|i| (i + usize::from(me.0)) as f64).collect();
+    let mut out = vec![0f64; ELEMS];
+    ctx.allreduce(&input, &mut out, ReduceOp::Sum, Group::ALL, T)
+        .unwrap();
+    let ranks = f64::from(n) * f64::from(n - 1) / 2.0;
+    for (i, v) in out.iter().enumerate() {
+        assert_eq!(*v, i as f64 * f64::from(n) + ranks, "element {i}");
+    }
+    let mut made = 1; // GROUP_ALL
+    while ctx.group_create().is_ok() {
+        made += 1;
+    }
+    assert_eq!((made, ctx.group_num()), (255, 255));
+    let last = Group(254);
+    for r in 0..n {
+        ctx.group_add(last, Rank(r)).unwrap();
+    }
+    ctx.group_commit(last, T).unwrap();
+    ctx.barrier(last, T).unwrap();
+    assert_eq!(ctx.notification_num(), 2 * 65536);
+    create(&ctx, S, 4096);
+    let id = ctx.notification_num() - 1;
+    ctx.write_notify(lo(0), at(right(&ctx), 8), 8, nid(id), 3, Q)
+        .unwrap();
+    assert_eq!(take(&ctx, S, id), 3);
+    ctx.wait(Q, T).unwrap();
+    finish(ctx);
+}
+
+fn config_edges_case(name: &str, n: u16, t: gaspi::env::TransportChoice) {
+    let config = Config {
+        allreduce_elem_max: 1_000_000,
+        group_max: 255,
+        notification_num: 2 * 65536,
+        ..Config::default()
+    };
+    gaspi::testing::spmd_with(
+        name,
+        n,
+        t,
+        config,
+        std::time::Duration::from_secs(60),
+        config_edges,
+    );
+}
+
+#[test]
+fn config_edges_are_honoured_tcp_3() {
+    config_edges_case(
+        "config_edges_are_honoured_tcp_3",
+        3,
+        gaspi::env::TransportChoice::Tcp,
+    );
+}
+
+#[test]
+fn config_edges_are_honoured_shm_2() {
+    config_edges_case(
+        "config_edges_are_honoured_shm_2",
+        2,
+        gaspi::env::TransportChoice::Shm,
+    );
+}
