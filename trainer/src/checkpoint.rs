@@ -15,12 +15,45 @@ const OPTIMIZER: &str = "optimizer.ot";
 const META: &str = "meta.txt";
 
 /// Where training stands when a checkpoint is written (after a whole epoch).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Progress {
     /// Epochs completed.
     pub epochs_done: u64,
     /// Optimizer steps completed.
     pub global_step: u64,
+    /// Training loss and accuracy of the last completed epoch (0 in checkpoints written
+    /// before they were recorded).
+    pub loss: f64,
+    pub accuracy: f64,
+}
+
+/// Collective: fails on every rank, before any training, when the master cannot write
+/// checkpoints into `dir` (created if missing), so a run does not learn this after its first
+/// epoch.
+pub fn check_writable(comm: &Comm, dir: &Path) -> Result<()> {
+    let mut ok = [0f64];
+    let mut master_error = None;
+    if comm.is_master() {
+        let probe = dir.join(".tnt-write-probe");
+        let attempt = std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::write(&probe, b"probe"))
+            .and_then(|()| std::fs::remove_file(&probe));
+        match attempt {
+            Ok(()) => ok[0] = 1.0,
+            Err(e) => {
+                master_error = Some(ckpt_err(dir, format!("cannot write checkpoints here: {e}")))
+            }
+        }
+    }
+    comm.sum_f64(&mut ok)?;
+    match master_error {
+        Some(e) => Err(e),
+        None if ok[0] != 1.0 => Err(ckpt_err(
+            dir,
+            "the master rank cannot write checkpoints here",
+        )),
+        None => Ok(()),
+    }
 }
 
 fn ckpt_err(path: &Path, message: impl Into<String>) -> Error {
@@ -55,10 +88,12 @@ pub fn save(
         Tensor::save_multi(&state, tmp(OPTIMIZER))?;
     }
     let meta = format!(
-        "epochs_done={}\nglobal_step={}\noptimizer_steps={}\n",
+        "epochs_done={}\nglobal_step={}\noptimizer_steps={}\nloss={:e}\naccuracy={:e}\n",
         progress.epochs_done,
         progress.global_step,
-        optimizer.steps()
+        optimizer.steps(),
+        progress.loss,
+        progress.accuracy
     );
     std::fs::write(tmp(META), meta).map_err(|e| Error::io(tmp(META), e))?;
     let mut names = vec![WEIGHTS, META];
@@ -80,8 +115,8 @@ pub fn load(
     vs: &mut nn::VarStore,
     optimizer: &mut Optimizer,
 ) -> Result<Progress> {
-    // [ok, epochs_done, global_step, optimizer_steps], from the master.
-    let mut header = [0f64; 4];
+    // [ok, epochs_done, global_step, optimizer_steps, loss, accuracy], from the master.
+    let mut header = [0f64; 6];
     let mut master_error = None;
     if comm.is_master() {
         match read_master(dir, vs, optimizer) {
@@ -91,6 +126,8 @@ pub fn load(
                     p.epochs_done as f64,
                     p.global_step as f64,
                     opt_steps as f64,
+                    p.loss,
+                    p.accuracy,
                 ];
             }
             Err(e) => master_error = Some(e),
@@ -117,6 +154,8 @@ pub fn load(
     Ok(Progress {
         epochs_done: header[1] as u64,
         global_step: header[2] as u64,
+        loss: header[4],
+        accuracy: header[5],
     })
 }
 
@@ -135,9 +174,24 @@ fn read_master(
             .parse()
             .map_err(|e| ckpt_err(&meta_path, format!("{key}: {e}")))
     };
+    // Recorded since the metrics were added; absent in older checkpoints.
+    let metric = |key: &str| -> Result<f64> {
+        match text
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        {
+            None => Ok(0.0),
+            Some(v) => v
+                .trim()
+                .parse()
+                .map_err(|e| ckpt_err(&meta_path, format!("{key}: {e}"))),
+        }
+    };
     let progress = Progress {
         epochs_done: field("epochs_done")?,
         global_step: field("global_step")?,
+        loss: metric("loss")?,
+        accuracy: metric("accuracy")?,
     };
     let opt_steps = field("optimizer_steps")?;
     vs.load(dir.join(WEIGHTS))

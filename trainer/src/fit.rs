@@ -138,6 +138,9 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     let model = cfg.model.build(&vs.root(), &cfg.mlp_hidden)?;
     let mut ddp = DataParallel::new(comm, &vs, cfg.ddp)?;
     let mut opt = Optimizer::new(cfg.optimizer, ddp.params(), cfg.lr)?;
+    if let Some(dir) = &cfg.checkpoint_dir {
+        checkpoint::check_writable(comm, dir)?;
+    }
     let mut start = Progress::default();
     if cfg.resume {
         let dir = cfg
@@ -150,6 +153,9 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             step = start.global_step,
             "resumed"
         );
+        if start.epochs_done >= cfg.epochs {
+            return finished_run(comm, cfg, dir, start, model.as_ref(), test.as_ref());
+        }
     }
     let steps_per_epoch = (data.len() / cfg.batch_size) as u64;
     let mut record = match &cfg.record {
@@ -261,6 +267,8 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             let progress = Progress {
                 epochs_done: epoch + 1,
                 global_step: step,
+                loss: sums[0] / sums[2].max(1.0),
+                accuracy: sums[1] / sums[2].max(1.0),
             };
             checkpoint::save(comm, dir, &vs, &opt, progress)?;
         }
@@ -279,6 +287,37 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     }
     comm.barrier()?;
     Ok(summary)
+}
+
+/// Resuming a run that already did all its epochs: says so, and reports the metrics of its
+/// last epoch and, where there is a test split, the test metrics of its weights.
+fn finished_run(
+    comm: &Comm,
+    cfg: &TrainConfig,
+    dir: &std::path::Path,
+    done: Progress,
+    model: &dyn nn::ModuleT,
+    test: Option<&Dataset>,
+) -> Result<TrainSummary> {
+    let validation = match test {
+        Some(t) => Some(evaluate(comm, model, t, EVAL_BATCH)?),
+        None => None,
+    };
+    if comm.is_master() {
+        println!(
+            "the checkpoint in {} is of a finished run ({} of {} epochs): nothing to train",
+            dir.display(),
+            done.epochs_done,
+            cfg.epochs
+        );
+    }
+    Ok(TrainSummary {
+        steps: done.global_step,
+        last_loss: done.loss,
+        last_accuracy: done.accuracy,
+        validation,
+        profile: None,
+    })
 }
 
 /// Samples per rank and forward pass when evaluating.
