@@ -1,26 +1,155 @@
-//! Datasets: 28x28 one-channel images with labels 0..10, either synthetic (deterministic from a
-//! seed, learnable) or MNIST read from its IDX files.
+//! Datasets: 28x28 one-channel images with labels 0..10: synthetic (deterministic from a seed,
+//! learnable; for benchmarks and tests that need no files), MNIST or Fashion-MNIST read from
+//! their IDX files (`.gz` as published, or plain), with both splits.
+//!
+//! Samples stay as the file's bytes; a batch decodes (normalizes to f32) only the samples it
+//! asks for, so a rank turns into tensors only its own part of each global batch.
 
 use std::path::{Path, PathBuf};
 
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 use crate::error::{Error, Result};
+use crate::idx::{data_err, read_idx};
 use crate::shard::SplitMix64;
 
 /// Image side and class count of every dataset here (MNIST's).
 pub const IMAGE_SIDE: usize = 28;
 pub const NUM_CLASSES: usize = 10;
+const PIXELS: usize = IMAGE_SIDE * IMAGE_SIDE;
 
-/// MNIST training files, as published (uncompressed).
-pub const MNIST_TRAIN_IMAGES: &str = "train-images-idx3-ubyte";
-pub const MNIST_TRAIN_LABELS: &str = "train-labels-idx1-ubyte";
+/// Where Debian's `dataset-fashion-mnist` package installs the real Fashion-MNIST files.
+pub const FASHION_MNIST_DIR: &str = "/usr/share/datasets/fashion-mnist";
 
-/// Images `[N, 1, 28, 28]` (f32, normalized) and labels `[N]` (i64).
+/// Which data `train --dataset` uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DatasetKind {
+    /// Class prototypes plus noise, generated from the seed; no test split.
+    Synthetic,
+    /// MNIST's IDX files from `--data-dir`.
+    Mnist,
+    /// Fashion-MNIST's IDX files from `--data-dir`, else from `FASHION_MNIST_DIR`.
+    FashionMnist,
+}
+
+impl DatasetKind {
+    /// Per-pixel mean and standard deviation (of the training split, on [0, 1]).
+    fn normalization(self) -> (f32, f32) {
+        match self {
+            DatasetKind::FashionMnist => (0.2860, 0.3530),
+            _ => (0.1307, 0.3081),
+        }
+    }
+}
+
+/// The two splits of the IDX datasets, by their file-name prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Split {
+    Train,
+    Test,
+}
+
+impl Split {
+    fn prefix(self) -> &'static str {
+        match self {
+            Split::Train => "train",
+            Split::Test => "t10k",
+        }
+    }
+
+    /// The published names of the images and labels files (without `.gz`).
+    pub fn file_names(self) -> (String, String) {
+        let p = self.prefix();
+        (
+            format!("{p}-images-idx3-ubyte"),
+            format!("{p}-labels-idx1-ubyte"),
+        )
+    }
+}
+
+/// Pixel storage: the file's bytes (decoded per batch) or already-float synthetic images.
+#[derive(Debug)]
+enum Pixels {
+    Bytes { data: Vec<u8>, mean: f32, std: f32 },
+    Float(Vec<f32>),
+}
+
+/// Images (decoded per batch to `[n, 1, 28, 28]` f32, normalized) and labels (`[n]` i64).
 #[derive(Debug)]
 pub struct Dataset {
-    images: Tensor,
-    labels: Tensor,
+    pixels: Pixels,
+    labels: Vec<u8>,
+}
+
+/// A training split and, for the IDX datasets, the test split.
+#[derive(Debug)]
+pub struct Splits {
+    pub train: Dataset,
+    pub test: Option<Dataset>,
+}
+
+/// Loads `kind` (from `dir` where given). `samples` and `seed` shape the synthetic data.
+pub fn load(kind: DatasetKind, dir: Option<&Path>, samples: usize, seed: u64) -> Result<Splits> {
+    let dir: PathBuf = match (kind, dir) {
+        (DatasetKind::Synthetic, _) => {
+            return Ok(Splits {
+                train: Dataset::synthetic(samples, seed)?,
+                test: None,
+            })
+        }
+        (_, Some(dir)) => dir.to_path_buf(),
+        (DatasetKind::Mnist, None) => {
+            return Err(Error::Config(
+                "--dataset mnist needs --data-dir DIR with train-images-idx3-ubyte.gz, \
+                 train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and \
+                 t10k-labels-idx1-ubyte.gz (from http://yann.lecun.com/exdb/mnist/; plain \
+                 files work too)"
+                    .into(),
+            ))
+        }
+        (DatasetKind::FashionMnist, None) => {
+            let dir = PathBuf::from(FASHION_MNIST_DIR);
+            if find_file(&dir, &Split::Train.file_names().0).is_none() {
+                return Err(Error::Config(format!(
+                    "Fashion-MNIST is not installed in {FASHION_MNIST_DIR}: install it with \
+                     `sudo apt-get install dataset-fashion-mnist` (Debian), or download the \
+                     four *-ubyte.gz files from https://github.com/zalandoresearch/fashion-mnist \
+                     and pass --data-dir DIR"
+                )));
+            }
+            dir
+        }
+    };
+    let (mean, std) = kind.normalization();
+    let train = Dataset::from_idx(&dir, Split::Train, mean, std)?;
+    let test = Dataset::from_idx(&dir, Split::Test, mean, std)?;
+    Ok(Splits {
+        train,
+        test: Some(test),
+    })
+}
+
+/// `dir/name.gz` when it exists, else `dir/name` when it exists.
+fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    [dir.join(format!("{name}.gz")), dir.join(name)]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+fn require_file(dir: &Path, name: &str, split: Split) -> Result<PathBuf> {
+    find_file(dir, name).ok_or_else(|| {
+        data_err(
+            &dir.join(format!("{name}.gz")),
+            format!(
+                "missing {} split: neither {name}.gz nor {name} exists in {}",
+                match split {
+                    Split::Train => "training",
+                    Split::Test => "test",
+                },
+                dir.display()
+            ),
+        )
+    })
 }
 
 impl Dataset {
@@ -32,26 +161,28 @@ impl Dataset {
                 "the synthetic dataset needs at least one sample".into(),
             ));
         }
-        let pixels = IMAGE_SIDE * IMAGE_SIDE;
         let mut rng = SplitMix64::new(seed.wrapping_add(0x5eed));
-        let prototypes: Vec<f32> = (0..NUM_CLASSES * pixels).map(|_| rng.next_f32()).collect();
-        let mut images = Vec::with_capacity(len * pixels);
+        let prototypes: Vec<f32> = (0..NUM_CLASSES * PIXELS).map(|_| rng.next_f32()).collect();
+        let mut images = Vec::with_capacity(len * PIXELS);
         let mut labels = Vec::with_capacity(len);
         for _ in 0..len {
             let class = rng.below(NUM_CLASSES as u64) as usize;
-            labels.push(class as i64);
-            let proto = &prototypes[class * pixels..(class + 1) * pixels];
+            labels.push(class as u8);
+            let proto = &prototypes[class * PIXELS..(class + 1) * PIXELS];
             images.extend(proto.iter().map(|p| 0.2 * p + 0.8 * rng.next_f32() - 0.5));
         }
-        Self::from_parts(images, labels)
+        Ok(Dataset {
+            pixels: Pixels::Float(images),
+            labels,
+        })
     }
 
-    /// MNIST's training set from `dir` (the IDX files, uncompressed).
-    pub fn mnist(dir: &Path) -> Result<Self> {
-        let images_path = dir.join(MNIST_TRAIN_IMAGES);
-        let labels_path = dir.join(MNIST_TRAIN_LABELS);
+    /// One split of an MNIST-layout dataset in `dir`, normalized with `mean` and `std`.
+    pub fn from_idx(dir: &Path, split: Split, mean: f32, std: f32) -> Result<Self> {
+        let (images_name, labels_name) = split.file_names();
+        let images_path = require_file(dir, &images_name, split)?;
+        let labels_path = require_file(dir, &labels_name, split)?;
         let images = read_idx(&images_path)?;
-        let labels = read_idx(&labels_path)?;
         if images.dims.len() != 3 || images.dims[1] != IMAGE_SIDE || images.dims[2] != IMAGE_SIDE {
             return Err(data_err(
                 &images_path,
@@ -61,179 +192,96 @@ impl Dataset {
                 ),
             ));
         }
+        if images.dims[0] == 0 {
+            return Err(data_err(&images_path, "the file holds no images"));
+        }
+        let labels = read_idx(&labels_path)?;
         if labels.dims.len() != 1 || labels.dims[0] != images.dims[0] {
             return Err(data_err(
                 &labels_path,
                 format!(
-                    "expected {} labels, found dimensions {:?}",
-                    images.dims[0], labels.dims
+                    "expected {} labels (one per image in {}), found dimensions {:?}",
+                    images.dims[0],
+                    images_path.display(),
+                    labels.dims
                 ),
             ));
         }
-        if let Some(bad) = labels.data.iter().find(|&&l| l as usize >= NUM_CLASSES) {
-            return Err(data_err(
-                &labels_path,
-                format!("label {bad} is not in 0..10"),
-            ));
-        }
-        let pixels = images
+        if let Some((i, bad)) = labels
             .data
             .iter()
-            .map(|&p| (f32::from(p) / 255.0 - 0.1307) / 0.3081)
-            .collect();
-        Self::from_parts(pixels, labels.data.iter().map(|&l| i64::from(l)).collect())
-    }
-
-    fn from_parts(images: Vec<f32>, labels: Vec<i64>) -> Result<Self> {
-        let n = labels.len() as i64;
-        let side = IMAGE_SIDE as i64;
+            .enumerate()
+            .find(|(_, &l)| usize::from(l) >= NUM_CLASSES)
+        {
+            return Err(data_err(
+                &labels_path,
+                format!("label {bad} of sample {i} is not in 0..10"),
+            ));
+        }
         Ok(Dataset {
-            images: Tensor::from_slice(&images).f_view([n, 1, side, side])?,
-            labels: Tensor::from_slice(&labels),
+            pixels: Pixels::Bytes {
+                data: images.data,
+                mean,
+                std,
+            },
+            labels: labels.data,
         })
     }
 
     pub fn len(&self) -> usize {
-        self.labels.size()[0] as usize
+        self.labels.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.labels.is_empty()
     }
 
-    /// The samples at `indices`: (images, labels).
+    /// Keeps only the first `n` samples (for quick runs on a subset).
+    pub fn truncate(&mut self, n: usize) {
+        self.labels.truncate(n);
+        match &mut self.pixels {
+            Pixels::Bytes { data, .. } => data.truncate(n * PIXELS),
+            Pixels::Float(data) => data.truncate(n * PIXELS),
+        }
+    }
+
+    /// The label of sample `i`.
+    pub fn label(&self, i: usize) -> Option<u8> {
+        self.labels.get(i).copied()
+    }
+
+    /// The samples at `indices`, decoded: (images `[n, 1, 28, 28]` f32, labels `[n]` i64).
     pub fn batch(&self, indices: &[usize]) -> Result<(Tensor, Tensor)> {
-        let idx: Vec<i64> = indices.iter().map(|&i| i as i64).collect();
-        let idx = Tensor::from_slice(&idx).to_kind(Kind::Int64);
+        let n = self.len();
+        if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
+            return Err(Error::Config(format!(
+                "sample index {bad} is out of range for a dataset of {n}"
+            )));
+        }
+        let mut images = Vec::with_capacity(indices.len() * PIXELS);
+        match &self.pixels {
+            Pixels::Bytes { data, mean, std } => {
+                let (scale, shift) = (1.0 / (255.0 * std), mean / std);
+                for &i in indices {
+                    let px = &data[i * PIXELS..(i + 1) * PIXELS];
+                    images.extend(px.iter().map(|&p| f32::from(p) * scale - shift));
+                }
+            }
+            Pixels::Float(data) => {
+                for &i in indices {
+                    images.extend_from_slice(&data[i * PIXELS..(i + 1) * PIXELS]);
+                }
+            }
+        }
+        let labels: Vec<i64> = indices.iter().map(|&i| i64::from(self.labels[i])).collect();
+        let side = IMAGE_SIDE as i64;
         Ok((
-            self.images.f_index_select(0, &idx)?,
-            self.labels.f_index_select(0, &idx)?,
+            Tensor::from_slice(&images).f_view([indices.len() as i64, 1, side, side])?,
+            Tensor::from_slice(&labels),
         ))
     }
 }
 
-fn data_err(path: &Path, message: String) -> Error {
-    Error::Data {
-        path: path.to_path_buf(),
-        message,
-    }
-}
-
-/// An unsigned-byte IDX array: its dimensions and data.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IdxArray {
-    pub dims: Vec<usize>,
-    pub data: Vec<u8>,
-}
-
-/// Reads an IDX file of unsigned bytes (type code 0x08), as MNIST's files are.
-pub fn read_idx(path: &Path) -> Result<IdxArray> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    parse_idx(&bytes).map_err(|message| data_err(path, message))
-}
-
-/// Parses IDX bytes: `0 0 type ndims`, big-endian u32 dimensions, then the data.
-pub fn parse_idx(bytes: &[u8]) -> std::result::Result<IdxArray, String> {
-    let header = bytes.get(..4).ok_or("shorter than the 4-byte IDX header")?;
-    if header[0] != 0 || header[1] != 0 {
-        return Err(format!(
-            "bad magic {:02x}{:02x}: not an IDX file",
-            header[0], header[1]
-        ));
-    }
-    if header[2] != 0x08 {
-        return Err(format!(
-            "element type 0x{:02x} is not supported (only unsigned bytes, 0x08)",
-            header[2]
-        ));
-    }
-    let ndims = usize::from(header[3]);
-    let dims_end = 4 + 4 * ndims;
-    let dim_bytes = bytes
-        .get(4..dims_end)
-        .ok_or_else(|| format!("truncated: the header announces {ndims} dimensions"))?;
-    let dims: Vec<usize> = dim_bytes
-        .chunks_exact(4)
-        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as usize)
-        .collect();
-    let count = dims
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or("dimensions overflow")?;
-    let data = &bytes[dims_end..];
-    if data.len() != count {
-        return Err(format!(
-            "dimensions {dims:?} need {count} bytes of data, the file has {}",
-            data.len()
-        ));
-    }
-    Ok(IdxArray {
-        dims,
-        data: data.to_vec(),
-    })
-}
-
-/// Writes an unsigned-byte IDX file (used by tests to make small MNIST-like files).
-pub fn write_idx(path: &Path, dims: &[usize], data: &[u8]) -> Result<()> {
-    let mut bytes = vec![0, 0, 0x08, dims.len() as u8];
-    for &d in dims {
-        let d = u32::try_from(d)
-            .map_err(|_| data_err(path, format!("dimension {d} does not fit in u32")))?;
-        bytes.extend(d.to_be_bytes());
-    }
-    bytes.extend_from_slice(data);
-    std::fs::write(path, bytes).map_err(|e| Error::io(PathBuf::from(path), e))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn idx_round_trip_and_errors() {
-        let dir = std::env::temp_dir().join(format!("tnt-idx-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let images: Vec<u8> = (0..3 * 28 * 28).map(|i| (i % 251) as u8).collect();
-        write_idx(&dir.join(MNIST_TRAIN_IMAGES), &[3, 28, 28], &images).unwrap();
-        write_idx(&dir.join(MNIST_TRAIN_LABELS), &[3], &[7, 0, 9]).unwrap();
-        let ds = Dataset::mnist(&dir).unwrap();
-        assert_eq!(ds.len(), 3);
-        let (x, y) = ds.batch(&[2, 0]).unwrap();
-        assert_eq!(x.size(), [2, 1, 28, 28]);
-        assert_eq!(Vec::<i64>::try_from(&y).unwrap(), [9, 7]);
-        let first = x.get(1).flatten(0, -1).double_value(&[1]);
-        assert!((first - ((1.0 / 255.0 - 0.1307) / 0.3081)).abs() < 1e-5);
-
-        write_idx(&dir.join(MNIST_TRAIN_LABELS), &[3], &[7, 10, 9]).unwrap();
-        assert!(Dataset::mnist(&dir)
-            .unwrap_err()
-            .to_string()
-            .contains("label 10"));
-        write_idx(&dir.join(MNIST_TRAIN_LABELS), &[2], &[7, 1]).unwrap();
-        assert!(Dataset::mnist(&dir).is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn parse_rejects_malformed_bytes() {
-        assert!(parse_idx(&[0, 0]).is_err());
-        assert!(parse_idx(&[1, 0, 8, 1, 0, 0, 0, 1, 5]).is_err());
-        assert!(parse_idx(&[0, 0, 0x0d, 1, 0, 0, 0, 1, 5]).is_err());
-        assert!(parse_idx(&[0, 0, 8, 1, 0, 0, 0, 2, 5]).is_err());
-        assert_eq!(
-            parse_idx(&[0, 0, 8, 1, 0, 0, 0, 1, 5]).unwrap(),
-            IdxArray {
-                dims: vec![1],
-                data: vec![5]
-            }
-        );
-    }
-
-    #[test]
-    fn synthetic_data_is_deterministic() {
-        let a = Dataset::synthetic(16, 42).unwrap();
-        let b = Dataset::synthetic(16, 42).unwrap();
-        assert!(a.images.equal(&b.images) && a.labels.equal(&b.labels));
-        assert!(Dataset::synthetic(0, 42).is_err());
-    }
-}
+#[path = "data_tests.rs"]
+mod tests;

@@ -1,5 +1,6 @@
 //! The training loop of the `train` binary: data sharding, exact global-batch loss, LR
-//! schedule, metrics aggregated over ranks, progress, profiling and checkpoints.
+//! schedule, gradient accumulation and clipping, data-parallel validation, metrics aggregated
+//! over ranks, callbacks, progress, profiling and checkpoints.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,15 +8,19 @@ use std::time::Instant;
 
 use tch::{nn, Tensor};
 
+use crate::callbacks::EarlyStopping;
 use crate::checkpoint::{self, Progress};
 use crate::comm::Comm;
-use crate::data::Dataset;
+use crate::data::{self, DatasetKind};
 use crate::ddp::{DataParallel, DdpConfig};
 use crate::error::{Error, Result};
+use crate::evaluate::evaluate;
 use crate::hooks::{now_ns, StepTrace};
-use crate::models::ModelKind;
-use crate::optim::{Optimizer, OptimizerKind};
+use crate::metrics::{EpochLine, EpochMetrics, MetricsCsv, Monitor};
+use crate::models::{forward, ModelKind};
+use crate::optim::{clip_grad_norm, Optimizer, OptimizerKind};
 use crate::profile::{ProfileSummary, StepTimes};
+use crate::schedule::{Schedule, ScheduleConfig, ScheduleKind};
 use crate::shard::{epoch_permutation, local_batches};
 use crate::{global_batch_loss, progress::EpochProgress};
 
@@ -28,20 +33,47 @@ pub struct TrainConfig {
     pub model: ModelKind,
     /// Hidden layer sizes of the MLP.
     pub mlp_hidden: Vec<i64>,
-    /// Global batch size (over all ranks).
+    /// Global batch size (over all ranks) of one forward/backward micro-step.
     pub batch_size: usize,
     pub epochs: u64,
     pub lr: f64,
     pub optimizer: OptimizerKind,
+    pub schedule: ScheduleKind,
     /// Linear LR warmup from ~0 to the full rate over this many epochs.
     pub warmup_epochs: u64,
-    /// Multiply the LR by `batch_size / 256`.
+    /// Cosine's final rate and reduce-on-plateau's floor.
+    pub min_lr: f64,
+    /// Step decay: times `lr_gamma` every `lr_step_epochs` epochs.
+    pub lr_step_epochs: u64,
+    pub lr_gamma: f64,
+    /// Reduce-on-plateau: times `plateau_factor` after `plateau_patience` bad epochs.
+    pub plateau_factor: f64,
+    pub plateau_patience: u64,
+    /// Multiply the LR by `batch_size * grad_accum / 256`.
     pub scale_lr: bool,
-    /// Real MNIST IDX files; synthetic data when `None`.
+    /// Clip the (summed, identical on every rank) gradients to this global L2 norm.
+    pub clip_grad_norm: Option<f64>,
+    /// Optimizer step every this many micro-steps (effective batch `batch_size * grad_accum`).
+    pub grad_accum: usize,
+    /// Synthetic, MNIST or Fashion-MNIST.
+    pub dataset: DatasetKind,
+    /// Directory of the IDX files (Fashion-MNIST defaults to `data::FASHION_MNIST_DIR`).
     pub data_dir: Option<PathBuf>,
+    /// Use only the first N samples of each split (quick runs); `None`: all.
+    pub train_subset: Option<usize>,
+    pub test_subset: Option<usize>,
     /// Size of the synthetic dataset.
     pub samples: usize,
     pub seed: u64,
+    /// Validate every N epochs (and after the last); `None`: every epoch when there is a test
+    /// split; 0: never.
+    pub validation_freq: Option<u64>,
+    /// Samples per rank per forward pass during validation.
+    pub eval_batch_size: usize,
+    /// Early stopping after this many validated epochs without improvement of `monitor`.
+    pub early_stop_patience: Option<u64>,
+    pub min_delta: f64,
+    pub monitor: Monitor,
     pub checkpoint_dir: Option<PathBuf>,
     /// Continue from the checkpoint in `checkpoint_dir`.
     pub resume: bool,
@@ -51,47 +83,90 @@ pub struct TrainConfig {
     pub max_steps: Option<u64>,
     /// Per-rank step records (`<path>.rank<r>`): loss, accuracy, weight checksum, hook trace.
     pub record: Option<PathBuf>,
+    /// One CSV row per epoch, written by the master.
+    pub metrics_csv: Option<PathBuf>,
     pub progress_bar: bool,
+    /// A log line per step.
+    pub verbose: bool,
 }
 
 /// What a run ends with (the same on every rank).
 #[derive(Clone, Debug, Default)]
 pub struct TrainSummary {
     pub steps: u64,
+    /// Global loss and accuracy of the last step.
     pub last_loss: f64,
     pub last_accuracy: f64,
+    /// One entry per epoch run (by this process).
+    pub history: Vec<EpochMetrics>,
+    /// Set when early stopping ended the run: (stopped after epoch, best epoch).
+    pub early_stopped: Option<(u64, u64)>,
     pub profile: Option<ProfileSummary>,
 }
 
-/// The learning rate at `step` (0-based) of a run with `steps_per_epoch`.
-pub fn learning_rate(cfg: &TrainConfig, step: u64, steps_per_epoch: u64) -> f64 {
-    let mut lr = cfg.lr;
+impl TrainSummary {
+    /// The last validated epoch's metrics, if any.
+    pub fn last_validation(&self) -> Option<&EpochMetrics> {
+        self.history.iter().rev().find(|m| m.val_loss.is_some())
+    }
+}
+
+fn schedule_config(cfg: &TrainConfig, steps_per_epoch: u64) -> ScheduleConfig {
+    let mut base_lr = cfg.lr;
     if cfg.scale_lr {
-        lr *= cfg.batch_size as f64 / LR_SCALING_REFERENCE_BATCH as f64;
+        base_lr *= (cfg.batch_size * cfg.grad_accum) as f64 / LR_SCALING_REFERENCE_BATCH as f64;
     }
-    let warmup = cfg.warmup_epochs * steps_per_epoch;
-    if step < warmup {
-        lr *= (step + 1) as f64 / warmup as f64;
+    ScheduleConfig {
+        kind: cfg.schedule,
+        base_lr,
+        warmup_steps: cfg.warmup_epochs * steps_per_epoch,
+        total_steps: cfg.epochs * steps_per_epoch,
+        steps_per_epoch,
+        min_lr: cfg.min_lr,
+        step_epochs: cfg.lr_step_epochs,
+        gamma: cfg.lr_gamma,
+        plateau_factor: cfg.plateau_factor,
+        plateau_patience: cfg.plateau_patience,
     }
-    lr
 }
 
 /// Trains on every rank of `comm`; collective.
 pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
-    let (p, rank) = (comm.size(), comm.rank());
-    let data = match &cfg.data_dir {
-        Some(dir) => Dataset::mnist(dir)?,
-        None => Dataset::synthetic(cfg.samples, cfg.seed)?,
-    };
-    if cfg.batch_size == 0 || cfg.batch_size > data.len() {
+    let (p, rank, master) = (comm.size(), comm.rank(), comm.is_master());
+    if cfg.grad_accum == 0 {
+        return Err(Error::Config("--grad-accum must be at least 1".into()));
+    }
+    let mut splits = data::load(cfg.dataset, cfg.data_dir.as_deref(), cfg.samples, cfg.seed)?;
+    if let Some(n) = cfg.train_subset {
+        splits.train.truncate(n);
+    }
+    if let (Some(n), Some(test)) = (cfg.test_subset, splits.test.as_mut()) {
+        test.truncate(n);
+    }
+    let data = &splits.train;
+    if cfg.batch_size == 0 || cfg.batch_size * cfg.grad_accum > data.len() {
         return Err(Error::Config(format!(
-            "global batch size {} must be in 1..={} (the dataset size)",
+            "global batch size {} (times --grad-accum {}) must be in 1..={} (the training set \
+             size)",
             cfg.batch_size,
+            cfg.grad_accum,
             data.len()
         )));
     }
+    let validation_freq = match (cfg.validation_freq, &splits.test) {
+        (Some(0), _) | (_, None) => None,
+        (Some(n), Some(_)) => Some(n),
+        (None, Some(_)) => Some(1),
+    };
+    if cfg.early_stop_patience.is_some() && validation_freq.is_none() {
+        return Err(Error::Config(
+            "early stopping monitors validation metrics: it needs a test split (--dataset \
+             mnist or fashion-mnist) and --validation-freq >= 1"
+                .into(),
+        ));
+    }
     let micro = crate::shard::micro_batch_range(cfg.batch_size, p, rank)?.len();
-    if cfg.model.has_batch_norm() && comm.is_master() && cfg.batch_size / p < 16 {
+    if cfg.model.has_batch_norm() && master && cfg.batch_size / p < 16 {
         tracing::warn!(
             "{:?} has BatchNorm and the micro-batch is {} (< 16) samples per rank: its \
              statistics are per rank and will be noisy",
@@ -99,6 +174,12 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             cfg.batch_size / p
         );
     }
+    let steps_per_epoch = (data.len() / cfg.batch_size / cfg.grad_accum) as u64;
+    let mut schedule = Schedule::new(schedule_config(cfg, steps_per_epoch))?;
+    let mut early_stop = cfg
+        .early_stop_patience
+        .map(|n| EarlyStopping::new(cfg.monitor, n, cfg.min_delta))
+        .transpose()?;
     tch::manual_seed(cfg.seed as i64);
     let mut vs = nn::VarStore::new(tch::Device::Cpu);
     let model = cfg.model.build(&vs.root(), &cfg.mlp_hidden)?;
@@ -117,7 +198,6 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             "resumed"
         );
     }
-    let steps_per_epoch = (data.len() / cfg.batch_size) as u64;
     let mut record = match &cfg.record {
         Some(path) => {
             let path = PathBuf::from(format!("{}.rank{rank}", path.display()));
@@ -126,84 +206,148 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
         }
         None => None,
     };
+    let mut csv = match (&cfg.metrics_csv, master) {
+        (Some(path), true) => Some(MetricsCsv::create(path, cfg.resume)?),
+        _ => None,
+    };
     let mut summary = TrainSummary::default();
-    let mut times = Vec::new();
+    let mut all_times = Vec::new();
     let mut step = start.global_step;
+    let mut accum: Vec<Tensor> = Vec::new();
     tracing::info!(
         ranks = p,
         micro_batch = micro,
         params = ddp.params().iter().map(Tensor::numel).sum::<usize>(),
         buckets = ddp.plan().num_buckets(),
-        "training {:?} with global batch {}",
+        "training {:?} on {} samples with global batch {}",
         cfg.model,
+        data.len(),
         cfg.batch_size
     );
     'epochs: for epoch in start.epochs_done..cfg.epochs {
         let order = epoch_permutation(data.len(), cfg.seed, epoch);
         let batches = local_batches(&order, cfg.batch_size, p, rank)?;
+        let groups: Vec<&[Vec<usize>]> = batches.chunks_exact(cfg.grad_accum).collect();
         let mut bar = EpochProgress::new(
-            comm.is_master() && cfg.progress_bar,
+            master,
+            cfg.progress_bar,
+            cfg.verbose,
             epoch,
             cfg.epochs,
-            batches.len() as u64,
+            groups.len() as u64,
         );
         let epoch_start = Instant::now();
+        let mut times = Vec::new();
         let mut sums = [0f64; 3]; // loss sum, correct, samples over the epoch
-        for indices in &batches {
+        for group in &groups {
             if cfg.max_steps.is_some_and(|max| step >= max) {
+                bar.finish();
                 break 'epochs;
             }
-            opt.set_lr(learning_rate(cfg, step, steps_per_epoch));
+            opt.set_lr(schedule.lr(step));
             let t0 = now_ns();
-            let (x, y) = data.batch(indices)?;
-            ddp.zero_grad();
-            let logits = forward(model.as_ref(), &x)?;
-            let (loss, loss_sum) = global_batch_loss(&logits, &y, cfg.batch_size)?;
-            let trace = ddp.backward(&loss)?;
+            // [loss sum, correct, samples] of this optimizer step, local.
+            let mut m = [0f64; 3];
+            let mut trace = StepTrace::default();
+            let effective_batch = cfg.batch_size * cfg.grad_accum;
+            for (micro_step, indices) in group.iter().enumerate() {
+                let (x, y) = data.batch(indices)?;
+                ddp.zero_grad();
+                let logits = forward(model.as_ref(), &x, true)?;
+                let (loss, loss_sum) = global_batch_loss(&logits, &y, effective_batch)?;
+                trace = ddp.backward(&loss)?;
+                if cfg.grad_accum > 1 {
+                    accumulate(&mut accum, ddp.params(), micro_step == 0)?;
+                }
+                let correct = tch::no_grad(|| -> Result<f64> {
+                    Ok(logits
+                        .f_argmax(-1, false)?
+                        .f_eq_tensor(&y)?
+                        .f_sum(tch::Kind::Float)?
+                        .f_double_value(&[])?)
+                })?;
+                m[0] += loss_sum;
+                m[1] += correct;
+                m[2] += indices.len() as f64;
+            }
+            if cfg.grad_accum > 1 {
+                install_grads(&accum, ddp.params())?;
+            }
+            if let Some(max_norm) = cfg.clip_grad_norm {
+                clip_grad_norm(ddp.params(), max_norm)?;
+            }
             let t_opt = now_ns();
             opt.step()?;
             let t_end = now_ns();
             step += 1;
-            let t = step_times(t0, &trace, t_opt, t_end);
-            if cfg.profile && comm.is_master() {
-                tracing::info!(
-                    step,
-                    step_ms = t.step_ms,
-                    compute_ms = t.compute_ms,
-                    exposed_comm_ms = t.exposed_comm_ms,
-                    optimizer_ms = t.optimizer_ms,
-                    "profile"
-                );
-            }
-            times.push(t);
-            let correct =
-                tch::no_grad(|| logits.argmax(-1, false).eq_tensor(&y).sum(tch::Kind::Float))
-                    .double_value(&[]);
-            let mut m = [loss_sum, correct, indices.len() as f64];
+            times.push(step_times(t0, &trace, t_opt, t_end));
             comm.sum_f64(&mut m)?;
             for (s, v) in sums.iter_mut().zip(m) {
                 *s += v;
             }
             summary.last_loss = m[0] / m[2];
             summary.last_accuracy = m[1] / m[2];
-            bar.step(summary.last_loss, summary.last_accuracy, m[2]);
+            bar.step(summary.last_loss, summary.last_accuracy, m[2], opt.lr());
             if let Some((path, out)) = record.as_mut() {
                 write_record(out, step, &summary, ddp.weights_checksum()?, &trace)
                     .map_err(|e| Error::io(path.as_path(), e))?;
             }
         }
-        let elapsed = epoch_start.elapsed().as_secs_f64();
         bar.finish();
-        if comm.is_master() && sums[2] > 0.0 {
+        let validate =
+            validation_freq.is_some_and(|f| (epoch + 1) % f == 0 || epoch + 1 == cfg.epochs);
+        let val = match (&splits.test, validate) {
+            (Some(test), true) => Some(evaluate(comm, model.as_ref(), test, cfg.eval_batch_size)?),
+            _ => None,
+        };
+        let seconds = epoch_start.elapsed().as_secs_f64();
+        let metrics = EpochMetrics {
+            epoch: epoch + 1,
+            lr: opt.lr(),
+            loss: sums[0] / sums[2].max(1.0),
+            accuracy: sums[1] / sums[2].max(1.0),
+            val_loss: val.map(|v| v.loss),
+            val_accuracy: val.map(|v| v.accuracy),
+            val_samples: val.map(|v| v.samples),
+            seconds,
+            samples_per_second: sums[2] / seconds.max(1e-9),
+        };
+        if master {
             println!(
-                "epoch {}/{}: loss {:.4} accuracy {:.2}% {:.0} samples/s",
-                epoch + 1,
-                cfg.epochs,
-                sums[0] / sums[2],
-                100.0 * sums[1] / sums[2],
-                sums[2] / elapsed.max(1e-9)
+                "{}",
+                EpochLine {
+                    metrics: &metrics,
+                    epochs: cfg.epochs
+                }
             );
+            if cfg.profile {
+                if let Some(p) = ProfileSummary::from_steps(&times, 2) {
+                    println!("  {p}");
+                }
+            }
         }
+        if let Some(csv) = csv.as_mut() {
+            csv.write(&metrics)?;
+        }
+        all_times.extend(times);
+        summary.history.push(metrics);
+        let plateau_metric = cfg.monitor.value(&metrics).unwrap_or(metrics.loss);
+        if let Some(lr) = schedule.end_epoch(
+            if metrics.val_loss.is_some() {
+                cfg.monitor
+            } else {
+                Monitor::ValLoss
+            },
+            plateau_metric,
+        ) {
+            if master {
+                println!("  reduce-on-plateau: learning rate now {lr:.3e}");
+            }
+        }
+        let stop = match early_stop.as_mut() {
+            Some(es) => es.end_epoch(&metrics, &vs)?,
+            None => false,
+        };
         if let Some(dir) = &cfg.checkpoint_dir {
             let progress = Progress {
                 epochs_done: epoch + 1,
@@ -211,12 +355,30 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             };
             checkpoint::save(comm, dir, &vs, &opt, progress)?;
         }
+        if stop {
+            if let Some(es) = &early_stop {
+                es.restore_best(&vs)?;
+                let (best, best_epoch) = es.best().unwrap_or((f64::NAN, 0));
+                summary.early_stopped = Some((epoch + 1, best_epoch));
+                if master {
+                    println!(
+                        "early stopping after epoch {}: {} did not improve for {} validated \
+                         epochs; restored the weights of epoch {best_epoch} ({} {best:.4})",
+                        epoch + 1,
+                        es.monitor.name(),
+                        es.patience,
+                        es.monitor.name()
+                    );
+                }
+            }
+            break;
+        }
     }
     summary.steps = step;
     if cfg.profile {
-        summary.profile = ProfileSummary::from_steps(&times, 2);
+        summary.profile = ProfileSummary::from_steps(&all_times, 2);
         if let Some(p) = &summary.profile {
-            if comm.is_master() {
+            if master {
                 println!("{p}");
             }
         }
@@ -228,19 +390,37 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     Ok(summary)
 }
 
-/// The model's forward pass; tch's `ModuleT` panics on libtorch errors (a shape mismatch,
-/// say), which becomes an error here instead of aborting the rank.
-fn forward(model: &dyn nn::ModuleT, x: &Tensor) -> Result<Tensor> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.forward_t(x, true))).map_err(
-        |panic| {
-            let message = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("unknown error");
-            Error::Model(format!("forward pass failed: {message}"))
-        },
-    )
+/// Gradient accumulation: adds the (already allreduced) gradients of one micro-step to
+/// `accum` (`first`: overwrite).
+fn accumulate(accum: &mut Vec<Tensor>, params: &[Tensor], first: bool) -> Result<()> {
+    if accum.len() != params.len() {
+        *accum = params.iter().map(Tensor::zeros_like).collect();
+    }
+    tch::no_grad(|| -> Result<()> {
+        for (a, p) in accum.iter_mut().zip(params) {
+            let g = p.grad();
+            if first {
+                let _ = a.f_zero_()?;
+            }
+            if g.defined() {
+                let _ = a.f_add_(&g)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Puts the accumulated gradients into `.grad` for the optimizer.
+fn install_grads(accum: &[Tensor], params: &[Tensor]) -> Result<()> {
+    tch::no_grad(|| -> Result<()> {
+        for (a, p) in accum.iter().zip(params) {
+            let mut g = p.grad();
+            if g.defined() {
+                g.f_copy_(a)?;
+            }
+        }
+        Ok(())
+    })
 }
 
 fn step_times(t0: u64, trace: &StepTrace, t_opt: u64, t_end: u64) -> StepTimes {

@@ -38,20 +38,26 @@
 //! # Ok(()) }
 //! ```
 
+pub mod callbacks;
 pub mod checkpoint;
 mod comm;
 pub mod data;
 mod ddp;
 mod error;
+pub mod evaluate;
 mod ffi;
 pub mod fit;
 mod hooks;
+pub mod idx;
+pub mod metrics;
 pub mod models;
 pub mod optim;
 pub mod profile;
 mod progress;
 mod reducer;
+pub mod schedule;
 pub mod shard;
+pub mod testdata;
 
 pub use comm::{Comm, DEFAULT_COMM_TIMEOUT};
 pub use ddp::{broadcast_tensors, broadcast_variables, weights_checksum, DataParallel, DdpConfig};

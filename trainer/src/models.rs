@@ -38,6 +38,22 @@ impl ModelKind {
     }
 }
 
+/// The model's forward pass (`train` selects training behaviour: BatchNorm batch statistics).
+/// tch's `ModuleT` panics on libtorch errors (a shape mismatch, say), which becomes an error
+/// here instead of aborting the rank.
+pub fn forward(model: &dyn ModuleT, x: &Tensor, train: bool) -> Result<Tensor> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.forward_t(x, train))).map_err(
+        |panic| {
+            let message = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown error");
+            Error::Model(format!("forward pass failed: {message}"))
+        },
+    )
+}
+
 fn lenet5(p: &nn::Path) -> nn::SequentialT {
     let pad2 = nn::ConvConfig {
         padding: 2,

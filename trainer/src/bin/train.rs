@@ -6,14 +6,18 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use fusion::FusionThreshold;
+use trainer::data::DatasetKind;
 use trainer::fit::{train, TrainConfig};
+use trainer::metrics::Monitor;
 use trainer::models::ModelKind;
+use trainer::schedule::ScheduleKind;
 use trainer::{Comm, DdpConfig, OptimizerKind};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum OptimizerArg {
     Sgd,
     Adam,
+    Adamw,
 }
 
 /// Data-parallel training over GASPI (global-batch semantics: results do not depend on the
@@ -35,19 +39,75 @@ struct Args {
     /// SGD momentum.
     #[arg(long, default_value_t = 0.9)]
     momentum: f64,
+    /// Weight decay: L2 added to the gradient for sgd and adam, decoupled for adamw.
+    #[arg(long, default_value_t = 0.0)]
+    weight_decay: f64,
+    /// Learning-rate schedule after the warmup: constant, cosine (to --min-lr over the run),
+    /// step (StepLR: times --lr-gamma every --lr-step-epochs), plateau (ReduceLROnPlateau on
+    /// --monitor, else the training loss).
+    #[arg(long, value_enum, default_value = "constant")]
+    lr_schedule: ScheduleKind,
     /// Linear learning-rate warmup over this many epochs.
     #[arg(long, default_value_t = 0)]
     warmup_epochs: u64,
-    /// Linear LR scaling: multiply --lr by batch-size / 256.
+    /// Final rate of cosine, floor of plateau.
+    #[arg(long, default_value_t = 0.0)]
+    min_lr: f64,
+    #[arg(long, default_value_t = 10)]
+    lr_step_epochs: u64,
+    #[arg(long, default_value_t = 0.1)]
+    lr_gamma: f64,
+    #[arg(long, default_value_t = 0.1)]
+    plateau_factor: f64,
+    #[arg(long, default_value_t = 2)]
+    plateau_patience: u64,
+    /// Linear LR scaling: multiply --lr by (batch-size * grad-accum) / 256.
     #[arg(long)]
     scale_lr: bool,
-    /// Directory with MNIST's train-images-idx3-ubyte and train-labels-idx1-ubyte;
-    /// synthetic MNIST-shaped data when absent.
+    /// Clip gradients to this global L2 norm (clip_grad_norm_; on the summed gradients, so
+    /// identical on every rank).
+    #[arg(long)]
+    clip_grad_norm: Option<f64>,
+    /// Accumulate gradients over this many micro-steps of --batch-size per optimizer step.
+    #[arg(long, default_value_t = 1)]
+    grad_accum: usize,
+    /// Data: synthetic (no files, no test split), mnist or fashion-mnist (IDX files, .gz or
+    /// plain, train-* and t10k-*). Default: mnist with --data-dir, else synthetic.
+    #[arg(long, value_enum)]
+    dataset: Option<DatasetKind>,
+    /// Directory with the IDX files; for fashion-mnist the default is
+    /// /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist package).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Train on the first N training samples only.
+    #[arg(long)]
+    train_subset: Option<usize>,
+    /// Validate on the first N test samples only.
+    #[arg(long)]
+    test_subset: Option<usize>,
     /// Size of the synthetic dataset.
     #[arg(long, default_value_t = 4096)]
     samples: usize,
+    /// Validate on the test split every N epochs and after the last (default 1 when there is
+    /// a test split; 0: never).
+    #[arg(long)]
+    validation_freq: Option<u64>,
+    /// Samples per rank per forward pass in validation.
+    #[arg(long, default_value_t = 1000)]
+    eval_batch_size: usize,
+    /// Stop when --monitor has not improved for N validated epochs; restores the best weights.
+    #[arg(long)]
+    early_stop_patience: Option<u64>,
+    /// Improvement smaller than this does not count (early stopping).
+    #[arg(long, default_value_t = 0.0)]
+    min_delta: f64,
+    /// Metric for early stopping, reduce-on-plateau and the best checkpoint.
+    #[arg(long, value_enum, default_value = "val_loss")]
+    monitor: Monitor,
+    /// One CSV row per epoch (epoch, lr, loss, accuracy, val_loss, val_accuracy, seconds,
+    /// samples/s), written by the master, flushed every epoch.
+    #[arg(long)]
+    metrics_csv: Option<PathBuf>,
     /// Seed for initial weights, synthetic data and shuffling.
     #[arg(long, default_value_t = trainer::shard::DEFAULT_SEED)]
     seed: u64,
@@ -69,8 +129,8 @@ struct Args {
     /// Keep the buckets in reverse registration order (no rebuild after the first step).
     #[arg(long)]
     no_bucket_rebuild: bool,
-    /// Per-step timings on the master rank (compute, exposed communication, optimizer; logged
-    /// to stderr) and their medians at the end (stdout).
+    /// Step timings on the master rank (compute, exposed communication, optimizer): medians
+    /// per epoch and over the run (stdout).
     #[arg(long)]
     profile: bool,
     /// Stop after this many steps in total.
@@ -82,9 +142,12 @@ struct Args {
     /// libtorch intra-op threads per rank.
     #[arg(long, default_value_t = 1)]
     threads: i32,
-    /// Hide the progress bar.
+    /// Hide the progress bar (it only shows when stderr is a terminal).
     #[arg(long)]
     no_progress: bool,
+    /// A log line per step (stderr, master rank).
+    #[arg(long)]
+    verbose: bool,
 }
 
 fn run(args: Args) -> trainer::Result<()> {
@@ -101,10 +164,26 @@ fn run(args: Args) -> trainer::Result<()> {
     let optimizer = match args.optimizer {
         OptimizerArg::Sgd => OptimizerKind::Sgd {
             momentum: args.momentum,
-            weight_decay: 0.0,
+            weight_decay: args.weight_decay,
         },
-        OptimizerArg::Adam => OptimizerKind::ADAM,
+        OptimizerArg::Adam => OptimizerKind::Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: args.weight_decay,
+        },
+        OptimizerArg::Adamw => OptimizerKind::AdamW {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: args.weight_decay,
+        },
     };
+    let dataset = args.dataset.unwrap_or(if args.data_dir.is_some() {
+        DatasetKind::Mnist
+    } else {
+        DatasetKind::Synthetic
+    });
     let cfg = TrainConfig {
         model: args.model,
         mlp_hidden: args.hidden,
@@ -112,10 +191,28 @@ fn run(args: Args) -> trainer::Result<()> {
         epochs: args.epochs,
         lr: args.lr,
         optimizer,
+        schedule: args.lr_schedule,
         warmup_epochs: args.warmup_epochs,
+        min_lr: args.min_lr,
+        lr_step_epochs: args.lr_step_epochs,
+        lr_gamma: args.lr_gamma,
+        plateau_factor: args.plateau_factor,
+        plateau_patience: args.plateau_patience,
         scale_lr: args.scale_lr,
+        clip_grad_norm: args.clip_grad_norm,
+        grad_accum: args.grad_accum,
+        dataset,
         data_dir: args.data_dir,
+        train_subset: args.train_subset,
+        test_subset: args.test_subset,
         samples: args.samples,
+        validation_freq: args.validation_freq,
+        eval_batch_size: args.eval_batch_size,
+        early_stop_patience: args.early_stop_patience,
+        min_delta: args.min_delta,
+        monitor: args.monitor,
+        metrics_csv: args.metrics_csv,
+        verbose: args.verbose,
         seed: args.seed,
         checkpoint_dir: args.checkpoint_dir,
         resume: args.resume,
@@ -139,6 +236,15 @@ fn run(args: Args) -> trainer::Result<()> {
             summary.last_loss,
             100.0 * summary.last_accuracy
         );
+        if let Some(m) = summary.last_validation() {
+            println!(
+                "test (epoch {}): {} samples, loss {:.4} accuracy {:.2}%",
+                m.epoch,
+                m.val_samples.unwrap_or(0),
+                m.val_loss.unwrap_or(f64::NAN),
+                100.0 * m.val_accuracy.unwrap_or(f64::NAN)
+            );
+        }
     }
     Ok(())
 }
