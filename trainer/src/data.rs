@@ -22,7 +22,10 @@ const PIXELS: usize = IMAGE_SIDE * IMAGE_SIDE;
 pub const FASHION_MNIST_DIR: &str = "/usr/share/datasets/fashion-mnist";
 
 /// Which data `train --dataset` uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum DatasetKind {
     /// Class prototypes plus noise, generated from the seed; no test split.
     Synthetic,

@@ -9,13 +9,14 @@ use std::time::Instant;
 use tch::{nn, Tensor};
 
 use crate::callbacks::EarlyStopping;
-use crate::checkpoint::{self, Progress};
+use crate::checkpoint::{self, model_spec, Which};
 use crate::comm::Comm;
 use crate::data::{self, DatasetKind};
 use crate::ddp::{DataParallel, DdpConfig};
 use crate::error::{Error, Result};
 use crate::evaluate::evaluate;
 use crate::hooks::{now_ns, StepTrace};
+use crate::manifest::{Manifest, FORMAT};
 use crate::metrics::{EpochLine, EpochMetrics, MetricsCsv, Monitor};
 use crate::models::{forward, ModelKind};
 use crate::optim::{clip_grad_norm, Optimizer, OptimizerKind};
@@ -75,6 +76,8 @@ pub struct TrainConfig {
     pub min_delta: f64,
     pub monitor: Monitor,
     pub checkpoint_dir: Option<PathBuf>,
+    /// Keep this many latest checkpoints (plus the best by `monitor`).
+    pub keep_checkpoints: usize,
     /// Continue from the checkpoint in `checkpoint_dir`.
     pub resume: bool,
     pub ddp: DdpConfig,
@@ -101,6 +104,8 @@ pub struct TrainSummary {
     pub history: Vec<EpochMetrics>,
     /// Set when early stopping ended the run: (stopped after epoch, best epoch).
     pub early_stopped: Option<(u64, u64)>,
+    /// `resume` found a run that had already finished; nothing was trained.
+    pub already_finished: bool,
     pub profile: Option<ProfileSummary>,
 }
 
@@ -181,22 +186,65 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
         .map(|n| EarlyStopping::new(cfg.monitor, n, cfg.min_delta))
         .transpose()?;
     tch::manual_seed(cfg.seed as i64);
-    let mut vs = nn::VarStore::new(tch::Device::Cpu);
+    let vs = nn::VarStore::new(tch::Device::Cpu);
     let model = cfg.model.build(&vs.root(), &cfg.mlp_hidden)?;
     let mut ddp = DataParallel::new(comm, &vs, cfg.ddp)?;
     let mut opt = Optimizer::new(cfg.optimizer, ddp.params(), cfg.lr)?;
-    let mut start = Progress::default();
+    let (mut epochs_done, mut step) = (0, 0);
+    let mut summary = TrainSummary::default();
+    if let Some(dir) = &cfg.checkpoint_dir {
+        checkpoint::check_writable(comm, dir)?;
+    }
     if cfg.resume {
-        let dir = cfg
+        let root = cfg
             .checkpoint_dir
             .as_ref()
             .ok_or_else(|| Error::Config("--resume needs --checkpoint-dir".to_owned()))?;
-        start = checkpoint::load(comm, dir, &mut vs, &mut opt)?;
-        tracing::info!(
-            epochs_done = start.epochs_done,
-            step = start.global_step,
-            "resumed"
-        );
+        let (dir, manifest) = checkpoint::read_manifest(comm, root, Which::Latest)?;
+        manifest.check_compatible(
+            &dir,
+            &model_spec(cfg.model, &cfg.mlp_hidden, &vs),
+            &cfg.optimizer,
+        )?;
+        summary.history = manifest.metrics.clone();
+        summary.steps = manifest.global_step;
+        summary.early_stopped = manifest.early_stopped;
+        if let Some(last) = manifest.metrics.last() {
+            summary.last_loss = last.loss;
+            summary.last_accuracy = last.accuracy;
+        }
+        if manifest.early_stopped.is_some() || manifest.epochs_done >= cfg.epochs {
+            if master {
+                println!(
+                    "the run in {} already finished after epoch {}/{}{}; nothing to train. Its \
+                     final metrics:",
+                    root.display(),
+                    manifest.epochs_done,
+                    manifest.epochs,
+                    if manifest.early_stopped.is_some() {
+                        " (early stopping)"
+                    } else {
+                        ""
+                    }
+                );
+                if let Some(last) = manifest.metrics.last() {
+                    println!(
+                        "{}",
+                        EpochLine {
+                            metrics: last,
+                            epochs: manifest.epochs
+                        }
+                    );
+                }
+            }
+            summary.already_finished = true;
+            comm.barrier()?;
+            return Ok(summary);
+        }
+        checkpoint::load_tensors(comm, &dir, &manifest, &vs, Some(&mut opt))?;
+        schedule.plateau = manifest.plateau;
+        (epochs_done, step) = (manifest.epochs_done, manifest.global_step);
+        tracing::info!(epochs_done, step, "resumed from {}", dir.display());
     }
     let mut record = match &cfg.record {
         Some(path) => {
@@ -210,9 +258,7 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
         (Some(path), true) => Some(MetricsCsv::create(path, cfg.resume)?),
         _ => None,
     };
-    let mut summary = TrainSummary::default();
     let mut all_times = Vec::new();
-    let mut step = start.global_step;
     let mut accum: Vec<Tensor> = Vec::new();
     tracing::info!(
         ranks = p,
@@ -224,7 +270,7 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
         data.len(),
         cfg.batch_size
     );
-    'epochs: for epoch in start.epochs_done..cfg.epochs {
+    'epochs: for epoch in epochs_done..cfg.epochs {
         let order = epoch_permutation(data.len(), cfg.seed, epoch);
         let batches = local_batches(&order, cfg.batch_size, p, rank)?;
         let groups: Vec<&[Vec<usize>]> = batches.chunks_exact(cfg.grad_accum).collect();
@@ -348,13 +394,6 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             Some(es) => es.end_epoch(&metrics, &vs)?,
             None => false,
         };
-        if let Some(dir) = &cfg.checkpoint_dir {
-            let progress = Progress {
-                epochs_done: epoch + 1,
-                global_step: step,
-            };
-            checkpoint::save(comm, dir, &vs, &opt, progress)?;
-        }
         if stop {
             if let Some(es) = &early_stop {
                 es.restore_best(&vs)?;
@@ -371,6 +410,39 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
                     );
                 }
             }
+        }
+        if let Some(root) = &cfg.checkpoint_dir {
+            let manifest = Manifest {
+                format: FORMAT,
+                model: model_spec(cfg.model, &cfg.mlp_hidden, &vs),
+                optimizer: cfg.optimizer,
+                schedule: schedule.config,
+                plateau: schedule.plateau,
+                dataset: cfg.dataset,
+                data_dir: cfg.data_dir.clone(),
+                seed: cfg.seed,
+                batch_size: cfg.batch_size,
+                grad_accum: cfg.grad_accum,
+                epochs: cfg.epochs,
+                epochs_done: epoch + 1,
+                global_step: step,
+                optimizer_steps: opt.steps(),
+                finished: stop || epoch + 1 == cfg.epochs,
+                early_stopped: summary.early_stopped,
+                metrics: summary.history.clone(),
+                files: Default::default(),
+            };
+            checkpoint::save(
+                comm,
+                root,
+                cfg.keep_checkpoints,
+                cfg.monitor,
+                &vs,
+                &opt,
+                manifest,
+            )?;
+        }
+        if stop {
             break;
         }
     }

@@ -49,6 +49,7 @@ mod ffi;
 pub mod fit;
 mod hooks;
 pub mod idx;
+pub mod manifest;
 pub mod metrics;
 pub mod models;
 pub mod optim;

@@ -9,7 +9,10 @@ use crate::data::{IMAGE_SIDE, NUM_CLASSES};
 use crate::error::{Error, Result};
 
 /// The models `train --model` offers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum ModelKind {
     /// LeNet-5: two 5x5 convolutions, three dense layers (61.7k parameters).
     Lenet5,

@@ -7,7 +7,8 @@ use tch::{Kind, Tensor};
 use crate::error::{Error, Result};
 
 /// Which update rule, with its hyper-parameters.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
 pub enum OptimizerKind {
     Sgd {
         momentum: f64,

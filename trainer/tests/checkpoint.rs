@@ -96,5 +96,9 @@ fn resume_without_a_checkpoint_fails_on_every_rank() {
     for r in &out.ranks {
         assert_eq!(r.status.and_then(|s| s.code()), Some(1), "{}", out.report());
     }
-    assert!(out.ranks[0].stderr.contains("meta.txt"), "{}", out.report());
+    assert!(
+        out.ranks[0].stderr.contains("no checkpoint here"),
+        "{}",
+        out.report()
+    );
 }

@@ -8,10 +8,6 @@ use common::*;
 use trainer::data::Split;
 use trainer::testdata::write_dataset;
 
-fn code(out: &gaspi::testing::JobOutcome, rank: usize) -> Option<i32> {
-    out.ranks[rank].status.and_then(|s| s.code())
-}
-
 /// `test (epoch E): N samples, loss L accuracy A%` from the master's output.
 fn test_line(out: &gaspi::testing::JobOutcome) -> (usize, f64, f64) {
     let line = out.ranks[0]

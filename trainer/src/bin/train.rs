@@ -114,9 +114,13 @@ struct Args {
     /// MLP hidden layer sizes, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "512,256")]
     hidden: Vec<i64>,
-    /// The master rank writes a checkpoint here after every epoch.
+    /// The master rank writes a checkpoint here after every epoch (safetensors + a manifest
+    /// with SHA-256 hashes, atomically); checked for writability before the first step.
     #[arg(long)]
     checkpoint_dir: Option<PathBuf>,
+    /// Keep this many latest checkpoints, plus the best by --monitor.
+    #[arg(long, default_value_t = 2)]
+    keep_checkpoints: usize,
     /// Continue from the checkpoint in --checkpoint-dir (read by rank 0, broadcast).
     #[arg(long, requires = "checkpoint_dir")]
     resume: bool,
@@ -215,6 +219,7 @@ fn run(args: Args) -> trainer::Result<()> {
         verbose: args.verbose,
         seed: args.seed,
         checkpoint_dir: args.checkpoint_dir,
+        keep_checkpoints: args.keep_checkpoints,
         resume: args.resume,
         ddp: DdpConfig {
             fusion_threshold,
