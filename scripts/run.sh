@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job: a local data-parallel training run on N ranks (default 2) started by the
-# `tarantella` launcher: LeNet-5 on synthetic MNIST-shaped data, global batch 64, 2 epochs.
-# Does its own setup (system tools, the Python venv with torch for libtorch), then builds.
-# Usage: scripts/run.sh [N] [extra train arguments...]
+# `tarantella` launcher: LeNet-5 on the real Fashion-MNIST (Debian's dataset-fashion-mnist,
+# installed by scripts/setup.sh), global batch 256, 8 epochs, Adam with warmup and cosine
+# decay, validated on the 10,000-image test split after every epoch.
+# Does its own setup (system tools, the dataset, the Python venv with torch for libtorch),
+# then builds. Usage: scripts/run.sh [N] [extra train arguments...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -12,4 +14,5 @@ N=${1:-2}
 shift || true
 cargo build --release -p launcher -p trainer --bins
 exec ./target/release/tarantella -n "$N" -- ./target/release/train \
-  --model lenet5 --batch-size 64 --epochs 2 --samples 4096 --profile "$@"
+  --dataset fashion-mnist --model lenet5 --batch-size 256 --epochs 8 \
+  --optimizer adam --lr 0.003 --warmup-epochs 1 --lr-schedule cosine "$@"

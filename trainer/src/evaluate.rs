@@ -122,3 +122,21 @@ pub fn predict(
         })
         .collect())
 }
+
+/// Writes `index,label,predicted,probability` rows for `predictions` of `data`.
+pub fn write_predictions(
+    path: &std::path::Path,
+    data: &Dataset,
+    predictions: &[Prediction],
+) -> Result<()> {
+    use std::io::Write;
+    let io = |e| Error::io(path, e);
+    let file = std::fs::File::create(path).map_err(io)?;
+    let mut out = std::io::BufWriter::new(file);
+    writeln!(out, "index,label,predicted,probability").map_err(io)?;
+    for (i, p) in predictions.iter().enumerate() {
+        let label = data.label(i).map(i64::from).unwrap_or(-1);
+        writeln!(out, "{i},{label},{},{:.6}", p.class, p.probability).map_err(io)?;
+    }
+    out.flush().map_err(io)
+}

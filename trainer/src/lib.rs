@@ -56,6 +56,7 @@ pub mod optim;
 pub mod profile;
 mod progress;
 mod reducer;
+pub mod restore;
 pub mod schedule;
 pub mod shard;
 pub mod testdata;

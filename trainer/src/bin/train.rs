@@ -1,12 +1,15 @@
 //! `train`: data-parallel training of an example model. Run it under the launcher,
-//! `tarantella -n 2 -- train --model lenet5`, or plainly for one rank.
+//! `tarantella -n 2 -- train --model lenet5`, or plainly for one rank. `train evaluate` and
+//! `train predict` run a checkpoint on the test split.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use fusion::FusionThreshold;
+use trainer::checkpoint::Which;
 use trainer::data::DatasetKind;
+use trainer::evaluate::{evaluate, predict, write_predictions};
 use trainer::fit::{train, TrainConfig};
 use trainer::metrics::Monitor;
 use trainer::models::ModelKind;
@@ -23,8 +26,10 @@ enum OptimizerArg {
 /// Data-parallel training over GASPI (global-batch semantics: results do not depend on the
 /// number of ranks).
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(version, args_conflicts_with_subcommands = true)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     #[arg(long, value_enum, default_value = "lenet5")]
     model: ModelKind,
     /// Global batch size, split over the ranks.
@@ -154,13 +159,114 @@ struct Args {
     verbose: bool,
 }
 
-fn run(args: Args) -> trainer::Result<()> {
-    if args.threads < 1 {
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Test loss and accuracy of a checkpoint (data parallel under the launcher; the same
+    /// result on any number of ranks).
+    Evaluate(EvalArgs),
+    /// Per-sample predicted class and probability for the test split, as CSV (master rank).
+    Predict {
+        #[command(flatten)]
+        eval: EvalArgs,
+        /// CSV to write: index,label,predicted,probability.
+        #[arg(long)]
+        output: PathBuf,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct EvalArgs {
+    /// A --checkpoint-dir (its best checkpoint, else its latest) or one epoch-NNNN directory.
+    #[arg(long)]
+    checkpoint: PathBuf,
+    /// Use the directory's latest checkpoint instead of the best.
+    #[arg(long)]
+    latest: bool,
+    /// Default: the dataset the checkpoint was trained on.
+    #[arg(long, value_enum)]
+    dataset: Option<DatasetKind>,
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Only the first N test samples.
+    #[arg(long)]
+    test_subset: Option<usize>,
+    /// Samples per rank per forward pass.
+    #[arg(long, default_value_t = 1000)]
+    batch_size: usize,
+    /// libtorch intra-op threads per rank.
+    #[arg(long, default_value_t = 1)]
+    threads: i32,
+    /// Accepted as in training (evaluation shows no progress bar).
+    #[arg(long, hide = true)]
+    no_progress: bool,
+}
+
+fn set_threads(threads: i32) -> trainer::Result<()> {
+    if threads < 1 {
         return Err(trainer::Error::Config(
             "--threads must be at least 1".into(),
         ));
     }
-    tch::set_num_threads(args.threads);
+    tch::set_num_threads(threads);
+    Ok(())
+}
+
+/// `evaluate` and `predict`.
+fn run_inference(args: &EvalArgs, output: Option<&PathBuf>) -> trainer::Result<()> {
+    set_threads(args.threads)?;
+    let comm = Comm::init()?;
+    let which = if args.latest {
+        Which::Latest
+    } else {
+        Which::Best
+    };
+    let restored = trainer::restore::restore(&comm, &args.checkpoint, which)?;
+    let test = trainer::restore::test_split(
+        &restored.manifest,
+        args.dataset,
+        args.data_dir.as_deref(),
+        args.test_subset,
+    )?;
+    let model = restored.model.as_ref();
+    match output {
+        None => {
+            let m = evaluate(&comm, model, &test, args.batch_size)?;
+            if comm.is_master() {
+                println!(
+                    "evaluate {} (epoch {}) on {} rank(s): {} test samples, loss {:.4} \
+                     accuracy {:.2}%",
+                    restored.dir.display(),
+                    restored.manifest.epochs_done,
+                    comm.size(),
+                    m.samples,
+                    m.loss,
+                    100.0 * m.accuracy
+                );
+            }
+        }
+        Some(path) => {
+            let preds = predict(&comm, model, &test, args.batch_size)?;
+            if comm.is_master() {
+                write_predictions(path, &test, &preds)?;
+                println!(
+                    "predict {}: {} predictions written to {}",
+                    restored.dir.display(),
+                    preds.len(),
+                    path.display()
+                );
+            }
+        }
+    }
+    comm.barrier()
+}
+
+fn run(args: Args) -> trainer::Result<()> {
+    match &args.command {
+        Some(Command::Evaluate(eval)) => return run_inference(eval, None),
+        Some(Command::Predict { eval, output }) => return run_inference(eval, Some(output)),
+        None => {}
+    }
+    set_threads(args.threads)?;
     let fusion_threshold = match args.fusion_threshold {
         Some(t) => t,
         None => FusionThreshold::from_env()?,
