@@ -55,6 +55,7 @@ pub mod models;
 pub mod optim;
 pub mod profile;
 mod progress;
+mod record;
 mod reducer;
 pub mod restore;
 pub mod schedule;
