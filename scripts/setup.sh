@@ -20,9 +20,8 @@ dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
 dpkg -s linux-libc-dev >/dev/null 2>&1 || need+=(linux-libc-dev)
 command -v nm >/dev/null 2>&1 || need+=(binutils)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
-# The real data of the main job and of the trainer's real-data test: Fashion-MNIST, as
-# Debian packages it (/usr/share/datasets/fashion-mnist).
-[ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ] || need+=(dataset-fashion-mnist)
+# The trainer's main job trains on the real Fashion-MNIST (/usr/share/datasets/fashion-mnist).
+dpkg -s dataset-fashion-mnist >/dev/null 2>&1 || need+=(dataset-fashion-mnist)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   $SUDO apt-get update -qq

@@ -1,60 +1,35 @@
-//! Checkpoints: the master rank writes weights, optimizer state and progress; on resume the
-//! master reads them and broadcasts everything, so other ranks need no access to the files.
+//! Checkpoints that cannot lie. The master rank writes, after an epoch, a directory
+//! `epoch-NNNN/` inside `--checkpoint-dir` with the weights and the optimizer state in
+//! safetensors and a JSON [`Manifest`] (model, optimizer, progress, metrics, SHA-256 of each
+//! file). The directory is staged under a temporary name, every file fsynced, then renamed;
+//! `checkpoints.json` (which one is the latest and which the best by the monitored metric) is
+//! replaced atomically after it. A crash at any point leaves the previous checkpoint intact and
+//! resumable. The last K checkpoints and the best one are kept.
+//!
+//! Loading verifies the hashes and that the checkpoint belongs to this model and optimizer; the
+//! master reads the files and broadcasts everything, so other ranks need no access to them.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
 use tch::{nn, Tensor};
 
 use crate::comm::Comm;
 use crate::ddp::{broadcast_tensors, broadcast_variables};
 use crate::error::{Error, Result};
+use crate::manifest::{fsync_dir, fsync_file, sha256_file, write_atomic, Manifest, ModelSpec};
+use crate::metrics::Monitor;
+use crate::models::ModelKind;
 use crate::optim::Optimizer;
 
-const WEIGHTS: &str = "weights.ot";
-const OPTIMIZER: &str = "optimizer.ot";
-const META: &str = "meta.txt";
-
-/// Where training stands when a checkpoint is written (after a whole epoch).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Progress {
-    /// Epochs completed.
-    pub epochs_done: u64,
-    /// Optimizer steps completed.
-    pub global_step: u64,
-    /// Training loss and accuracy of the last completed epoch (0 in checkpoints written
-    /// before they were recorded).
-    pub loss: f64,
-    pub accuracy: f64,
-}
-
-/// Collective: fails on every rank, before any training, when the master cannot write
-/// checkpoints into `dir` (created if missing), so a run does not learn this after its first
-/// epoch.
-pub fn check_writable(comm: &Comm, dir: &Path) -> Result<()> {
-    let mut ok = [0f64];
-    let mut master_error = None;
-    if comm.is_master() {
-        let probe = dir.join(".tnt-write-probe");
-        let attempt = std::fs::create_dir_all(dir)
-            .and_then(|()| std::fs::write(&probe, b"probe"))
-            .and_then(|()| std::fs::remove_file(&probe));
-        match attempt {
-            Ok(()) => ok[0] = 1.0,
-            Err(e) => {
-                master_error = Some(ckpt_err(dir, format!("cannot write checkpoints here: {e}")))
-            }
-        }
-    }
-    comm.sum_f64(&mut ok)?;
-    match master_error {
-        Some(e) => Err(e),
-        None if ok[0] != 1.0 => Err(ckpt_err(
-            dir,
-            "the master rank cannot write checkpoints here",
-        )),
-        None => Ok(()),
-    }
-}
+pub const WEIGHTS: &str = "weights.safetensors";
+pub const OPTIMIZER: &str = "optimizer.safetensors";
+/// The index of a checkpoint directory.
+pub const INDEX: &str = "checkpoints.json";
+/// Set (to anything) to abort the process after a checkpoint is staged and before it is
+/// renamed into place: the crash test's fault injection.
+pub const CRASH_BEFORE_RENAME_ENV: &str = "TNT_CHECKPOINT_CRASH_BEFORE_RENAME";
 
 fn ckpt_err(path: &Path, message: impl Into<String>) -> Error {
     Error::Checkpoint {
@@ -63,145 +38,323 @@ fn ckpt_err(path: &Path, message: impl Into<String>) -> Error {
     }
 }
 
-/// The weights file inside a checkpoint directory (for tools and tests).
-pub fn weights_path(dir: &Path) -> PathBuf {
-    dir.join(WEIGHTS)
+/// Which checkpoint of a directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    Latest,
+    /// The best by the monitored metric; the latest when none was ranked.
+    Best,
 }
 
-/// Writes a checkpoint into `dir` (master rank only; other ranks return at once). Files are
-/// written under temporary names and renamed, so a crash leaves the previous checkpoint.
+/// `checkpoints.json`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Index {
+    pub latest: Option<String>,
+    pub best: Option<Best>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Best {
+    pub name: String,
+    pub monitor: Monitor,
+    pub value: f64,
+}
+
+impl Index {
+    pub fn read(dir: &Path) -> Result<Option<Index>> {
+        let path = dir.join(INDEX);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| ckpt_err(&path, format!("the index is corrupt: {e}"))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(path, e)),
+        }
+    }
+}
+
+/// The model's description for a manifest: kind, shape settings, every variable's shape.
+pub fn model_spec(kind: ModelKind, mlp_hidden: &[i64], vs: &nn::VarStore) -> ModelSpec {
+    ModelSpec {
+        kind,
+        mlp_hidden: if kind == ModelKind::Mlp {
+            mlp_hidden.to_vec()
+        } else {
+            Vec::new()
+        },
+        variables: vs
+            .variables()
+            .into_iter()
+            .map(|(name, t)| (name, t.size()))
+            .collect(),
+    }
+}
+
+/// The checkpoint directory `path` names: itself when it holds a manifest, else the latest
+/// (or best) one listed in its index.
+pub fn resolve(path: &Path, which: Which) -> Result<PathBuf> {
+    if path.join(crate::manifest::MANIFEST).is_file() {
+        return Ok(path.to_path_buf());
+    }
+    let index = Index::read(path)?.ok_or_else(|| {
+        ckpt_err(
+            path,
+            format!("no checkpoint here (neither {INDEX} nor a manifest)"),
+        )
+    })?;
+    let name = match (which, &index.best, &index.latest) {
+        (Which::Best, Some(best), _) => &best.name,
+        (_, _, Some(latest)) => latest,
+        _ => return Err(ckpt_err(&path.join(INDEX), "the index lists no checkpoint")),
+    };
+    Ok(path.join(name))
+}
+
+/// Collective: fails on every rank unless the master can create files in `dir` (created when
+/// missing). Run before the first step, so a bad path fails at once.
+pub fn check_writable(comm: &Comm, dir: &Path) -> Result<()> {
+    let mut result = Ok(());
+    if comm.is_master() {
+        result = (|| {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+            let probe = dir.join(format!(".write-test-{}", std::process::id()));
+            std::fs::write(&probe, b"ok").map_err(|e| {
+                ckpt_err(
+                    dir,
+                    format!("the checkpoint directory is not writable: {e}"),
+                )
+            })?;
+            std::fs::remove_file(&probe).map_err(|e| Error::io(&probe, e))
+        })();
+    }
+    agree(comm, result, dir, "cannot write checkpoints to")
+}
+
+/// Every rank learns whether the master's `result` was Ok; the master returns its own error.
+fn agree(comm: &Comm, result: Result<()>, dir: &Path, what: &str) -> Result<()> {
+    let mut ok = [if result.is_ok() { 1.0 } else { 0.0 }];
+    if !comm.is_master() {
+        ok[0] = 0.0;
+    }
+    comm.sum_f64(&mut ok)?;
+    result?;
+    if ok[0] != 1.0 {
+        return Err(ckpt_err(
+            dir,
+            format!("the master rank {what} this checkpoint (see its error)"),
+        ));
+    }
+    Ok(())
+}
+
+fn epoch_name(epoch: u64) -> String {
+    format!("epoch-{epoch:04}")
+}
+
+/// Writes the checkpoint of `manifest.epochs_done` into `root` (master only; other ranks
+/// return at once), updates the index (best by `monitor`'s value in the last epoch's metrics)
+/// and keeps the `keep` latest plus the best.
 pub fn save(
     comm: &Comm,
-    dir: &Path,
+    root: &Path,
+    keep: usize,
+    monitor: Monitor,
     vs: &nn::VarStore,
     optimizer: &Optimizer,
-    progress: Progress,
+    mut manifest: Manifest,
 ) -> Result<()> {
     if !comm.is_master() {
         return Ok(());
     }
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let tmp = |name: &str| dir.join(format!(".{name}.tmp"));
-    vs.save(tmp(WEIGHTS))?;
-    let state = optimizer.state_tensors();
-    if !state.is_empty() {
-        Tensor::save_multi(&state, tmp(OPTIMIZER))?;
+    std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+    remove_stale_staging(root)?;
+    let name = epoch_name(manifest.epochs_done);
+    let stage = root.join(format!(".tmp-{name}"));
+    std::fs::create_dir_all(&stage).map_err(|e| Error::io(&stage, e))?;
+    let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    vars.sort_by(|a, b| a.0.cmp(&b.0));
+    Tensor::write_safetensors(&vars, stage.join(WEIGHTS))?;
+    Tensor::write_safetensors(&optimizer.state_tensors(), stage.join(OPTIMIZER))?;
+    let mut files = BTreeMap::new();
+    for file in [WEIGHTS, OPTIMIZER] {
+        let path = stage.join(file);
+        fsync_file(&path)?;
+        files.insert(file.to_owned(), sha256_file(&path)?);
     }
-    let meta = format!(
-        "epochs_done={}\nglobal_step={}\noptimizer_steps={}\nloss={:e}\naccuracy={:e}\n",
-        progress.epochs_done,
-        progress.global_step,
-        optimizer.steps(),
-        progress.loss,
-        progress.accuracy
-    );
-    std::fs::write(tmp(META), meta).map_err(|e| Error::io(tmp(META), e))?;
-    let mut names = vec![WEIGHTS, META];
-    if !state.is_empty() {
-        names.push(OPTIMIZER);
+    manifest.files = files;
+    manifest.write(&stage)?;
+    fsync_dir(&stage)?;
+    if std::env::var_os(CRASH_BEFORE_RENAME_ENV).is_some() {
+        eprintln!("checkpoint: {CRASH_BEFORE_RENAME_ENV} is set: aborting before the rename");
+        std::process::abort();
     }
-    for name in names {
-        std::fs::rename(tmp(name), dir.join(name)).map_err(|e| Error::io(dir.join(name), e))?;
+    let target = root.join(&name);
+    if target.exists() {
+        // A re-run of this epoch (resumed from an older checkpoint): replace it.
+        std::fs::remove_dir_all(&target).map_err(|e| Error::io(&target, e))?;
     }
-    tracing::info!(dir = %dir.display(), epochs_done = progress.epochs_done, "checkpoint written");
+    std::fs::rename(&stage, &target).map_err(|e| Error::io(&target, e))?;
+    fsync_dir(root)?;
+
+    let mut index = Index::read(root)?.unwrap_or_default();
+    index.latest = Some(name.clone());
+    let value = manifest.metrics.last().and_then(|m| monitor.value(m));
+    if let Some(value) = value {
+        let better = match &index.best {
+            Some(best) if best.monitor == monitor && root.join(&best.name).is_dir() => {
+                monitor.improves(value, best.value, 0.0)
+            }
+            _ => true,
+        };
+        if better {
+            index.best = Some(Best {
+                name: name.clone(),
+                monitor,
+                value,
+            });
+        }
+    }
+    let json = serde_json::to_vec_pretty(&index)
+        .map_err(|e| ckpt_err(&root.join(INDEX), e.to_string()))?;
+    write_atomic(&root.join(INDEX), &json)?;
+    prune(root, keep.max(1), &index)?;
+    tracing::info!(dir = %target.display(), "checkpoint written");
     Ok(())
 }
 
-/// Collective: the master reads the checkpoint in `dir` into `vs` and `optimizer`, then every
-/// rank receives it. Errors on every rank when the master has no readable checkpoint.
-pub fn load(
-    comm: &Comm,
-    dir: &Path,
-    vs: &mut nn::VarStore,
-    optimizer: &mut Optimizer,
-) -> Result<Progress> {
-    // [ok, epochs_done, global_step, optimizer_steps, loss, accuracy], from the master.
-    let mut header = [0f64; 6];
-    let mut master_error = None;
-    if comm.is_master() {
-        match read_master(dir, vs, optimizer) {
-            Ok((p, opt_steps)) => {
-                header = [
-                    1.0,
-                    p.epochs_done as f64,
-                    p.global_step as f64,
-                    opt_steps as f64,
-                    p.loss,
-                    p.accuracy,
-                ];
-            }
-            Err(e) => master_error = Some(e),
+fn list_dirs(root: &Path, prefix: &str) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(root).map_err(|e| Error::io(root, e))? {
+        let entry = entry.map_err(|e| Error::io(root, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(prefix) && entry.path().is_dir() {
+            names.push(name);
         }
     }
-    comm.sum_f64(&mut header)?;
-    if let Some(e) = master_error {
-        return Err(e);
-    }
-    if header[0] != 1.0 {
-        return Err(ckpt_err(
-            dir,
-            "the master rank could not read the checkpoint",
-        ));
-    }
-    broadcast_variables(comm, vs)?;
-    let state: Vec<Tensor> = optimizer
-        .state_tensors()
-        .into_iter()
-        .map(|(_, t)| t)
-        .collect();
-    broadcast_tensors(comm, &state)?;
-    optimizer.set_steps(header[3] as u64);
-    Ok(Progress {
-        epochs_done: header[1] as u64,
-        global_step: header[2] as u64,
-        loss: header[4],
-        accuracy: header[5],
-    })
+    names.sort();
+    Ok(names)
 }
 
-fn read_master(
-    dir: &Path,
-    vs: &mut nn::VarStore,
-    optimizer: &mut Optimizer,
-) -> Result<(Progress, u64)> {
-    let meta_path = dir.join(META);
-    let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
-    let field = |key: &str| -> Result<u64> {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
-            .ok_or_else(|| ckpt_err(&meta_path, format!("no {key}")))?
-            .trim()
-            .parse()
-            .map_err(|e| ckpt_err(&meta_path, format!("{key}: {e}")))
-    };
-    // Recorded since the metrics were added; absent in older checkpoints.
-    let metric = |key: &str| -> Result<f64> {
-        match text
-            .lines()
-            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
-        {
-            None => Ok(0.0),
-            Some(v) => v
-                .trim()
-                .parse()
-                .map_err(|e| ckpt_err(&meta_path, format!("{key}: {e}"))),
+fn remove_stale_staging(root: &Path) -> Result<()> {
+    for name in list_dirs(root, ".tmp-epoch-")? {
+        let path = root.join(name);
+        std::fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+    }
+    Ok(())
+}
+
+fn prune(root: &Path, keep: usize, index: &Index) -> Result<()> {
+    let names = list_dirs(root, "epoch-")?;
+    let cut = names.len().saturating_sub(keep);
+    for name in &names[..cut] {
+        if index.best.as_ref().is_some_and(|b| &b.name == name) {
+            continue;
         }
-    };
-    let progress = Progress {
-        epochs_done: field("epochs_done")?,
-        global_step: field("global_step")?,
-        loss: metric("loss")?,
-        accuracy: metric("accuracy")?,
-    };
-    let opt_steps = field("optimizer_steps")?;
-    vs.load(dir.join(WEIGHTS))
-        .map_err(|e| ckpt_err(&dir.join(WEIGHTS), e.to_string()))?;
-    let opt_path = dir.join(OPTIMIZER);
-    let saved = if opt_path.exists() {
-        Tensor::load_multi(&opt_path).map_err(|e| ckpt_err(&opt_path, e.to_string()))?
-    } else {
-        Vec::new()
-    };
-    optimizer.load_state(&saved, opt_steps)?;
-    Ok((progress, opt_steps))
+        let path = root.join(name);
+        std::fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+    }
+    Ok(())
+}
+
+/// Collective: the master resolves `path` and reads and verifies its manifest; every rank
+/// gets the directory and the manifest. Errors on every rank when the master fails.
+pub fn read_manifest(comm: &Comm, path: &Path, which: Which) -> Result<(PathBuf, Manifest)> {
+    let mut local = None;
+    let mut bytes = Vec::new();
+    let mut master_result = Ok(());
+    if comm.is_master() {
+        master_result = (|| {
+            let dir = resolve(path, which)?;
+            let manifest = Manifest::read_verified(&dir)?;
+            bytes = serde_json::to_vec(&(&dir, &manifest))
+                .map_err(|e| ckpt_err(&dir, e.to_string()))?;
+            local = Some((dir, manifest));
+            Ok(())
+        })();
+    }
+    let mut header = [0f64; 1];
+    header[0] = bytes.len() as f64;
+    agree(comm, master_result, path, "could not read")?;
+    comm.sum_f64(&mut header)?;
+    if let Some(found) = local {
+        if comm.size() > 1 {
+            let mut values: Vec<f32> = bytes.iter().map(|&b| f32::from(b)).collect();
+            comm.broadcast_f32(&mut values)?;
+        }
+        return Ok(found);
+    }
+    let mut values = vec![0f32; header[0] as usize];
+    comm.broadcast_f32(&mut values)?;
+    let bytes: Vec<u8> = values.iter().map(|&v| v as u8).collect();
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ckpt_err(path, format!("the manifest broadcast is corrupt: {e}")))
+}
+
+/// Collective: the master loads `dir`'s weights into `vs` (and the optimizer state into
+/// `optimizer`, when given), checking names, shapes and finiteness; then every rank receives
+/// them. Call [`Manifest::check_compatible`] first.
+pub fn load_tensors(
+    comm: &Comm,
+    dir: &Path,
+    manifest: &Manifest,
+    vs: &nn::VarStore,
+    optimizer: Option<&mut Optimizer>,
+) -> Result<()> {
+    let mut result = Ok(());
+    let mut optimizer = optimizer;
+    if comm.is_master() {
+        result = (|| {
+            let path = dir.join(WEIGHTS);
+            let saved: BTreeMap<String, Tensor> = Tensor::read_safetensors(&path)
+                .map_err(|e| ckpt_err(&path, e.to_string()))?
+                .into_iter()
+                .collect();
+            for (name, var) in vs.variables() {
+                let value = saved
+                    .get(&name)
+                    .ok_or_else(|| ckpt_err(&path, format!("no tensor {name}")))?;
+                if value.size() != var.size() {
+                    return Err(ckpt_err(
+                        &path,
+                        format!(
+                            "{name} has shape {:?}, the model needs {:?}",
+                            value.size(),
+                            var.size()
+                        ),
+                    ));
+                }
+                let finite = value.f_isfinite()?.f_all()?.f_int64_value(&[])? == 1;
+                if !finite {
+                    return Err(ckpt_err(&path, format!("{name} holds NaN or infinity")));
+                }
+                tch::no_grad(|| var.shallow_clone().f_copy_(value))?;
+            }
+            if let Some(opt) = optimizer.as_deref_mut() {
+                let path = dir.join(OPTIMIZER);
+                let state =
+                    Tensor::read_safetensors(&path).map_err(|e| ckpt_err(&path, e.to_string()))?;
+                opt.load_state(&state, manifest.optimizer_steps)
+                    .map_err(|e| ckpt_err(&path, e.to_string()))?;
+            }
+            Ok(())
+        })();
+    }
+    agree(comm, result, dir, "could not load")?;
+    broadcast_variables(comm, vs)?;
+    if let Some(opt) = optimizer {
+        let state: Vec<Tensor> = opt.state_tensors().into_iter().map(|(_, t)| t).collect();
+        broadcast_tensors(comm, &state)?;
+        opt.set_steps(manifest.optimizer_steps);
+    }
+    Ok(())
+}
+
+/// The weights of the latest checkpoint in `root` by name (for tools and tests).
+pub fn read_latest_weights(root: &Path) -> Result<BTreeMap<String, Tensor>> {
+    let dir = resolve(root, Which::Latest)?;
+    let path = dir.join(WEIGHTS);
+    Ok(Tensor::read_safetensors(&path)
+        .map_err(|e| ckpt_err(&path, e.to_string()))?
+        .into_iter()
+        .collect())
 }

@@ -1,61 +1,56 @@
-//! Evaluation on a test split, data-parallel: each rank takes a contiguous share of the
-//! samples (every sample counted exactly once, the remainder spread over the first ranks,
-//! none dropped), sums its loss and correct predictions, and the sums are allreduced, so p
-//! ranks report what one would.
-
-use std::ops::Range;
+//! Data-parallel evaluation and prediction over a whole split, with the same global semantics
+//! as training: rank r of p takes its contiguous share of the samples
+//! ([`crate::shard::eval_range`]), sums of loss and correct predictions are allreduced, then
+//! divided by the sample count. Every sample is counted exactly once, whatever p is; nothing is
+//! dropped.
 
 use tch::nn::ModuleT;
-use tch::Kind;
+use tch::{Kind, Tensor};
 
 use crate::comm::Comm;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::models::forward;
+use crate::shard::eval_range;
 
-/// Loss and accuracy over a whole split.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Evaluation {
-    /// Mean cross-entropy per sample.
+/// Loss and accuracy over a split (the same on every rank).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EvalMetrics {
+    /// Mean cross-entropy over all samples.
     pub loss: f64,
-    /// Fraction of samples whose most likely class is the label.
     pub accuracy: f64,
-    /// Samples counted (the split's size).
-    pub samples: u64,
+    /// Samples counted, over all ranks: the split's size.
+    pub samples: usize,
 }
 
-/// Rank `rank`'s share of `n` samples over `ranks` ranks: `n / ranks` contiguous samples,
-/// one more for the first `n % ranks` ranks. The shares partition `0..n`.
-pub fn share(n: usize, ranks: usize, rank: usize) -> Range<usize> {
-    let base = n / ranks;
-    let extra = n % ranks;
-    let start = rank * base + rank.min(extra);
-    start..start + base + usize::from(rank < extra)
+fn check_batch(batch: usize) -> Result<()> {
+    if batch == 0 {
+        return Err(Error::Config(
+            "the evaluation batch size must be positive".into(),
+        ));
+    }
+    Ok(())
 }
 
-/// Evaluates `model` (in inference mode, without gradients) on `data` in batches of at most
-/// `batch` samples per rank; collective.
+/// Collective: evaluates `model` (inference mode) on all of `data`, `batch` samples per forward
+/// pass on each rank.
 pub fn evaluate(
     comm: &Comm,
     model: &dyn ModuleT,
     data: &Dataset,
     batch: usize,
-) -> Result<Evaluation> {
-    if batch == 0 {
-        return Err(Error::Config(
-            "the evaluation batch must be positive".into(),
-        ));
-    }
-    let mine = share(data.len(), comm.size(), comm.rank());
-    let mut sums = [0f64; 3]; // loss, correct, samples
-    let mut at = mine.start;
-    while at < mine.end {
-        let end = (at + batch).min(mine.end);
-        let (x, y) = data.slice(at..end)?;
+) -> Result<EvalMetrics> {
+    check_batch(batch)?;
+    let share = eval_range(data.len(), comm.size(), comm.rank())?;
+    let mut sums = [0f64; 3]; // loss sum, correct, samples
+    let indices: Vec<usize> = share.collect();
+    for chunk in indices.chunks(batch) {
+        let (x, y) = data.batch(chunk)?;
         let (loss, correct) = tch::no_grad(|| -> Result<(f64, f64)> {
-            let logits = crate::fit::forward(model, &x, false)?;
+            let logits = forward(model, &x, false)?;
             let loss = logits.f_log_softmax(-1, Kind::Float)?.f_nll_loss(
                 &y,
-                None::<tch::Tensor>,
+                None::<Tensor>,
                 tch::Reduction::Sum,
                 -100,
             )?;
@@ -67,43 +62,81 @@ pub fn evaluate(
         })?;
         sums[0] += loss;
         sums[1] += correct;
-        sums[2] += (end - at) as f64;
-        at = end;
+        sums[2] += chunk.len() as f64;
     }
     comm.sum_f64(&mut sums)?;
-    let samples = sums[2].round() as u64;
-    if samples != data.len() as u64 {
+    let samples = sums[2] as usize;
+    if samples != data.len() {
         return Err(Error::Comm(format!(
-            "evaluation counted {samples} samples of {}",
+            "evaluation counted {samples} samples, the split has {}",
             data.len()
         )));
     }
-    Ok(Evaluation {
-        loss: sums[0] / sums[2].max(1.0),
-        accuracy: sums[1] / sums[2].max(1.0),
+    let n = samples.max(1) as f64;
+    Ok(EvalMetrics {
+        loss: sums[0] / n,
+        accuracy: sums[1] / n,
         samples,
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// One sample's prediction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Prediction {
+    pub class: u8,
+    /// Softmax probability of `class`.
+    pub probability: f64,
+}
 
-    #[test]
-    fn shares_partition_the_split_with_the_remainder_spread() {
-        for n in [0usize, 1, 5, 10_000, 10_001, 10_002] {
-            for p in 1..=5 {
-                let shares: Vec<_> = (0..p).map(|r| share(n, p, r)).collect();
-                assert_eq!(shares[0].start, 0);
-                assert_eq!(shares[p - 1].end, n);
-                for w in shares.windows(2) {
-                    assert_eq!(w[0].end, w[1].start);
-                }
-                let lens: Vec<usize> = shares.iter().map(|s| s.len()).collect();
-                assert!(lens.iter().max().unwrap() - lens.iter().min().unwrap() <= 1);
-            }
+/// Collective: the prediction for every sample of `data`, in order, on every rank (each rank
+/// computes its share; the shares are combined with one sum).
+pub fn predict(
+    comm: &Comm,
+    model: &dyn ModuleT,
+    data: &Dataset,
+    batch: usize,
+) -> Result<Vec<Prediction>> {
+    check_batch(batch)?;
+    let share = eval_range(data.len(), comm.size(), comm.rank())?;
+    // [class, probability] per sample; zeros outside this rank's share.
+    let mut all = vec![0f64; 2 * data.len()];
+    let indices: Vec<usize> = share.collect();
+    for chunk in indices.chunks(batch) {
+        let (x, _) = data.batch(chunk)?;
+        let (prob, class) = tch::no_grad(|| -> Result<(Vec<f32>, Vec<i64>)> {
+            let probs = forward(model, &x, false)?.f_softmax(-1, Kind::Float)?;
+            let (prob, class) = probs.f_max_dim(-1, false)?;
+            Ok((Vec::<f32>::try_from(&prob)?, Vec::<i64>::try_from(&class)?))
+        })?;
+        for ((&i, p), c) in chunk.iter().zip(prob).zip(class) {
+            all[2 * i] = c as f64;
+            all[2 * i + 1] = f64::from(p);
         }
-        assert_eq!(share(10, 3, 0), 0..4);
-        assert_eq!(share(10, 3, 2), 7..10);
     }
+    comm.sum_f64(&mut all)?;
+    Ok(all
+        .chunks_exact(2)
+        .map(|pc| Prediction {
+            class: pc[0] as u8,
+            probability: pc[1],
+        })
+        .collect())
+}
+
+/// Writes `index,label,predicted,probability` rows for `predictions` of `data`.
+pub fn write_predictions(
+    path: &std::path::Path,
+    data: &Dataset,
+    predictions: &[Prediction],
+) -> Result<()> {
+    use std::io::Write;
+    let io = |e| Error::io(path, e);
+    let file = std::fs::File::create(path).map_err(io)?;
+    let mut out = std::io::BufWriter::new(file);
+    writeln!(out, "index,label,predicted,probability").map_err(io)?;
+    for (i, p) in predictions.iter().enumerate() {
+        let label = data.label(i).map(i64::from).unwrap_or(-1);
+        writeln!(out, "{i},{label},{},{:.6}", p.class, p.probability).map_err(io)?;
+    }
+    out.flush().map_err(io)
 }

@@ -1,5 +1,6 @@
 //! The training loop of the `train` binary: data sharding, exact global-batch loss, LR
-//! schedule, metrics aggregated over ranks, progress, profiling and checkpoints.
+//! schedule, gradient accumulation and clipping, data-parallel validation, metrics aggregated
+//! over ranks, callbacks, progress, profiling and checkpoints.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,16 +8,21 @@ use std::time::Instant;
 
 use tch::{nn, Tensor};
 
-use crate::checkpoint::{self, Progress};
+use crate::callbacks::EarlyStopping;
+use crate::checkpoint::{self, model_spec, Which};
 use crate::comm::Comm;
-use crate::data::{Dataset, DatasetKind, Split};
+use crate::data::{self, DatasetKind};
 use crate::ddp::{DataParallel, DdpConfig};
 use crate::error::{Error, Result};
-use crate::evaluate::{evaluate, Evaluation};
+use crate::evaluate::evaluate;
 use crate::hooks::{now_ns, StepTrace};
-use crate::models::ModelKind;
-use crate::optim::{Optimizer, OptimizerKind};
-use crate::profile::{ProfileSummary, StepTimes};
+use crate::manifest::{Manifest, FORMAT};
+use crate::metrics::{EpochLine, EpochMetrics, MetricsCsv, Monitor};
+use crate::models::{forward, ModelKind};
+use crate::optim::{clip_grad_norm, Optimizer, OptimizerKind};
+use crate::profile::ProfileSummary;
+use crate::record::{accumulate, install_grads, step_times, write_record};
+use crate::schedule::{Schedule, ScheduleConfig, ScheduleKind};
 use crate::shard::{epoch_permutation, local_batches};
 use crate::{global_batch_loss, progress::EpochProgress};
 
@@ -29,34 +35,50 @@ pub struct TrainConfig {
     pub model: ModelKind,
     /// Hidden layer sizes of the MLP.
     pub mlp_hidden: Vec<i64>,
-    /// Global batch size (over all ranks).
+    /// Global batch size (over all ranks) of one forward/backward micro-step.
     pub batch_size: usize,
     pub epochs: u64,
     pub lr: f64,
     pub optimizer: OptimizerKind,
+    pub schedule: ScheduleKind,
     /// Linear LR warmup from ~0 to the full rate over this many epochs.
     pub warmup_epochs: u64,
-    /// The learning rate after warmup.
-    pub schedule: crate::schedule::Schedule,
-    /// Multiply the LR by `batch_size / 256`.
+    /// Cosine's final rate and reduce-on-plateau's floor.
+    pub min_lr: f64,
+    /// Step decay: times `lr_gamma` every `lr_step_epochs` epochs.
+    pub lr_step_epochs: u64,
+    pub lr_gamma: f64,
+    /// Reduce-on-plateau: times `plateau_factor` after `plateau_patience` bad epochs.
+    pub plateau_factor: f64,
+    pub plateau_patience: u64,
+    /// Multiply the LR by `batch_size * grad_accum / 256`.
     pub scale_lr: bool,
-    /// What to learn.
+    /// Clip the (summed, identical on every rank) gradients to this global L2 norm.
+    pub clip_grad_norm: Option<f64>,
+    /// Optimizer step every this many micro-steps (effective batch `batch_size * grad_accum`).
+    pub grad_accum: usize,
+    /// Synthetic, MNIST or Fashion-MNIST.
     pub dataset: DatasetKind,
-    /// Train on the first this many samples of the training split only.
-    pub train_subset: Option<usize>,
-    /// The IDX files (MNIST, Fashion-MNIST); Fashion-MNIST defaults to the system's copy.
+    /// Directory of the IDX files (Fashion-MNIST defaults to `data::FASHION_MNIST_DIR`).
     pub data_dir: Option<PathBuf>,
-    /// Evaluate on the test split every this many epochs (`None`: every epoch when the
-    /// dataset has a test split; 0: never).
-    pub validation_freq: Option<u64>,
-    /// The master appends one row per epoch here (flushed each epoch).
-    pub metrics_csv: Option<PathBuf>,
-    /// Per-step lines when stderr is not a terminal.
-    pub verbose: bool,
+    /// Use only the first N samples of each split (quick runs); `None`: all.
+    pub train_subset: Option<usize>,
+    pub test_subset: Option<usize>,
     /// Size of the synthetic dataset.
     pub samples: usize,
     pub seed: u64,
+    /// Validate every N epochs (and after the last); `None`: every epoch when there is a test
+    /// split; 0: never.
+    pub validation_freq: Option<u64>,
+    /// Samples per rank per forward pass during validation.
+    pub eval_batch_size: usize,
+    /// Early stopping after this many validated epochs without improvement of `monitor`.
+    pub early_stop_patience: Option<u64>,
+    pub min_delta: f64,
+    pub monitor: Monitor,
     pub checkpoint_dir: Option<PathBuf>,
+    /// Keep this many latest checkpoints (plus the best by `monitor`).
+    pub keep_checkpoints: usize,
     /// Continue from the checkpoint in `checkpoint_dir`.
     pub resume: bool,
     pub ddp: DdpConfig,
@@ -65,67 +87,92 @@ pub struct TrainConfig {
     pub max_steps: Option<u64>,
     /// Per-rank step records (`<path>.rank<r>`): loss, accuracy, weight checksum, hook trace.
     pub record: Option<PathBuf>,
+    /// One CSV row per epoch, written by the master.
+    pub metrics_csv: Option<PathBuf>,
     pub progress_bar: bool,
+    /// A log line per step.
+    pub verbose: bool,
 }
 
 /// What a run ends with (the same on every rank).
 #[derive(Clone, Debug, Default)]
 pub struct TrainSummary {
     pub steps: u64,
+    /// Global loss and accuracy of the last step.
     pub last_loss: f64,
     pub last_accuracy: f64,
-    /// The last evaluation on the test split.
-    pub validation: Option<Evaluation>,
+    /// One entry per epoch run (by this process).
+    pub history: Vec<EpochMetrics>,
+    /// Set when early stopping ended the run: (stopped after epoch, best epoch).
+    pub early_stopped: Option<(u64, u64)>,
+    /// `resume` found a run that had already finished; nothing was trained.
+    pub already_finished: bool,
     pub profile: Option<ProfileSummary>,
 }
 
-/// The learning rate at `step` (0-based) of a run with `steps_per_epoch`: the base rate
-/// (linearly scaled with `scale_lr`), warmed up, then as `cfg.schedule` says.
-pub fn learning_rate(cfg: &TrainConfig, step: u64, steps_per_epoch: u64) -> f64 {
-    let mut lr = cfg.lr;
-    if cfg.scale_lr {
-        lr *= cfg.batch_size as f64 / LR_SCALING_REFERENCE_BATCH as f64;
+impl TrainSummary {
+    /// The last validated epoch's metrics, if any.
+    pub fn last_validation(&self) -> Option<&EpochMetrics> {
+        self.history.iter().rev().find(|m| m.val_loss.is_some())
     }
-    let total = cfg.epochs * steps_per_epoch;
-    let total = cfg.max_steps.map_or(total, |m| m.min(total));
-    crate::schedule::rate_at(
-        cfg.schedule,
-        lr,
-        step,
+}
+
+fn schedule_config(cfg: &TrainConfig, steps_per_epoch: u64) -> ScheduleConfig {
+    let mut base_lr = cfg.lr;
+    if cfg.scale_lr {
+        base_lr *= (cfg.batch_size * cfg.grad_accum) as f64 / LR_SCALING_REFERENCE_BATCH as f64;
+    }
+    ScheduleConfig {
+        kind: cfg.schedule,
+        base_lr,
+        warmup_steps: cfg.warmup_epochs * steps_per_epoch,
+        total_steps: cfg.epochs * steps_per_epoch,
         steps_per_epoch,
-        cfg.warmup_epochs * steps_per_epoch,
-        total,
-    )
+        min_lr: cfg.min_lr,
+        step_epochs: cfg.lr_step_epochs,
+        gamma: cfg.lr_gamma,
+        plateau_factor: cfg.plateau_factor,
+        plateau_patience: cfg.plateau_patience,
+    }
 }
 
 /// Trains on every rank of `comm`; collective.
 pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
-    let (p, rank) = (comm.size(), comm.rank());
-    let (data, test) = load(cfg)?;
-    let validation_freq = match (cfg.validation_freq, &test) {
-        (Some(f), None) if f > 0 => {
-            return Err(Error::Config(format!(
-                "--validation-freq {f}: the {} dataset has no test split",
-                cfg.dataset
-            )))
-        }
-        (Some(f), _) => f,
-        (None, Some(_)) => 1,
-        (None, None) => 0,
-    };
-    let mut metrics = match (&cfg.metrics_csv, comm.is_master()) {
-        (Some(path), true) => Some(MetricsCsv::create(path)?),
-        _ => None,
-    };
-    if cfg.batch_size == 0 || cfg.batch_size > data.len() {
+    let (p, rank, master) = (comm.size(), comm.rank(), comm.is_master());
+    if cfg.grad_accum == 0 {
+        return Err(Error::Config("--grad-accum must be at least 1".into()));
+    }
+    let mut splits = data::load(cfg.dataset, cfg.data_dir.as_deref(), cfg.samples, cfg.seed)?;
+    if let Some(n) = cfg.train_subset {
+        splits.train.truncate(n);
+    }
+    if let (Some(n), Some(test)) = (cfg.test_subset, splits.test.as_mut()) {
+        test.truncate(n);
+    }
+    let data = &splits.train;
+    if cfg.batch_size == 0 || cfg.batch_size * cfg.grad_accum > data.len() {
         return Err(Error::Config(format!(
-            "global batch size {} must be in 1..={} (the dataset size)",
+            "global batch size {} (times --grad-accum {}) must be in 1..={} (the training set \
+             size)",
             cfg.batch_size,
+            cfg.grad_accum,
             data.len()
         )));
     }
+    let validation_freq = match (cfg.validation_freq, &splits.test) {
+        (Some(0), _) | (_, None) => None,
+        (Some(n), Some(_)) => Some(n),
+        (None, Some(_)) => Some(1),
+    };
+    if cfg.early_stop_patience.is_some() && validation_freq.is_none() {
+        return Err(Error::Config(
+            "early stopping monitors validation metrics: it needs a test split (--dataset \
+             mnist or fashion-mnist) and --validation-freq >= 1"
+                .into(),
+        ));
+    }
     let micro = crate::shard::micro_batch_range(cfg.batch_size, p, rank)?.len();
-    if cfg.model.has_batch_norm() && comm.is_master() && cfg.batch_size / p < 16 {
+    if cfg.model.has_batch_norm() && master && cfg.batch_size / p < 16 {
         tracing::warn!(
             "{:?} has BatchNorm and the micro-batch is {} (< 16) samples per rank: its \
              statistics are per rank and will be noisy",
@@ -133,31 +180,73 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             cfg.batch_size / p
         );
     }
+    let steps_per_epoch = (data.len() / cfg.batch_size / cfg.grad_accum) as u64;
+    let mut schedule = Schedule::new(schedule_config(cfg, steps_per_epoch))?;
+    let mut early_stop = cfg
+        .early_stop_patience
+        .map(|n| EarlyStopping::new(cfg.monitor, n, cfg.min_delta))
+        .transpose()?;
     tch::manual_seed(cfg.seed as i64);
-    let mut vs = nn::VarStore::new(tch::Device::Cpu);
+    let vs = nn::VarStore::new(tch::Device::Cpu);
     let model = cfg.model.build(&vs.root(), &cfg.mlp_hidden)?;
     let mut ddp = DataParallel::new(comm, &vs, cfg.ddp)?;
     let mut opt = Optimizer::new(cfg.optimizer, ddp.params(), cfg.lr)?;
+    let (mut epochs_done, mut step) = (0, 0);
+    let mut summary = TrainSummary::default();
     if let Some(dir) = &cfg.checkpoint_dir {
         checkpoint::check_writable(comm, dir)?;
     }
-    let mut start = Progress::default();
     if cfg.resume {
-        let dir = cfg
+        let root = cfg
             .checkpoint_dir
             .as_ref()
             .ok_or_else(|| Error::Config("--resume needs --checkpoint-dir".to_owned()))?;
-        start = checkpoint::load(comm, dir, &mut vs, &mut opt)?;
-        tracing::info!(
-            epochs_done = start.epochs_done,
-            step = start.global_step,
-            "resumed"
-        );
-        if start.epochs_done >= cfg.epochs {
-            return finished_run(comm, cfg, dir, start, model.as_ref(), test.as_ref());
+        let (dir, manifest) = checkpoint::read_manifest(comm, root, Which::Latest)?;
+        manifest.check_compatible(
+            &dir,
+            &model_spec(cfg.model, &cfg.mlp_hidden, &vs),
+            &cfg.optimizer,
+        )?;
+        summary.history = manifest.metrics.clone();
+        summary.steps = manifest.global_step;
+        summary.early_stopped = manifest.early_stopped;
+        if let Some(last) = manifest.metrics.last() {
+            summary.last_loss = last.loss;
+            summary.last_accuracy = last.accuracy;
         }
+        if manifest.early_stopped.is_some() || manifest.epochs_done >= cfg.epochs {
+            if master {
+                println!(
+                    "the run in {} already finished after epoch {}/{}{}; nothing to train. Its \
+                     final metrics:",
+                    root.display(),
+                    manifest.epochs_done,
+                    manifest.epochs,
+                    if manifest.early_stopped.is_some() {
+                        " (early stopping)"
+                    } else {
+                        ""
+                    }
+                );
+                if let Some(last) = manifest.metrics.last() {
+                    println!(
+                        "{}",
+                        EpochLine {
+                            metrics: last,
+                            epochs: manifest.epochs
+                        }
+                    );
+                }
+            }
+            summary.already_finished = true;
+            comm.barrier()?;
+            return Ok(summary);
+        }
+        checkpoint::load_tensors(comm, &dir, &manifest, &vs, Some(&mut opt))?;
+        schedule.plateau = manifest.plateau;
+        (epochs_done, step) = (manifest.epochs_done, manifest.global_step);
+        tracing::info!(epochs_done, step, "resumed from {}", dir.display());
     }
-    let steps_per_epoch = (data.len() / cfg.batch_size) as u64;
     let mut record = match &cfg.record {
         Some(path) => {
             let path = PathBuf::from(format!("{}.rank{rank}", path.display()));
@@ -166,118 +255,203 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
         }
         None => None,
     };
-    let mut summary = TrainSummary::default();
-    let mut times = Vec::new();
-    let mut step = start.global_step;
+    let mut csv = match (&cfg.metrics_csv, master) {
+        (Some(path), true) => Some(MetricsCsv::create(path, cfg.resume)?),
+        _ => None,
+    };
+    let mut all_times = Vec::new();
+    let mut accum: Vec<Tensor> = Vec::new();
     tracing::info!(
         ranks = p,
         micro_batch = micro,
         params = ddp.params().iter().map(Tensor::numel).sum::<usize>(),
         buckets = ddp.plan().num_buckets(),
-        "training {:?} with global batch {}",
+        "training {:?} on {} samples with global batch {}",
         cfg.model,
+        data.len(),
         cfg.batch_size
     );
-    'epochs: for epoch in start.epochs_done..cfg.epochs {
+    'epochs: for epoch in epochs_done..cfg.epochs {
         let order = epoch_permutation(data.len(), cfg.seed, epoch);
         let batches = local_batches(&order, cfg.batch_size, p, rank)?;
+        let groups: Vec<&[Vec<usize>]> = batches.chunks_exact(cfg.grad_accum).collect();
         let mut bar = EpochProgress::new(
-            comm.is_master() && cfg.progress_bar,
+            master,
+            cfg.progress_bar,
             cfg.verbose,
             epoch,
             cfg.epochs,
-            batches.len() as u64,
+            groups.len() as u64,
         );
         let epoch_start = Instant::now();
-        let mut lr = learning_rate(cfg, step, steps_per_epoch);
+        let mut times = Vec::new();
         let mut sums = [0f64; 3]; // loss sum, correct, samples over the epoch
-        for indices in &batches {
+        for group in &groups {
             if cfg.max_steps.is_some_and(|max| step >= max) {
+                bar.finish();
                 break 'epochs;
             }
-            lr = learning_rate(cfg, step, steps_per_epoch);
-            opt.set_lr(lr);
+            opt.set_lr(schedule.lr(step));
             let t0 = now_ns();
-            let (x, y) = data.batch(indices)?;
-            ddp.zero_grad();
-            let logits = forward(model.as_ref(), &x, true)?;
-            let (loss, loss_sum) = global_batch_loss(&logits, &y, cfg.batch_size)?;
-            let trace = ddp.backward(&loss)?;
+            // [loss sum, correct, samples] of this optimizer step, local.
+            let mut m = [0f64; 3];
+            let mut trace = StepTrace::default();
+            let effective_batch = cfg.batch_size * cfg.grad_accum;
+            for (micro_step, indices) in group.iter().enumerate() {
+                let (x, y) = data.batch(indices)?;
+                ddp.zero_grad();
+                let logits = forward(model.as_ref(), &x, true)?;
+                let (loss, loss_sum) = global_batch_loss(&logits, &y, effective_batch)?;
+                trace = ddp.backward(&loss)?;
+                if cfg.grad_accum > 1 {
+                    accumulate(&mut accum, ddp.params(), micro_step == 0)?;
+                }
+                let correct = tch::no_grad(|| -> Result<f64> {
+                    Ok(logits
+                        .f_argmax(-1, false)?
+                        .f_eq_tensor(&y)?
+                        .f_sum(tch::Kind::Float)?
+                        .f_double_value(&[])?)
+                })?;
+                m[0] += loss_sum;
+                m[1] += correct;
+                m[2] += indices.len() as f64;
+            }
+            if cfg.grad_accum > 1 {
+                install_grads(&accum, ddp.params())?;
+            }
+            if let Some(max_norm) = cfg.clip_grad_norm {
+                clip_grad_norm(ddp.params(), max_norm)?;
+            }
             let t_opt = now_ns();
             opt.step()?;
             let t_end = now_ns();
             step += 1;
-            let t = step_times(t0, &trace, t_opt, t_end);
-            if cfg.profile && comm.is_master() {
-                tracing::info!(
-                    step,
-                    step_ms = t.step_ms,
-                    compute_ms = t.compute_ms,
-                    exposed_comm_ms = t.exposed_comm_ms,
-                    optimizer_ms = t.optimizer_ms,
-                    "profile"
-                );
-            }
-            times.push(t);
-            let correct =
-                tch::no_grad(|| logits.argmax(-1, false).eq_tensor(&y).sum(tch::Kind::Float))
-                    .double_value(&[]);
-            let mut m = [loss_sum, correct, indices.len() as f64];
+            times.push(step_times(t0, &trace, t_opt, t_end));
             comm.sum_f64(&mut m)?;
             for (s, v) in sums.iter_mut().zip(m) {
                 *s += v;
             }
             summary.last_loss = m[0] / m[2];
             summary.last_accuracy = m[1] / m[2];
-            bar.step(summary.last_loss, summary.last_accuracy, m[2]);
+            bar.step(summary.last_loss, summary.last_accuracy, m[2], opt.lr());
             if let Some((path, out)) = record.as_mut() {
                 write_record(out, step, &summary, ddp.weights_checksum()?, &trace)
                     .map_err(|e| Error::io(path.as_path(), e))?;
             }
         }
-        let elapsed = epoch_start.elapsed().as_secs_f64();
         bar.finish();
-        let validate = validation_freq > 0 && (epoch + 1) % validation_freq == 0;
-        let val = match (&test, validate) {
-            (Some(t), true) => Some(evaluate(comm, model.as_ref(), t, EVAL_BATCH)?),
+        let validate =
+            validation_freq.is_some_and(|f| (epoch + 1) % f == 0 || epoch + 1 == cfg.epochs);
+        let val = match (&splits.test, validate) {
+            (Some(test), true) => Some(evaluate(comm, model.as_ref(), test, cfg.eval_batch_size)?),
             _ => None,
         };
-        if val.is_some() {
-            summary.validation = val;
+        let seconds = epoch_start.elapsed().as_secs_f64();
+        let metrics = EpochMetrics {
+            epoch: epoch + 1,
+            lr: opt.lr(),
+            loss: sums[0] / sums[2].max(1.0),
+            accuracy: sums[1] / sums[2].max(1.0),
+            val_loss: val.map(|v| v.loss),
+            val_accuracy: val.map(|v| v.accuracy),
+            val_samples: val.map(|v| v.samples),
+            seconds,
+            samples_per_second: sums[2] / seconds.max(1e-9),
+        };
+        if master {
+            println!(
+                "{}",
+                EpochLine {
+                    metrics: &metrics,
+                    epochs: cfg.epochs
+                }
+            );
+            if cfg.profile {
+                if let Some(p) = ProfileSummary::from_steps(&times, 2) {
+                    println!("  {p}");
+                }
+            }
         }
-        if sums[2] > 0.0 {
-            let row = EpochRow {
-                epoch: epoch + 1,
+        if let Some(csv) = csv.as_mut() {
+            csv.write(&metrics)?;
+        }
+        all_times.extend(times);
+        summary.history.push(metrics);
+        let plateau_metric = cfg.monitor.value(&metrics).unwrap_or(metrics.loss);
+        if let Some(lr) = schedule.end_epoch(
+            if metrics.val_loss.is_some() {
+                cfg.monitor
+            } else {
+                Monitor::ValLoss
+            },
+            plateau_metric,
+        ) {
+            if master {
+                println!("  reduce-on-plateau: learning rate now {lr:.3e}");
+            }
+        }
+        let stop = match early_stop.as_mut() {
+            Some(es) => es.end_epoch(&metrics, &vs)?,
+            None => false,
+        };
+        if stop {
+            if let Some(es) = &early_stop {
+                es.restore_best(&vs)?;
+                let (best, best_epoch) = es.best().unwrap_or((f64::NAN, 0));
+                summary.early_stopped = Some((epoch + 1, best_epoch));
+                if master {
+                    println!(
+                        "early stopping after epoch {}: {} did not improve for {} validated \
+                         epochs; restored the weights of epoch {best_epoch} ({} {best:.4})",
+                        epoch + 1,
+                        es.monitor.name(),
+                        es.patience,
+                        es.monitor.name()
+                    );
+                }
+            }
+        }
+        if let Some(root) = &cfg.checkpoint_dir {
+            let manifest = Manifest {
+                format: FORMAT,
+                model: model_spec(cfg.model, &cfg.mlp_hidden, &vs),
+                optimizer: cfg.optimizer,
+                schedule: schedule.config,
+                plateau: schedule.plateau,
+                dataset: cfg.dataset,
+                data_dir: cfg.data_dir.clone(),
+                seed: cfg.seed,
+                batch_size: cfg.batch_size,
+                grad_accum: cfg.grad_accum,
                 epochs: cfg.epochs,
-                lr,
-                loss: sums[0] / sums[2],
-                accuracy: sums[1] / sums[2],
-                val,
-                seconds: elapsed,
-                samples_per_s: sums[2] / elapsed.max(1e-9),
-            };
-            if comm.is_master() {
-                println!("{row}");
-            }
-            if let Some(m) = metrics.as_mut() {
-                m.append(&row)?;
-            }
-        }
-        if let Some(dir) = &cfg.checkpoint_dir {
-            let progress = Progress {
                 epochs_done: epoch + 1,
                 global_step: step,
-                loss: sums[0] / sums[2].max(1.0),
-                accuracy: sums[1] / sums[2].max(1.0),
+                optimizer_steps: opt.steps(),
+                finished: stop || epoch + 1 == cfg.epochs,
+                early_stopped: summary.early_stopped,
+                metrics: summary.history.clone(),
+                files: Default::default(),
             };
-            checkpoint::save(comm, dir, &vs, &opt, progress)?;
+            checkpoint::save(
+                comm,
+                root,
+                cfg.keep_checkpoints,
+                cfg.monitor,
+                &vs,
+                &opt,
+                manifest,
+            )?;
+        }
+        if stop {
+            break;
         }
     }
     summary.steps = step;
     if cfg.profile {
-        summary.profile = ProfileSummary::from_steps(&times, 2);
+        summary.profile = ProfileSummary::from_steps(&all_times, 2);
         if let Some(p) = &summary.profile {
-            if comm.is_master() {
+            if master {
                 println!("{p}");
             }
         }
@@ -287,189 +461,4 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     }
     comm.barrier()?;
     Ok(summary)
-}
-
-/// Resuming a run that already did all its epochs: says so, and reports the metrics of its
-/// last epoch and, where there is a test split, the test metrics of its weights.
-fn finished_run(
-    comm: &Comm,
-    cfg: &TrainConfig,
-    dir: &std::path::Path,
-    done: Progress,
-    model: &dyn nn::ModuleT,
-    test: Option<&Dataset>,
-) -> Result<TrainSummary> {
-    let validation = match test {
-        Some(t) => Some(evaluate(comm, model, t, EVAL_BATCH)?),
-        None => None,
-    };
-    if comm.is_master() {
-        println!(
-            "the checkpoint in {} is of a finished run ({} of {} epochs): nothing to train",
-            dir.display(),
-            done.epochs_done,
-            cfg.epochs
-        );
-    }
-    Ok(TrainSummary {
-        steps: done.global_step,
-        last_loss: done.loss,
-        last_accuracy: done.accuracy,
-        validation,
-        profile: None,
-    })
-}
-
-/// Samples per rank and forward pass when evaluating.
-const EVAL_BATCH: usize = 1000;
-
-/// The training split and, where the dataset has one, the test split.
-fn load(cfg: &TrainConfig) -> Result<(Dataset, Option<Dataset>)> {
-    match cfg.dataset {
-        DatasetKind::Synthetic => {
-            if let Some(dir) = &cfg.data_dir {
-                return Err(Error::Config(format!(
-                    "--data-dir {} needs --dataset mnist or fashion-mnist",
-                    dir.display()
-                )));
-            }
-            Ok((Dataset::synthetic(cfg.samples, cfg.seed)?, None))
-        }
-        kind => {
-            let dir = kind.resolve_dir(cfg.data_dir.as_deref())?;
-            let mut train = Dataset::idx(kind, &dir, Split::Train)?;
-            if let Some(n) = cfg.train_subset {
-                train = train.truncated(n)?;
-            }
-            let test = match cfg.validation_freq {
-                Some(0) => None,
-                _ => Some(Dataset::idx(kind, &dir, Split::Test)?),
-            };
-            Ok((train, test))
-        }
-    }
-}
-
-/// The model's forward pass (`train`: training mode); tch's `ModuleT` panics on libtorch
-/// errors (a shape mismatch, say), which becomes an error here instead of aborting the rank.
-pub(crate) fn forward(model: &dyn nn::ModuleT, x: &Tensor, train: bool) -> Result<Tensor> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.forward_t(x, train))).map_err(
-        |panic| {
-            let message = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("unknown error");
-            Error::Model(format!("forward pass failed: {message}"))
-        },
-    )
-}
-
-fn step_times(t0: u64, trace: &StepTrace, t_opt: u64, t_end: u64) -> StepTimes {
-    let ms = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e6;
-    StepTimes {
-        compute_ms: ms(t0, trace.backward_returned_ns),
-        exposed_comm_ms: ms(trace.backward_returned_ns, trace.reduced_ns),
-        optimizer_ms: ms(t_opt, t_end),
-        step_ms: ms(t0, t_end),
-    }
-}
-
-fn join<T: ToString>(v: &[T]) -> String {
-    v.iter().map(T::to_string).collect::<Vec<_>>().join(",")
-}
-
-/// One line per step: `key=value` fields, lists comma-separated (see `TrainConfig::record`).
-fn write_record(
-    out: &mut impl Write,
-    step: u64,
-    summary: &TrainSummary,
-    checksum: u64,
-    trace: &StepTrace,
-) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "step={step} loss={:e} accuracy={:e} checksum={checksum:016x} hooks={} \
-         first_hook_ns={} last_hook_ns={} backward_end_ns={} ready_ns={} start_ns={} done_ns={}",
-        summary.last_loss,
-        summary.last_accuracy,
-        join(&trace.hook_counts),
-        trace.first_hook_ns,
-        trace.last_hook_ns,
-        trace.backward_end_ns.unwrap_or(0),
-        join(&trace.bucket_ready_ns),
-        join(&trace.bucket_start_ns),
-        join(&trace.bucket_done_ns),
-    )
-}
-
-/// One epoch's results: printed as a Keras-like line and written as a CSV row.
-#[derive(Clone, Copy, Debug)]
-pub struct EpochRow {
-    pub epoch: u64,
-    pub epochs: u64,
-    /// The learning rate of the epoch's last step.
-    pub lr: f64,
-    pub loss: f64,
-    pub accuracy: f64,
-    pub val: Option<Evaluation>,
-    pub seconds: f64,
-    pub samples_per_s: f64,
-}
-
-impl std::fmt::Display for EpochRow {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Epoch {}/{} - {:.1}s - loss: {:.4} - accuracy: {:.4}",
-            self.epoch, self.epochs, self.seconds, self.loss, self.accuracy
-        )?;
-        if let Some(v) = self.val {
-            write!(
-                f,
-                " - val_loss: {:.4} - val_accuracy: {:.4}",
-                v.loss, v.accuracy
-            )?;
-        }
-        write!(f, " - {:.0} samples/s", self.samples_per_s)
-    }
-}
-
-/// The `--metrics-csv` file: a header, then one row per epoch, flushed as written.
-struct MetricsCsv {
-    path: PathBuf,
-    out: std::io::BufWriter<std::fs::File>,
-}
-
-impl MetricsCsv {
-    const HEADER: &'static str =
-        "epoch,lr,loss,accuracy,val_loss,val_accuracy,seconds,samples_per_s";
-
-    fn create(path: &std::path::Path) -> Result<Self> {
-        let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-        let mut m = MetricsCsv {
-            path: path.to_path_buf(),
-            out: std::io::BufWriter::new(file),
-        };
-        m.write_line(Self::HEADER)?;
-        Ok(m)
-    }
-
-    fn append(&mut self, r: &EpochRow) -> Result<()> {
-        let (vl, va) = match r.val {
-            Some(v) => (format!("{:.6}", v.loss), format!("{:.6}", v.accuracy)),
-            None => (String::new(), String::new()),
-        };
-        let line = format!(
-            "{},{:e},{:.6},{:.6},{vl},{va},{:.3},{:.1}",
-            r.epoch, r.lr, r.loss, r.accuracy, r.seconds, r.samples_per_s
-        );
-        self.write_line(&line)
-    }
-
-    fn write_line(&mut self, line: &str) -> Result<()> {
-        writeln!(self.out, "{line}")
-            .and_then(|()| self.out.flush())
-            .map_err(|e| Error::io(&self.path, e))
-    }
 }

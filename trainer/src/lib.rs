@@ -38,6 +38,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod callbacks;
 pub mod checkpoint;
 mod comm;
 pub mod data;
@@ -47,13 +48,19 @@ pub mod evaluate;
 mod ffi;
 pub mod fit;
 mod hooks;
+pub mod idx;
+pub mod manifest;
+pub mod metrics;
 pub mod models;
 pub mod optim;
 pub mod profile;
 mod progress;
+mod record;
 mod reducer;
+pub mod restore;
 pub mod schedule;
 pub mod shard;
+pub mod testdata;
 
 pub use comm::{Comm, DEFAULT_COMM_TIMEOUT};
 pub use ddp::{broadcast_tensors, broadcast_variables, weights_checksum, DataParallel, DdpConfig};

@@ -9,7 +9,10 @@ use crate::data::{IMAGE_SIDE, NUM_CLASSES};
 use crate::error::{Error, Result};
 
 /// The models `train --model` offers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum ModelKind {
     /// LeNet-5: two 5x5 convolutions, three dense layers (61.7k parameters).
     Lenet5,
@@ -36,6 +39,22 @@ impl ModelKind {
             ModelKind::Transformer => Box::new(Transformer::new(p, 32, 4, 2)),
         })
     }
+}
+
+/// The model's forward pass (`train` selects training behaviour: BatchNorm batch statistics).
+/// tch's `ModuleT` panics on libtorch errors (a shape mismatch, say), which becomes an error
+/// here instead of aborting the rank.
+pub fn forward(model: &dyn ModuleT, x: &Tensor, train: bool) -> Result<Tensor> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.forward_t(x, train))).map_err(
+        |panic| {
+            let message = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown error");
+            Error::Model(format!("forward pass failed: {message}"))
+        },
+    )
 }
 
 fn lenet5(p: &nn::Path) -> nn::SequentialT {

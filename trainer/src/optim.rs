@@ -1,18 +1,27 @@
-//! SGD (with momentum) and Adam over tch tensors, with state that checkpoints can save and
-//! restore exactly (tch's built-in optimizers do not expose their state).
+//! SGD (with momentum and L2 weight decay), Adam and AdamW (decoupled weight decay, Loshchilov &
+//! Hutter) over tch tensors, with state that checkpoints can save and restore exactly (tch's
+//! built-in optimizers do not expose their state), and gradient clipping by global norm.
 
 use tch::{Kind, Tensor};
 
 use crate::error::{Error, Result};
 
 /// Which update rule, with its hyper-parameters.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
 pub enum OptimizerKind {
     Sgd {
         momentum: f64,
         weight_decay: f64,
     },
     Adam {
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        weight_decay: f64,
+    },
+    /// Adam with decoupled weight decay: `p -= lr * weight_decay * p` before the Adam update.
+    AdamW {
         beta1: f64,
         beta2: f64,
         eps: f64,
@@ -36,7 +45,16 @@ impl OptimizerKind {
         match self {
             OptimizerKind::Sgd { momentum: 0.0, .. } => 0,
             OptimizerKind::Sgd { .. } => 1,
-            OptimizerKind::Adam { .. } => 2,
+            OptimizerKind::Adam { .. } | OptimizerKind::AdamW { .. } => 2,
+        }
+    }
+
+    /// Short name (`sgd`, `adam`, `adamw`), as `train --optimizer` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            OptimizerKind::Sgd { .. } => "sgd",
+            OptimizerKind::Adam { .. } => "adam",
+            OptimizerKind::AdamW { .. } => "adamw",
         }
     }
 }
@@ -128,12 +146,22 @@ impl Optimizer {
                         beta2,
                         eps,
                         weight_decay,
+                    }
+                    | OptimizerKind::AdamW {
+                        beta1,
+                        beta2,
+                        eps,
+                        weight_decay,
                     } => {
-                        let g = if weight_decay != 0.0 {
+                        let decoupled = matches!(kind, OptimizerKind::AdamW { .. });
+                        let g = if weight_decay != 0.0 && !decoupled {
                             g.f_add(&(&p * weight_decay))?
                         } else {
                             g
                         };
+                        if weight_decay != 0.0 && decoupled {
+                            let _ = p.f_mul_scalar_(1.0 - lr * weight_decay)?;
+                        }
                         let (m_slot, v_slot) = state.split_at_mut(1);
                         let m = &mut m_slot[0][i];
                         let v = &mut v_slot[0][i];
@@ -192,6 +220,37 @@ impl Optimizer {
     }
 }
 
+/// Scales the gradients of `params` so that their global L2 norm is at most `max_norm`
+/// (PyTorch's `clip_grad_norm_`: factor `max_norm / (norm + 1e-6)` when the norm exceeds it).
+/// Returns the norm before clipping. On data-parallel replicas the gradients are the summed
+/// ones, identical on every rank, so every rank computes the same norm and factor.
+pub fn clip_grad_norm(params: &[Tensor], max_norm: f64) -> Result<f64> {
+    if !(max_norm.is_finite() && max_norm > 0.0) {
+        return Err(Error::Config(format!(
+            "gradient clipping norm {max_norm} must be a finite number > 0"
+        )));
+    }
+    tch::no_grad(|| -> Result<f64> {
+        let mut sq = 0f64;
+        let grads: Vec<Tensor> = params
+            .iter()
+            .map(Tensor::grad)
+            .filter(Tensor::defined)
+            .collect();
+        for g in &grads {
+            sq += g.f_square()?.f_sum(Kind::Double)?.f_double_value(&[])?;
+        }
+        let norm = sq.sqrt();
+        if norm > max_norm {
+            let factor = max_norm / (norm + 1e-6);
+            for g in &grads {
+                let _ = g.shallow_clone().f_mul_scalar_(factor)?;
+            }
+        }
+        Ok(norm)
+    })
+}
+
 fn parse_state_name(name: &str) -> Option<(usize, usize)> {
     let (slot, param) = name.strip_prefix("slot")?.split_once(".param")?;
     Some((slot.parse().ok()?, param.parse().ok()?))
@@ -230,6 +289,63 @@ mod tests {
         assert_eq!(other.steps(), 1);
         assert!(other.state_tensors()[1].1.equal(&state[1].1));
         assert!(other.load_state(&state[..1], 1).is_err());
+    }
+
+    #[test]
+    fn adamw_decays_weights_apart_from_the_gradient_moments() {
+        // One step by the definition: p' = p (1 - lr wd) - lr m^ / (sqrt(v^) + eps), with
+        // m^ = g and v^ = g^2 on the first step; Adam with L2 would use g + wd p instead.
+        let (lr, wd, eps, g, p0) = (0.1, 0.5, 1e-8, 2.0f64, 3.0f64);
+        let kind = OptimizerKind::AdamW {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps,
+            weight_decay: wd,
+        };
+        let p = param(p0 as f32, g as f32);
+        let mut opt = Optimizer::new(kind, &[p.shallow_clone()], lr).unwrap();
+        opt.step().unwrap();
+        let expected = p0 * (1.0 - lr * wd) - lr * g / (g.abs() + eps);
+        assert!((p.double_value(&[0]) - expected).abs() < 1e-6);
+        // Second step with the same gradient, by the recurrences.
+        opt.step().unwrap();
+        let (m, v) = (
+            0.1 * g * 0.9 + 0.1 * g,
+            0.001 * g * g * 0.999 + 0.001 * g * g,
+        );
+        let (mh, vh) = (m / (1.0 - 0.81), v / (1.0 - 0.999f64.powi(2)));
+        let expected = expected * (1.0 - lr * wd) - lr * mh / (vh.sqrt() + eps);
+        assert!((p.double_value(&[0]) - expected).abs() < 1e-5);
+        assert_eq!(kind.name(), "adamw");
+    }
+
+    #[test]
+    fn sgd_weight_decay_adds_l2_to_the_gradient() {
+        let p = param(2.0, 1.0);
+        let kind = OptimizerKind::Sgd {
+            momentum: 0.0,
+            weight_decay: 0.1,
+        };
+        let mut opt = Optimizer::new(kind, &[p.shallow_clone()], 0.5).unwrap();
+        opt.step().unwrap(); // p = 2 - 0.5 * (1 + 0.1 * 2)
+        assert!((p.double_value(&[0]) - 1.4).abs() < 1e-6);
+    }
+
+    #[test]
+    fn clipping_scales_to_the_global_norm() {
+        let a = param(0.0, 3.0);
+        let b = param(0.0, 4.0); // global norm 5
+        let params = [a.shallow_clone(), b.shallow_clone()];
+        assert!((clip_grad_norm(&params, 10.0).unwrap() - 5.0).abs() < 1e-6);
+        assert!(
+            (a.grad().double_value(&[0]) - 3.0).abs() < 1e-6,
+            "under the limit"
+        );
+        assert!((clip_grad_norm(&params, 1.0).unwrap() - 5.0).abs() < 1e-6);
+        let f = 1.0 / (5.0 + 1e-6);
+        assert!((a.grad().double_value(&[0]) - 3.0 * f).abs() < 1e-6);
+        assert!((b.grad().double_value(&[0]) - 4.0 * f).abs() < 1e-6);
+        assert!(clip_grad_norm(&params, 0.0).is_err());
     }
 
     #[test]

@@ -1,17 +1,17 @@
-//! The master rank's per-epoch progress bar (indicatif): loss, accuracy, samples/s. When
-//! stderr is not a terminal (the launcher pipes rank output) there is no bar and, as Keras
-//! does when piped, no per-step lines, unless `verbose` asks for a plain line about every
-//! tenth of the epoch.
+//! The master rank's per-epoch progress bar (indicatif): loss, accuracy, samples/s. It is shown
+//! only when stderr is a terminal; when piped (the launcher pipes rank output) nothing is
+//! printed per step unless `--verbose`. Log lines go through the bar so they never tear it.
 
+use std::io::IsTerminal;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// A progress bar for one epoch; does nothing when disabled (non-master ranks).
 pub struct EpochProgress {
+    enabled: bool,
     bar: Option<ProgressBar>,
-    /// Plain-text mode: print every this many steps.
-    text_every: Option<u64>,
+    verbose: bool,
     prefix: String,
     steps: u64,
     done: u64,
@@ -20,25 +20,31 @@ pub struct EpochProgress {
 }
 
 impl EpochProgress {
-    pub fn new(enabled: bool, verbose: bool, epoch: u64, epochs: u64, steps: u64) -> Self {
-        let bar = enabled.then(|| {
+    /// `bar`: show a bar when stderr is a terminal; `verbose`: a log line per step.
+    pub fn new(
+        enabled: bool,
+        bar: bool,
+        verbose: bool,
+        epoch: u64,
+        epochs: u64,
+        steps: u64,
+    ) -> Self {
+        let prefix = format!("epoch {}/{epochs}", epoch + 1);
+        let bar = (enabled && bar && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::new(steps);
             let style =
                 ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
                     .unwrap_or_else(|_| ProgressStyle::default_bar())
                     .progress_chars("=> ");
             bar.set_style(style);
-            bar.set_prefix(format!("epoch {}/{epochs}", epoch + 1));
+            bar.set_prefix(prefix.clone());
             bar
         });
-        let text_every = match &bar {
-            Some(b) if b.is_hidden() && verbose => Some((steps / 10).max(1)),
-            _ => None,
-        };
         EpochProgress {
+            enabled,
             bar,
-            text_every,
-            prefix: format!("epoch {}/{epochs}", epoch + 1),
+            verbose,
+            prefix,
             steps,
             done: 0,
             start: Instant::now(),
@@ -46,29 +52,38 @@ impl EpochProgress {
         }
     }
 
+    /// Prints `line` on stderr without tearing the bar.
+    pub fn log(&self, line: &str) {
+        if !self.enabled {
+            return;
+        }
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
     /// One global step done with these aggregated metrics.
-    pub fn step(&mut self, loss: f64, accuracy: f64, samples: f64) {
+    pub fn step(&mut self, loss: f64, accuracy: f64, samples: f64, lr: f64) {
+        if !self.enabled {
+            return;
+        }
         self.samples += samples;
         self.done += 1;
+        let rate = self.samples / self.start.elapsed().as_secs_f64().max(1e-9);
+        let message = format!(
+            "loss {loss:.4} acc {:.1}% {rate:.0} samples/s",
+            100.0 * accuracy
+        );
+        if self.verbose {
+            self.log(&format!(
+                "{} step {}/{}: {message} lr {lr:.3e}",
+                self.prefix, self.done, self.steps
+            ));
+        }
         if let Some(bar) = &self.bar {
-            let rate = self.samples / self.start.elapsed().as_secs_f64().max(1e-9);
-            let message = format!(
-                "loss {loss:.4} acc {:.1}% {rate:.0} samples/s",
-                100.0 * accuracy
-            );
-            match self.text_every {
-                Some(every) if self.done.is_multiple_of(every) || self.done == self.steps => {
-                    eprintln!(
-                        "{} step {}/{}: {message}",
-                        self.prefix, self.done, self.steps
-                    );
-                }
-                Some(_) => {}
-                None => {
-                    bar.set_message(message);
-                    bar.inc(1);
-                }
-            }
+            bar.set_message(message);
+            bar.inc(1);
         }
     }
 

@@ -1,44 +1,134 @@
-//! Learning-rate schedules, per optimizer step: linear warmup (Goyal et al.), then constant,
-//! cosine decay to 0 over the rest of the run (`CosineAnnealingLR` after warmup in PyTorch,
-//! `CosineDecay` in Keras), or step decay by `gamma` every `every` epochs (`StepLR`).
+//! Learning-rate schedules (per optimizer step), each after an optional linear warmup:
+//! constant, cosine annealing (PyTorch's `CosineAnnealingLR` to `min_lr` over the run), step
+//! decay (`StepLR`: times `gamma` every `step_epochs` epochs) and reduce-on-plateau
+//! (`ReduceLROnPlateau`: times `factor` after `patience` epochs without improvement of the
+//! monitored metric). All ranks compute the same rates from the same (aggregated) metrics.
 
-/// How the learning rate changes after warmup.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Schedule {
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::metrics::Monitor;
+
+/// `train --lr-schedule`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum ScheduleKind {
     Constant,
-    /// From the base rate at the end of warmup down to 0 at the last step.
     Cosine,
-    /// Multiplied by `gamma` every `every` epochs.
-    Step {
-        every: u64,
-        gamma: f64,
-    },
+    Step,
+    Plateau,
 }
 
-/// The rate of step `step` (0-based) of a run of `total_steps` steps, `steps_per_epoch` per
-/// epoch, with `warmup_steps` of linear warmup from `base / warmup_steps` to `base`.
-pub fn rate_at(
-    schedule: Schedule,
-    base: f64,
-    step: u64,
-    steps_per_epoch: u64,
-    warmup_steps: u64,
-    total_steps: u64,
-) -> f64 {
-    if step < warmup_steps {
-        return base * (step + 1) as f64 / warmup_steps as f64;
+/// The schedule's settings.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleConfig {
+    pub kind: ScheduleKind,
+    /// Peak learning rate (after any linear scaling).
+    pub base_lr: f64,
+    /// Linear warmup from `base_lr / warmup_steps` to `base_lr` over these steps.
+    pub warmup_steps: u64,
+    /// Optimizer steps of the whole run (cosine) and of one epoch (step decay).
+    pub total_steps: u64,
+    pub steps_per_epoch: u64,
+    /// Cosine's final rate and the plateau's floor.
+    pub min_lr: f64,
+    /// Step decay: every `step_epochs` epochs, times `gamma`.
+    pub step_epochs: u64,
+    pub gamma: f64,
+    /// Plateau: times `factor` after more than `patience` epochs without improvement.
+    pub plateau_factor: f64,
+    pub plateau_patience: u64,
+}
+
+/// What reduce-on-plateau remembers between epochs (checkpointed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlateauState {
+    pub best: Option<f64>,
+    pub bad_epochs: u64,
+    /// Current rate for the plateau schedule (`base_lr` until the first reduction).
+    pub lr: Option<f64>,
+}
+
+/// A schedule and its state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    pub config: ScheduleConfig,
+    pub plateau: PlateauState,
+}
+
+impl Schedule {
+    pub fn new(config: ScheduleConfig) -> Result<Self> {
+        let c = &config;
+        if !(c.base_lr.is_finite() && c.base_lr >= 0.0 && c.min_lr >= 0.0) {
+            return Err(Error::Config(format!(
+                "learning rates must be finite and >= 0 (lr {}, min lr {})",
+                c.base_lr, c.min_lr
+            )));
+        }
+        if c.kind == ScheduleKind::Step
+            && (c.step_epochs == 0 || c.gamma.is_nan() || c.gamma <= 0.0)
+        {
+            return Err(Error::Config(
+                "step decay needs --lr-step-epochs >= 1 and --lr-gamma > 0".into(),
+            ));
+        }
+        if c.kind == ScheduleKind::Plateau
+            && (c.plateau_factor.is_nan() || c.plateau_factor <= 0.0 || c.plateau_factor >= 1.0)
+        {
+            return Err(Error::Config(format!(
+                "--plateau-factor {} must be in (0, 1)",
+                c.plateau_factor
+            )));
+        }
+        Ok(Schedule {
+            config,
+            plateau: PlateauState::default(),
+        })
     }
-    match schedule {
-        Schedule::Constant => base,
-        Schedule::Cosine => {
-            let span = total_steps.saturating_sub(warmup_steps).max(1);
-            let t = (step - warmup_steps).min(span) as f64 / span as f64;
-            0.5 * base * (1.0 + (std::f64::consts::PI * t).cos())
+
+    /// The rate for optimizer step `step` (0-based).
+    pub fn lr(&self, step: u64) -> f64 {
+        let c = &self.config;
+        if step < c.warmup_steps {
+            return c.base_lr * (step + 1) as f64 / c.warmup_steps as f64;
         }
-        Schedule::Step { every, gamma } => {
-            let epoch = step / steps_per_epoch.max(1);
-            base * gamma.powi((epoch / every.max(1)) as i32)
+        match c.kind {
+            ScheduleKind::Constant => c.base_lr,
+            ScheduleKind::Cosine => {
+                let span = c.total_steps.saturating_sub(c.warmup_steps).max(1);
+                let t = ((step - c.warmup_steps) as f64 / span as f64).min(1.0);
+                c.min_lr + (c.base_lr - c.min_lr) * 0.5 * (1.0 + (std::f64::consts::PI * t).cos())
+            }
+            ScheduleKind::Step => {
+                let epoch = step / c.steps_per_epoch.max(1);
+                c.base_lr * c.gamma.powf((epoch / c.step_epochs) as f64)
+            }
+            ScheduleKind::Plateau => self.plateau.lr.unwrap_or(c.base_lr),
         }
+    }
+
+    /// End of an epoch: reduce-on-plateau looks at `metric` (lower is better for val_loss and
+    /// training loss, higher for val_accuracy). Returns the new rate when it was reduced.
+    pub fn end_epoch(&mut self, monitor: Monitor, metric: f64) -> Option<f64> {
+        let c = self.config;
+        if c.kind != ScheduleKind::Plateau {
+            return None;
+        }
+        let p = &mut self.plateau;
+        match p.best {
+            Some(best) if !monitor.improves(metric, best, 0.0) => p.bad_epochs += 1,
+            _ => {
+                p.best = Some(metric);
+                p.bad_epochs = 0;
+            }
+        }
+        if p.bad_epochs > c.plateau_patience {
+            let lr = (p.lr.unwrap_or(c.base_lr) * c.plateau_factor).max(c.min_lr);
+            p.lr = Some(lr);
+            p.bad_epochs = 0;
+            return Some(lr);
+        }
+        None
     }
 }
 
@@ -46,45 +136,98 @@ pub fn rate_at(
 mod tests {
     use super::*;
 
-    fn seq(s: Schedule, warmup: u64, total: u64) -> Vec<f64> {
-        (0..total)
-            .map(|k| rate_at(s, 1.0, k, 4, warmup, total))
-            .collect()
+    fn cfg(kind: ScheduleKind) -> ScheduleConfig {
+        ScheduleConfig {
+            kind,
+            base_lr: 1.0,
+            warmup_steps: 0,
+            total_steps: 10,
+            steps_per_epoch: 2,
+            min_lr: 0.0,
+            step_epochs: 2,
+            gamma: 0.5,
+            plateau_factor: 0.1,
+            plateau_patience: 1,
+        }
+    }
+
+    fn seq(s: &Schedule, n: u64) -> Vec<f64> {
+        (0..n).map(|i| s.lr(i)).collect()
+    }
+
+    fn close(a: &[f64], b: &[f64]) {
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() < 1e-12, "{a:?} vs {b:?}");
+        }
     }
 
     #[test]
     fn warmup_then_constant() {
-        assert_eq!(
-            seq(Schedule::Constant, 4, 6),
-            [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+        let s = Schedule::new(ScheduleConfig {
+            warmup_steps: 4,
+            ..cfg(ScheduleKind::Constant)
+        })
+        .unwrap();
+        close(&seq(&s, 6), &[0.25, 0.5, 0.75, 1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn cosine_with_warmup_ends_at_min_lr() {
+        let s = Schedule::new(ScheduleConfig {
+            warmup_steps: 2,
+            total_steps: 6,
+            min_lr: 0.1,
+            ..cfg(ScheduleKind::Cosine)
+        })
+        .unwrap();
+        // After warmup: t = 0, 1/4, 1/2, 3/4, then 1 (clamped).
+        let c = |t: f64| 0.1 + 0.9 * 0.5 * (1.0 + (std::f64::consts::PI * t).cos());
+        close(
+            &seq(&s, 7),
+            &[0.5, 1.0, c(0.0), c(0.25), c(0.5), c(0.75), 0.1],
         );
     }
 
     #[test]
-    fn cosine_decays_from_base_to_zero_after_warmup() {
-        let s = seq(Schedule::Cosine, 2, 6);
-        assert_eq!(&s[..2], [0.5, 1.0]);
-        // Steps 2..6 are t = 0, 1/4, 2/4, 3/4 of the span of 4.
-        let want = [1.0, 0.853_553, 0.5, 0.146_447];
-        for (got, want) in s[2..].iter().zip(want) {
-            assert!((got - want).abs() < 1e-6, "{s:?}");
-        }
-        assert!(rate_at(Schedule::Cosine, 1.0, 6, 4, 2, 6).abs() < 1e-12);
+    fn step_decay_halves_every_two_epochs() {
+        let s = Schedule::new(cfg(ScheduleKind::Step)).unwrap();
+        // 2 steps per epoch: epochs 0,1 -> 1; 2,3 -> 0.5; 4 -> 0.25.
+        close(
+            &seq(&s, 10),
+            &[1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5, 0.25, 0.25],
+        );
+        assert!(Schedule::new(ScheduleConfig {
+            step_epochs: 0,
+            ..cfg(ScheduleKind::Step)
+        })
+        .is_err());
     }
 
     #[test]
-    fn step_decay_every_two_epochs() {
-        let s = Schedule::Step {
-            every: 2,
-            gamma: 0.1,
-        };
-        let got: Vec<f64> = (0..24)
-            .step_by(4)
-            .map(|k| rate_at(s, 1.0, k, 4, 0, 24))
-            .collect();
-        let want = [1.0, 1.0, 0.1, 0.1, 0.01, 0.01];
-        for (g, w) in got.iter().zip(want) {
-            assert!((g - w).abs() < 1e-12, "{got:?}");
+    fn plateau_reduces_after_patience_epochs_without_improvement() {
+        let mut s = Schedule::new(ScheduleConfig {
+            min_lr: 0.005,
+            ..cfg(ScheduleKind::Plateau)
+        })
+        .unwrap();
+        let m = Monitor::ValLoss;
+        let mut lrs = Vec::new();
+        for loss in [1.0, 0.9, 0.95, 0.91, 0.92, 0.93, 0.8, 0.85, 0.86, 0.9, 0.9] {
+            s.end_epoch(m, loss);
+            lrs.push(s.lr(100));
         }
+        // Patience 1: the second epoch in a row without improvement reduces (then resets).
+        close(
+            &lrs,
+            &[
+                1.0, 1.0, 1.0, 0.1, 0.1, 0.01, 0.01, 0.01, 0.005, 0.005, 0.005,
+            ],
+        );
+        assert!(Schedule::new(ScheduleConfig {
+            plateau_factor: 1.5,
+            ..cfg(ScheduleKind::Plateau)
+        })
+        .is_err());
     }
 }

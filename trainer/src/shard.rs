@@ -27,6 +27,18 @@ pub fn micro_batch_range(global: usize, ranks: usize, rank: usize) -> Result<Ran
     Ok(start..start + len)
 }
 
+/// Rank `rank`'s contiguous share of `len` samples that are each processed exactly once
+/// (validation, evaluation, prediction): `len / ranks` samples, one more for ranks below
+/// `len % ranks`. Unlike [`micro_batch_range`], a share may be empty (`len < ranks`).
+pub fn eval_range(len: usize, ranks: usize, rank: usize) -> Result<Range<usize>> {
+    if ranks == 0 || rank >= ranks {
+        return Err(Error::Config(format!("rank {rank} is not in 0..{ranks}")));
+    }
+    let (base, extra) = (len / ranks, len % ranks);
+    let start = rank * base + rank.min(extra);
+    Ok(start..start + base + usize::from(rank < extra))
+}
+
 /// SplitMix64: small, fast, and the same on every platform.
 #[derive(Clone, Debug)]
 pub struct SplitMix64(u64);
@@ -115,6 +127,22 @@ mod tests {
             .map(|r| micro_batch_range(11, 3, r).unwrap().len())
             .collect();
         assert_eq!(lens, [4, 4, 3]);
+    }
+
+    #[test]
+    fn eval_ranges_cover_every_sample_once() {
+        for len in 0..30 {
+            for ranks in 1..=5 {
+                let mut next = 0;
+                for rank in 0..ranks {
+                    let r = eval_range(len, ranks, rank).unwrap();
+                    assert_eq!(r.start, next);
+                    next = r.end;
+                }
+                assert_eq!(next, len, "len {len} over {ranks} ranks");
+            }
+        }
+        assert!(eval_range(4, 2, 2).is_err());
     }
 
     #[test]

@@ -96,68 +96,9 @@ fn resume_without_a_checkpoint_fails_on_every_rank() {
     for r in &out.ranks {
         assert_eq!(r.status.and_then(|s| s.code()), Some(1), "{}", out.report());
     }
-    assert!(out.ranks[0].stderr.contains("meta.txt"), "{}", out.report());
-}
-
-#[test]
-fn an_unwritable_checkpoint_dir_fails_before_the_first_step() {
-    let scratch = Scratch::new("unwritable");
-    // A directory cannot be made under a regular file (root ignores permission bits).
-    std::fs::write(scratch.path("file"), b"x").unwrap();
-    let dir = scratch.path("file").join("ckpt").display().to_string();
-    let out = run_train(
-        2,
-        &[
-            "--samples",
-            "64",
-            "--batch-size",
-            "16",
-            "--checkpoint-dir",
-            &dir,
-        ],
-    );
-    assert!(!out.timed_out, "{}", out.report());
-    for r in &out.ranks {
-        assert_eq!(r.status.and_then(|s| s.code()), Some(1), "{}", out.report());
-        assert!(!r.stdout.contains("Epoch 1/"), "{}", out.report());
-    }
     assert!(
-        out.ranks[0].stderr.contains("cannot write checkpoints"),
+        out.ranks[0].stderr.contains("no checkpoint here"),
         "{}",
         out.report()
     );
-}
-
-#[test]
-fn resuming_a_finished_run_says_so_and_reports_its_metrics() {
-    let scratch = Scratch::new("finished");
-    let dir = scratch.path("ckpt").display().to_string();
-    let args = [
-        "--samples",
-        "64",
-        "--batch-size",
-        "16",
-        "--epochs",
-        "1",
-        "--checkpoint-dir",
-        &dir,
-    ];
-    let first = train_ok(2, &args);
-    let mut again: Vec<&str> = args.to_vec();
-    again.push("--resume");
-    let out = train_ok(2, &again);
-    let said = &out.ranks[0].stdout;
-    assert!(
-        said.contains("is of a finished run (1 of 1 epochs)"),
-        "{}",
-        out.report()
-    );
-    // The last epoch's loss, as the first run ended with it, not 0.
-    let loss = |s: &str| -> String {
-        let at = s.find("last loss ").expect("a last loss") + "last loss ".len();
-        s[at..].split(',').next().unwrap().to_string()
-    };
-    assert_ne!(loss(said), "0.0000", "{}", out.report());
-    assert!(said.contains("done: 4 steps"), "{}", out.report());
-    assert!(!said.contains("Epoch 1/"), "{}", first.report());
 }

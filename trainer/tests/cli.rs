@@ -1,82 +1,138 @@
-//! The `train` binary's inputs: real MNIST IDX files (small ones made here) and clear errors
-//! for bad arguments, on every rank and without hanging.
+//! The `train` binary's inputs: real-layout IDX files (small ones made here, `.gz` and plain),
+//! data-parallel validation, the metrics CSV, and clear errors for bad arguments and bad
+//! files, on every rank and without hanging.
 
 mod common;
 
 use common::*;
-use trainer::data::{
-    write_idx, MNIST_TEST_IMAGES, MNIST_TEST_LABELS, MNIST_TRAIN_IMAGES, MNIST_TRAIN_LABELS,
-};
+use trainer::data::Split;
+use trainer::testdata::write_dataset;
 
-/// Writes a small MNIST-like split (`n` images, labels `i % 10`) to `dir`.
-fn write_split(dir: &Scratch, images_name: &str, labels_name: &str, n: usize) {
-    let images: Vec<u8> = (0..n * 28 * 28).map(|i| ((i * 7) % 256) as u8).collect();
-    let labels: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
-    write_idx(&dir.path(images_name), &[n, 28, 28], &images).unwrap();
-    write_idx(&dir.path(labels_name), &[n], &labels).unwrap();
+/// `test (epoch E): N samples, loss L accuracy A%` from the master's output.
+fn test_line(out: &gaspi::testing::JobOutcome) -> (usize, f64, f64) {
+    let line = out.ranks[0]
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("test (epoch"))
+        .unwrap_or_else(|| panic!("no test line: {}", out.report()))
+        .to_owned();
+    let num = |after: &str, end: char| -> f64 {
+        let rest = &line[line.find(after).unwrap() + after.len()..];
+        rest[..rest.find(end).unwrap()].trim().parse().unwrap()
+    };
+    (
+        num("): ", ' ') as usize,
+        num("loss ", ' '),
+        num("accuracy ", '%'),
+    )
 }
 
 #[test]
-fn trains_on_idx_files_and_validates_every_test_sample() {
+fn trains_and_validates_on_gz_idx_files() {
     let scratch = Scratch::new("idx");
-    // Training split plain, test split gzipped (as published), 13 test samples: 3 ranks
-    // take 5, 4 and 4.
-    write_split(&scratch, MNIST_TRAIN_IMAGES, MNIST_TRAIN_LABELS, 40);
-    let (ti, tl) = (
-        format!("{MNIST_TEST_IMAGES}.gz"),
-        format!("{MNIST_TEST_LABELS}.gz"),
-    );
-    write_split(&scratch, &ti, &tl, 13);
+    write_dataset(&scratch.0, 40, 23, true, 5).unwrap();
     let data = scratch.0.display().to_string();
     let csv = scratch.path("metrics.csv").display().to_string();
-    let args = [
-        "--dataset",
-        "mnist",
-        "--data-dir",
-        &data,
-        "--batch-size",
-        "8",
-        "--epochs",
-        "2",
-        "--model",
-        "mlp",
-        "--hidden",
-        "16",
-        "--metrics-csv",
-        &csv,
-    ];
-    let out = train_ok(3, &args);
+    let out = train_ok(
+        2,
+        &[
+            "--dataset",
+            "fashion-mnist",
+            "--data-dir",
+            &data,
+            "--batch-size",
+            "8",
+            "--epochs",
+            "2",
+            "--model",
+            "mlp",
+            "--hidden",
+            "16",
+            "--metrics-csv",
+            &csv,
+        ],
+    );
     let stdout = &out.ranks[0].stdout;
     assert!(
-        stdout.contains("done: 10 steps on 3 rank(s)"),
+        stdout.contains("done: 10 steps on 2 rank(s)"),
         "{}",
         out.report()
     );
-    assert!(stdout.contains("(13 samples)"), "{}", out.report());
     assert!(
-        stdout.contains("Epoch 2/2 - ") && stdout.contains(" - val_accuracy: "),
-        "{}",
-        out.report()
+        stdout.contains("Epoch 1/2 - ") && stdout.contains(" - val_accuracy: "),
+        "{stdout}"
     );
-    let rows = std::fs::read_to_string(scratch.path("metrics.csv")).unwrap();
-    let rows: Vec<&str> = rows.lines().collect();
-    assert_eq!(rows.len(), 3, "{rows:?}");
-    assert!(rows[0].starts_with("epoch,lr,loss,accuracy,val_loss,val_accuracy"));
-    assert_eq!(rows[2].split(',').count(), 8, "{rows:?}");
+    assert!(out.ranks[1].stdout.is_empty(), "only the master prints");
+    assert!(
+        !out.ranks[0].stderr.contains("step "),
+        "no per-step lines when piped: {}",
+        out.ranks[0].stderr
+    );
+    assert_eq!(test_line(&out).0, 23);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert_eq!(rows[0], trainer::metrics::CSV_HEADER);
+    assert!(rows[2].starts_with("2,"), "{text}");
+    assert_eq!(rows[1].split(',').count(), 8);
+    assert!(rows[1].split(',').all(|f| !f.is_empty()), "{text}");
+}
 
-    // Without the test split: a clear error naming the missing file, on every rank.
-    std::fs::remove_file(scratch.path(&ti)).unwrap();
-    let out = run_train(2, &args[..8]);
-    for r in &out.ranks {
-        assert_eq!(r.status.and_then(|s| s.code()), Some(1), "{}", out.report());
-        assert!(r.stderr.contains(MNIST_TEST_IMAGES), "{}", out.report());
+#[test]
+fn validation_counts_every_test_sample_once_on_1_2_3_ranks() {
+    let scratch = Scratch::new("val");
+    // 23 test samples: remainders 1 and 2 on 2 and 3 ranks.
+    write_dataset(&scratch.0, 48, 23, false, 8).unwrap();
+    let data = scratch.0.display().to_string();
+    let mut results = Vec::new();
+    for n in 1..=3u16 {
+        let out = train_ok(
+            n,
+            &[
+                "--data-dir",
+                &data,
+                "--batch-size",
+                "12",
+                "--model",
+                "mlp",
+                "--hidden",
+                "16",
+                "--eval-batch-size",
+                "4",
+            ],
+        );
+        results.push(test_line(&out));
     }
-    // A corrupted file is named.
-    std::fs::write(scratch.path(MNIST_TRAIN_LABELS), b"not idx").unwrap();
-    let out = run_train(1, &["--dataset", "mnist", "--data-dir", &data]);
-    assert_eq!(out.ranks[0].status.and_then(|s| s.code()), Some(1));
+    for (n, r) in results.iter().enumerate() {
+        assert_eq!(r.0, 23, "{} rank(s)", n + 1);
+        assert!(
+            (r.1 - results[0].1).abs() < 1e-4 * results[0].1.abs().max(1.0),
+            "{results:?}"
+        );
+        assert_eq!(r.2, results[0].2, "{results:?}");
+    }
+}
+
+#[test]
+fn bad_data_files_are_errors_naming_the_file_on_every_rank() {
+    let scratch = Scratch::new("bad-idx");
+    write_dataset(&scratch.0, 16, 8, false, 1).unwrap();
+    let data = scratch.0.display().to_string();
+    let (_, labels) = Split::Train.file_names();
+    std::fs::write(scratch.path(&labels), b"not idx").unwrap();
+    let out = run_train(2, &["--data-dir", &data, "--batch-size", "8"]);
+    assert!(!out.timed_out, "{}", out.report());
+    for r in 0..2 {
+        assert_eq!(code(&out, r), Some(1), "{}", out.report());
+        assert!(out.ranks[r].stderr.contains(&labels), "{}", out.report());
+    }
+    write_dataset(&scratch.0, 16, 8, false, 1).unwrap();
+    let (test_images, _) = Split::Test.file_names();
+    std::fs::remove_file(scratch.path(&test_images)).unwrap();
+    let out = run_train(1, &["--data-dir", &data, "--batch-size", "8"]);
+    assert_eq!(code(&out, 0), Some(1));
     assert!(
-        out.ranks[0].stderr.contains(MNIST_TRAIN_LABELS),
+        out.ranks[0].stderr.contains("missing test split"),
         "{}",
         out.report()
     );
@@ -101,12 +157,20 @@ fn bad_arguments_are_clear_errors_on_every_rank() {
         "{}",
         out.report()
     );
-    let out = run_train(1, &["--fusion-threshold", "1.5"]);
-    assert_eq!(
-        out.ranks[0].status.and_then(|s| s.code()),
-        Some(2),
-        "clap usage error"
+    let out = run_train(1, &["--dataset", "mnist"]);
+    assert!(
+        out.ranks[0].stderr.contains("--data-dir"),
+        "{}",
+        out.report()
     );
+    let out = run_train(1, &["--early-stop-patience", "2"]);
+    assert!(
+        out.ranks[0].stderr.contains("test split"),
+        "{}",
+        out.report()
+    );
+    let out = run_train(1, &["--fusion-threshold", "1.5"]);
+    assert_eq!(code(&out, 0), Some(2), "clap usage error");
 }
 
 #[test]

@@ -1,35 +1,35 @@
 //! `train`: data-parallel training of an example model. Run it under the launcher,
-//! `tarantella -n 2 -- train --model lenet5`, or plainly for one rank.
+//! `tarantella -n 2 -- train --model lenet5`, or plainly for one rank. `train evaluate` and
+//! `train predict` run a checkpoint on the test split.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use fusion::FusionThreshold;
+use trainer::checkpoint::Which;
 use trainer::data::DatasetKind;
+use trainer::evaluate::{evaluate, predict, write_predictions};
 use trainer::fit::{train, TrainConfig};
+use trainer::metrics::Monitor;
 use trainer::models::ModelKind;
-use trainer::schedule::Schedule;
+use trainer::schedule::ScheduleKind;
 use trainer::{Comm, DdpConfig, OptimizerKind};
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum ScheduleArg {
-    Constant,
-    Cosine,
-    Step,
-}
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum OptimizerArg {
     Sgd,
     Adam,
+    Adamw,
 }
 
 /// Data-parallel training over GASPI (global-batch semantics: results do not depend on the
 /// number of ranks).
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(version, args_conflicts_with_subcommands = true)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     #[arg(long, value_enum, default_value = "lenet5")]
     model: ModelKind,
     /// Global batch size, split over the ranks.
@@ -44,56 +44,88 @@ struct Args {
     /// SGD momentum.
     #[arg(long, default_value_t = 0.9)]
     momentum: f64,
+    /// Weight decay: L2 added to the gradient for sgd and adam, decoupled for adamw.
+    #[arg(long, default_value_t = 0.0)]
+    weight_decay: f64,
+    /// Learning-rate schedule after the warmup: constant, cosine (to --min-lr over the run),
+    /// step (StepLR: times --lr-gamma every --lr-step-epochs), plateau (ReduceLROnPlateau on
+    /// --monitor, else the training loss).
+    #[arg(long, value_enum, default_value = "constant")]
+    lr_schedule: ScheduleKind,
     /// Linear learning-rate warmup over this many epochs.
     #[arg(long, default_value_t = 0)]
     warmup_epochs: u64,
-    /// The learning rate after warmup: constant, cosine decay to 0 over the run, or step
-    /// decay (--lr-step-epochs, --lr-gamma).
-    #[arg(long, value_enum, default_value = "constant")]
-    lr_schedule: ScheduleArg,
-    /// Step decay: multiply the rate by --lr-gamma every this many epochs.
+    /// Final rate of cosine, floor of plateau.
+    #[arg(long, default_value_t = 0.0)]
+    min_lr: f64,
     #[arg(long, default_value_t = 10)]
     lr_step_epochs: u64,
-    /// Step decay factor.
     #[arg(long, default_value_t = 0.1)]
     lr_gamma: f64,
-    /// Linear LR scaling: multiply --lr by batch-size / 256.
+    #[arg(long, default_value_t = 0.1)]
+    plateau_factor: f64,
+    #[arg(long, default_value_t = 2)]
+    plateau_patience: u64,
+    /// Linear LR scaling: multiply --lr by (batch-size * grad-accum) / 256.
     #[arg(long)]
     scale_lr: bool,
-    /// What to learn: MNIST-shaped synthetic data (no files), MNIST or Fashion-MNIST.
-    #[arg(long, value_enum, default_value = "synthetic")]
-    dataset: DatasetKind,
-    /// Directory with the four IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte,
-    /// t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte; plain or .gz). Fashion-MNIST
-    /// defaults to /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist).
+    /// Clip gradients to this global L2 norm (clip_grad_norm_; on the summed gradients, so
+    /// identical on every rank).
+    #[arg(long)]
+    clip_grad_norm: Option<f64>,
+    /// Accumulate gradients over this many micro-steps of --batch-size per optimizer step.
+    #[arg(long, default_value_t = 1)]
+    grad_accum: usize,
+    /// Data: synthetic (no files, no test split), mnist or fashion-mnist (IDX files, .gz or
+    /// plain, train-* and t10k-*). Default: mnist with --data-dir, else synthetic.
+    #[arg(long, value_enum)]
+    dataset: Option<DatasetKind>,
+    /// Directory with the IDX files; for fashion-mnist the default is
+    /// /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist package).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Train on the first N samples of the training split only (quick runs).
-    #[arg(long, value_name = "N")]
-    train_subset: Option<usize>,
-    /// Evaluate on the test split every N epochs (default 1 when the dataset has one;
-    /// 0 never), data-parallel over the ranks.
-    #[arg(long, value_name = "N")]
-    validation_freq: Option<u64>,
-    /// The master writes one row per epoch here (epoch, lr, loss, accuracy, val_loss,
-    /// val_accuracy, seconds, samples/s), flushed each epoch.
-    #[arg(long, value_name = "PATH")]
-    metrics_csv: Option<PathBuf>,
-    /// Per-step progress lines also when stderr is not a terminal.
+    /// Train on the first N training samples only.
     #[arg(long)]
-    verbose: bool,
+    train_subset: Option<usize>,
+    /// Validate on the first N test samples only.
+    #[arg(long)]
+    test_subset: Option<usize>,
     /// Size of the synthetic dataset.
     #[arg(long, default_value_t = 4096)]
     samples: usize,
+    /// Validate on the test split every N epochs and after the last (default 1 when there is
+    /// a test split; 0: never).
+    #[arg(long)]
+    validation_freq: Option<u64>,
+    /// Samples per rank per forward pass in validation.
+    #[arg(long, default_value_t = 1000)]
+    eval_batch_size: usize,
+    /// Stop when --monitor has not improved for N validated epochs; restores the best weights.
+    #[arg(long)]
+    early_stop_patience: Option<u64>,
+    /// Improvement smaller than this does not count (early stopping).
+    #[arg(long, default_value_t = 0.0)]
+    min_delta: f64,
+    /// Metric for early stopping, reduce-on-plateau and the best checkpoint.
+    #[arg(long, value_enum, default_value = "val_loss")]
+    monitor: Monitor,
+    /// One CSV row per epoch (epoch, lr, loss, accuracy, val_loss, val_accuracy, seconds,
+    /// samples/s), written by the master, flushed every epoch.
+    #[arg(long)]
+    metrics_csv: Option<PathBuf>,
     /// Seed for initial weights, synthetic data and shuffling.
     #[arg(long, default_value_t = trainer::shard::DEFAULT_SEED)]
     seed: u64,
     /// MLP hidden layer sizes, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "512,256")]
     hidden: Vec<i64>,
-    /// The master rank writes a checkpoint here after every epoch.
+    /// The master rank writes a checkpoint here after every epoch (safetensors + a manifest
+    /// with SHA-256 hashes, atomically); checked for writability before the first step.
     #[arg(long)]
     checkpoint_dir: Option<PathBuf>,
+    /// Keep this many latest checkpoints, plus the best by --monitor.
+    #[arg(long, default_value_t = 2)]
+    keep_checkpoints: usize,
     /// Continue from the checkpoint in --checkpoint-dir (read by rank 0, broadcast).
     #[arg(long, requires = "checkpoint_dir")]
     resume: bool,
@@ -106,8 +138,8 @@ struct Args {
     /// Keep the buckets in reverse registration order (no rebuild after the first step).
     #[arg(long)]
     no_bucket_rebuild: bool,
-    /// Per-step timings on the master rank (compute, exposed communication, optimizer; logged
-    /// to stderr) and their medians at the end (stdout).
+    /// Step timings on the master rank (compute, exposed communication, optimizer): medians
+    /// per epoch and over the run (stdout).
     #[arg(long)]
     profile: bool,
     /// Stop after this many steps in total.
@@ -119,18 +151,122 @@ struct Args {
     /// libtorch intra-op threads per rank.
     #[arg(long, default_value_t = 1)]
     threads: i32,
-    /// Hide the progress bar.
+    /// Hide the progress bar (it only shows when stderr is a terminal).
     #[arg(long)]
+    no_progress: bool,
+    /// A log line per step (stderr, master rank).
+    #[arg(long)]
+    verbose: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Test loss and accuracy of a checkpoint (data parallel under the launcher; the same
+    /// result on any number of ranks).
+    Evaluate(EvalArgs),
+    /// Per-sample predicted class and probability for the test split, as CSV (master rank).
+    Predict {
+        #[command(flatten)]
+        eval: EvalArgs,
+        /// CSV to write: index,label,predicted,probability.
+        #[arg(long)]
+        output: PathBuf,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct EvalArgs {
+    /// A --checkpoint-dir (its best checkpoint, else its latest) or one epoch-NNNN directory.
+    #[arg(long)]
+    checkpoint: PathBuf,
+    /// Use the directory's latest checkpoint instead of the best.
+    #[arg(long)]
+    latest: bool,
+    /// Default: the dataset the checkpoint was trained on.
+    #[arg(long, value_enum)]
+    dataset: Option<DatasetKind>,
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Only the first N test samples.
+    #[arg(long)]
+    test_subset: Option<usize>,
+    /// Samples per rank per forward pass.
+    #[arg(long, default_value_t = 1000)]
+    batch_size: usize,
+    /// libtorch intra-op threads per rank.
+    #[arg(long, default_value_t = 1)]
+    threads: i32,
+    /// Accepted as in training (evaluation shows no progress bar).
+    #[arg(long, hide = true)]
     no_progress: bool,
 }
 
-fn run(args: Args) -> trainer::Result<()> {
-    if args.threads < 1 {
+fn set_threads(threads: i32) -> trainer::Result<()> {
+    if threads < 1 {
         return Err(trainer::Error::Config(
             "--threads must be at least 1".into(),
         ));
     }
-    tch::set_num_threads(args.threads);
+    tch::set_num_threads(threads);
+    Ok(())
+}
+
+/// `evaluate` and `predict`.
+fn run_inference(args: &EvalArgs, output: Option<&PathBuf>) -> trainer::Result<()> {
+    set_threads(args.threads)?;
+    let comm = Comm::init()?;
+    let which = if args.latest {
+        Which::Latest
+    } else {
+        Which::Best
+    };
+    let restored = trainer::restore::restore(&comm, &args.checkpoint, which)?;
+    let test = trainer::restore::test_split(
+        &restored.manifest,
+        args.dataset,
+        args.data_dir.as_deref(),
+        args.test_subset,
+    )?;
+    let model = restored.model.as_ref();
+    match output {
+        None => {
+            let m = evaluate(&comm, model, &test, args.batch_size)?;
+            if comm.is_master() {
+                println!(
+                    "evaluate {} (epoch {}) on {} rank(s): {} test samples, loss {:.4} \
+                     accuracy {:.2}%",
+                    restored.dir.display(),
+                    restored.manifest.epochs_done,
+                    comm.size(),
+                    m.samples,
+                    m.loss,
+                    100.0 * m.accuracy
+                );
+            }
+        }
+        Some(path) => {
+            let preds = predict(&comm, model, &test, args.batch_size)?;
+            if comm.is_master() {
+                write_predictions(path, &test, &preds)?;
+                println!(
+                    "predict {}: {} predictions written to {}",
+                    restored.dir.display(),
+                    preds.len(),
+                    path.display()
+                );
+            }
+        }
+    }
+    comm.barrier()
+}
+
+fn run(args: Args) -> trainer::Result<()> {
+    match &args.command {
+        Some(Command::Evaluate(eval)) => return run_inference(eval, None),
+        Some(Command::Predict { eval, output }) => return run_inference(eval, Some(output)),
+        None => {}
+    }
+    set_threads(args.threads)?;
     let fusion_threshold = match args.fusion_threshold {
         Some(t) => t,
         None => FusionThreshold::from_env()?,
@@ -138,10 +274,26 @@ fn run(args: Args) -> trainer::Result<()> {
     let optimizer = match args.optimizer {
         OptimizerArg::Sgd => OptimizerKind::Sgd {
             momentum: args.momentum,
-            weight_decay: 0.0,
+            weight_decay: args.weight_decay,
         },
-        OptimizerArg::Adam => OptimizerKind::ADAM,
+        OptimizerArg::Adam => OptimizerKind::Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: args.weight_decay,
+        },
+        OptimizerArg::Adamw => OptimizerKind::AdamW {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: args.weight_decay,
+        },
     };
+    let dataset = args.dataset.unwrap_or(if args.data_dir.is_some() {
+        DatasetKind::Mnist
+    } else {
+        DatasetKind::Synthetic
+    });
     let cfg = TrainConfig {
         model: args.model,
         mlp_hidden: args.hidden,
@@ -149,32 +301,31 @@ fn run(args: Args) -> trainer::Result<()> {
         epochs: args.epochs,
         lr: args.lr,
         optimizer,
+        schedule: args.lr_schedule,
         warmup_epochs: args.warmup_epochs,
-        schedule: match args.lr_schedule {
-            ScheduleArg::Constant => Schedule::Constant,
-            ScheduleArg::Cosine => Schedule::Cosine,
-            ScheduleArg::Step => {
-                if args.lr_step_epochs == 0 || args.lr_gamma.is_nan() || args.lr_gamma <= 0.0 {
-                    return Err(trainer::Error::Config(
-                        "--lr-schedule step needs --lr-step-epochs >= 1 and --lr-gamma > 0".into(),
-                    ));
-                }
-                Schedule::Step {
-                    every: args.lr_step_epochs,
-                    gamma: args.lr_gamma,
-                }
-            }
-        },
+        min_lr: args.min_lr,
+        lr_step_epochs: args.lr_step_epochs,
+        lr_gamma: args.lr_gamma,
+        plateau_factor: args.plateau_factor,
+        plateau_patience: args.plateau_patience,
         scale_lr: args.scale_lr,
-        dataset: args.dataset,
-        train_subset: args.train_subset,
+        clip_grad_norm: args.clip_grad_norm,
+        grad_accum: args.grad_accum,
+        dataset,
         data_dir: args.data_dir,
+        train_subset: args.train_subset,
+        test_subset: args.test_subset,
+        samples: args.samples,
         validation_freq: args.validation_freq,
+        eval_batch_size: args.eval_batch_size,
+        early_stop_patience: args.early_stop_patience,
+        min_delta: args.min_delta,
+        monitor: args.monitor,
         metrics_csv: args.metrics_csv,
         verbose: args.verbose,
-        samples: args.samples,
         seed: args.seed,
         checkpoint_dir: args.checkpoint_dir,
+        keep_checkpoints: args.keep_checkpoints,
         resume: args.resume,
         ddp: DdpConfig {
             fusion_threshold,
@@ -189,21 +340,21 @@ fn run(args: Args) -> trainer::Result<()> {
     let comm = Comm::init()?;
     let summary = train(&comm, &cfg)?;
     if comm.is_master() {
-        print!(
+        println!(
             "done: {} steps on {} rank(s), last loss {:.4}, accuracy {:.2}%",
             summary.steps,
             comm.size(),
             summary.last_loss,
             100.0 * summary.last_accuracy
         );
-        match summary.validation {
-            Some(v) => println!(
-                "; test loss {:.4}, test accuracy {:.2}% ({} samples)",
-                v.loss,
-                100.0 * v.accuracy,
-                v.samples
-            ),
-            None => println!(),
+        if let Some(m) = summary.last_validation() {
+            println!(
+                "test (epoch {}): {} samples, loss {:.4} accuracy {:.2}%",
+                m.epoch,
+                m.val_samples.unwrap_or(0),
+                m.val_loss.unwrap_or(f64::NAN),
+                100.0 * m.val_accuracy.unwrap_or(f64::NAN)
+            );
         }
     }
     Ok(())

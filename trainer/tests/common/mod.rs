@@ -38,7 +38,15 @@ impl Drop for Scratch {
 /// (rank 0 reports "Address already in use" for `GASPI_RENDEZVOUS`) is retried, at most
 /// twice, with a new port; every other outcome is returned as it is.
 pub fn run_train(n: u16, args: &[&str]) -> JobOutcome {
+    run_train_env(n, args, &[])
+}
+
+/// [`run_train`] with extra environment variables.
+pub fn run_train_env(n: u16, args: &[&str], env: &[(&str, &str)]) -> JobOutcome {
     let mut job = Job::new(n, env!("CARGO_BIN_EXE_train"));
+    for (k, v) in env {
+        job.env.push((k.to_string(), v.to_string()));
+    }
     job.args = args.iter().map(|s| s.to_string()).collect();
     job.args.push("--no-progress".into());
     job.timeout = Duration::from_secs(120);
@@ -132,12 +140,36 @@ pub fn assert_replicas_identical(prefix: &Path, n: u16) -> Vec<Record> {
     first
 }
 
-/// The tensors of a checkpoint's weights file, by name.
+/// The tensors of the latest checkpoint's weights file in `checkpoint_dir`, by name.
 pub fn load_weights(checkpoint_dir: &Path) -> HashMap<String, tch::Tensor> {
-    tch::Tensor::load_multi(trainer::checkpoint::weights_path(checkpoint_dir))
+    trainer::checkpoint::read_latest_weights(checkpoint_dir)
         .unwrap()
         .into_iter()
         .collect()
+}
+
+/// The exit code of rank `rank`.
+pub fn code(out: &JobOutcome, rank: usize) -> Option<i32> {
+    out.ranks[rank].status.and_then(|s| s.code())
+}
+
+/// Every file under `dir` (recursively) with its bytes, to check that nothing changed.
+pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                out.push((path, bytes));
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 /// Largest violation of `|a - b| <= atol + rtol * |b|` over all weights (<= 0 when within).

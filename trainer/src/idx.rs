@@ -1,0 +1,174 @@
+//! IDX files (MNIST's and Fashion-MNIST's format), plain or gzip-compressed: `0 0 type ndims`,
+//! big-endian u32 dimensions, then the data. Only unsigned bytes (type 0x08) are supported,
+//! which is what both datasets use. Compression is recognized from the content (the gzip
+//! magic `1f 8b`), not from the file name.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// The first two bytes of every gzip stream.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+/// IDX element type of unsigned bytes.
+const IDX_U8: u8 = 0x08;
+
+/// An unsigned-byte IDX array: its dimensions and data (row-major).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdxArray {
+    pub dims: Vec<usize>,
+    pub data: Vec<u8>,
+}
+
+pub(crate) fn data_err(path: &Path, message: impl Into<String>) -> Error {
+    Error::Data {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// Reads an IDX file of unsigned bytes, plain or gzip-compressed.
+pub fn read_idx(path: &Path) -> Result<IdxArray> {
+    let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = if raw.starts_with(&GZIP_MAGIC) {
+        let mut out = Vec::with_capacity(raw.len() * 4);
+        flate2::read::MultiGzDecoder::new(raw.as_slice())
+            .read_to_end(&mut out)
+            .map_err(|e| {
+                data_err(
+                    path,
+                    format!("gzip stream is corrupt or truncated ({e}); download the file again"),
+                )
+            })?;
+        out
+    } else {
+        raw
+    };
+    parse_idx(bytes).map_err(|message| data_err(path, message))
+}
+
+/// Parses IDX bytes (consumes them: the data part is kept without a copy of the whole file).
+pub fn parse_idx(mut bytes: Vec<u8>) -> std::result::Result<IdxArray, String> {
+    let header = bytes
+        .get(..4)
+        .ok_or("truncated: shorter than the 4-byte IDX header")?;
+    if header[0] != 0 || header[1] != 0 {
+        return Err(format!(
+            "bad magic {:02x}{:02x} (IDX files start with 0000): not an IDX file",
+            header[0], header[1]
+        ));
+    }
+    if header[2] != IDX_U8 {
+        return Err(format!(
+            "element type 0x{:02x} is not supported (only unsigned bytes, 0x08)",
+            header[2]
+        ));
+    }
+    let ndims = usize::from(header[3]);
+    let dims_end = 4 + 4 * ndims;
+    let dim_bytes = bytes.get(4..dims_end).ok_or_else(|| {
+        format!("truncated: the header announces {ndims} dimensions, the file ends before them")
+    })?;
+    let dims: Vec<usize> = dim_bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as usize)
+        .collect();
+    let count = dims
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or("dimensions overflow")?;
+    let have = bytes.len() - dims_end;
+    if have < count {
+        return Err(format!(
+            "truncated: dimensions {dims:?} need {count} bytes of data, the file has {have}"
+        ));
+    }
+    if have > count {
+        return Err(format!(
+            "dimensions {dims:?} need {count} bytes of data, the file has {have} (trailing bytes)"
+        ));
+    }
+    bytes.drain(..dims_end);
+    Ok(IdxArray { dims, data: bytes })
+}
+
+fn encode(path: &Path, dims: &[usize], data: &[u8]) -> Result<Vec<u8>> {
+    let ndims = u8::try_from(dims.len())
+        .map_err(|_| data_err(path, format!("{} dimensions are too many", dims.len())))?;
+    let mut bytes = vec![0, 0, IDX_U8, ndims];
+    for &d in dims {
+        let d = u32::try_from(d)
+            .map_err(|_| data_err(path, format!("dimension {d} does not fit in u32")))?;
+        bytes.extend(d.to_be_bytes());
+    }
+    bytes.extend_from_slice(data);
+    Ok(bytes)
+}
+
+/// Writes an unsigned-byte IDX file (tests use it to make small MNIST-like files).
+pub fn write_idx(path: &Path, dims: &[usize], data: &[u8]) -> Result<()> {
+    let bytes = encode(path, dims, data)?;
+    std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
+}
+
+/// Writes a gzip-compressed unsigned-byte IDX file, as the datasets are published.
+pub fn write_idx_gz(path: &Path, dims: &[usize], data: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let bytes = encode(path, dims, data)?;
+    let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+    gz.write_all(&bytes)
+        .and_then(|()| gz.finish().map(drop))
+        .map_err(|e| Error::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("tnt-idx-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn plain_and_gzip_files_read_the_same() {
+        let dir = scratch("rt");
+        let data: Vec<u8> = (0..2 * 3 * 4).map(|i| i as u8).collect();
+        write_idx(&dir.join("a"), &[2, 3, 4], &data).unwrap();
+        write_idx_gz(&dir.join("a.gz"), &[2, 3, 4], &data).unwrap();
+        let plain = read_idx(&dir.join("a")).unwrap();
+        let gz = read_idx(&dir.join("a.gz")).unwrap();
+        assert_eq!(plain, gz);
+        assert_eq!(plain.dims, [2, 3, 4]);
+        assert_eq!(plain.data, data);
+        // A gzip file cut in the middle: an error naming the file.
+        let bytes = std::fs::read(dir.join("a.gz")).unwrap();
+        std::fs::write(dir.join("cut.gz"), &bytes[..bytes.len() / 2]).unwrap();
+        let err = read_idx(&dir.join("cut.gz")).unwrap_err().to_string();
+        assert!(err.contains("cut.gz") && err.contains("gzip"), "{err}");
+        let err = read_idx(&dir.join("missing")).unwrap_err().to_string();
+        assert!(err.contains("missing"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn parse_rejects_malformed_bytes() {
+        let err = |b: &[u8]| parse_idx(b.to_vec()).unwrap_err();
+        assert!(err(&[0, 0]).contains("header"));
+        assert!(err(&[1, 0, 8, 1, 0, 0, 0, 1, 5]).contains("magic"));
+        assert!(err(&[0, 0, 0x0d, 1, 0, 0, 0, 1, 5]).contains("element type"));
+        assert!(err(&[0, 0, 8, 2, 0, 0, 0, 1]).contains("truncated"));
+        assert!(err(&[0, 0, 8, 1, 0, 0, 0, 2, 5]).contains("truncated"));
+        assert!(err(&[0, 0, 8, 1, 0, 0, 0, 1, 5, 6]).contains("trailing"));
+        assert_eq!(
+            parse_idx(vec![0, 0, 8, 1, 0, 0, 0, 1, 5]).unwrap(),
+            IdxArray {
+                dims: vec![1],
+                data: vec![5]
+            }
+        );
+    }
+}

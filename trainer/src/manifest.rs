@@ -1,0 +1,200 @@
+//! A checkpoint's JSON manifest (what was saved, for which model and optimizer, how far the
+//! run got, its metrics, and the SHA-256 of every file), and the file-system primitives that
+//! make checkpoint writes atomic: write, fsync, rename, fsync the directory.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::data::DatasetKind;
+use crate::error::{Error, Result};
+use crate::metrics::EpochMetrics;
+use crate::models::ModelKind;
+use crate::optim::OptimizerKind;
+use crate::schedule::{PlateauState, ScheduleConfig};
+
+/// Version of the manifest layout.
+pub const FORMAT: u32 = 1;
+pub const MANIFEST: &str = "manifest.json";
+
+/// The model a checkpoint belongs to: kind, shape settings and every variable's shape.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    pub kind: ModelKind,
+    pub mlp_hidden: Vec<i64>,
+    /// Variable name to shape, for every variable of the `VarStore`.
+    pub variables: BTreeMap<String, Vec<i64>>,
+}
+
+/// Everything a checkpoint records besides the tensors.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    pub model: ModelSpec,
+    pub optimizer: OptimizerKind,
+    pub schedule: ScheduleConfig,
+    pub plateau: PlateauState,
+    pub dataset: DatasetKind,
+    pub data_dir: Option<PathBuf>,
+    pub seed: u64,
+    pub batch_size: usize,
+    pub grad_accum: usize,
+    /// Epochs the run was asked for.
+    pub epochs: u64,
+    pub epochs_done: u64,
+    pub global_step: u64,
+    pub optimizer_steps: u64,
+    /// The run ended here (all epochs done, or early stopping).
+    pub finished: bool,
+    /// Early stopping ended the run: (after epoch, best epoch).
+    pub early_stopped: Option<(u64, u64)>,
+    /// Every epoch so far.
+    pub metrics: Vec<EpochMetrics>,
+    /// File name to lower-case hex SHA-256.
+    pub files: BTreeMap<String, String>,
+}
+
+fn ckpt_err(path: &Path, message: impl Into<String>) -> Error {
+    Error::Checkpoint {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// Lower-case hex SHA-256 of a file's content.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let digest = Sha256::digest(&bytes);
+    Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Flushes a file's content to disk.
+pub fn fsync_file(path: &Path) -> Result<()> {
+    std::fs::File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| Error::io(path, e))
+}
+
+/// Flushes a directory's entries (renames, creations) to disk.
+pub fn fsync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| Error::io(dir, e))
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, fsync, rename, fsync of
+/// the directory. A crash leaves either the old file or the new one, never a mix.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let mut file = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+    fsync_dir(dir)
+}
+
+impl Manifest {
+    /// Writes `dir/manifest.json` (fsynced).
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(MANIFEST);
+        let json = serde_json::to_vec_pretty(self)
+            .map_err(|e| ckpt_err(&path, format!("cannot encode the manifest: {e}")))?;
+        std::fs::write(&path, json).map_err(|e| Error::io(&path, e))?;
+        fsync_file(&path)
+    }
+
+    /// Reads `dir/manifest.json` and checks every listed file against its SHA-256.
+    pub fn read_verified(dir: &Path) -> Result<Manifest> {
+        let path = dir.join(MANIFEST);
+        let text = std::fs::read(&path).map_err(|e| {
+            ckpt_err(
+                &path,
+                format!(
+                    "cannot read the manifest ({e}); is {} a checkpoint?",
+                    dir.display()
+                ),
+            )
+        })?;
+        let manifest: Manifest = serde_json::from_slice(&text)
+            .map_err(|e| ckpt_err(&path, format!("the manifest is corrupt or truncated: {e}")))?;
+        if manifest.format != FORMAT {
+            return Err(ckpt_err(
+                &path,
+                format!(
+                    "manifest format {} is not the supported {FORMAT}",
+                    manifest.format
+                ),
+            ));
+        }
+        for (name, expected) in &manifest.files {
+            let file = dir.join(name);
+            let actual = sha256_file(&file).map_err(|e| ckpt_err(&file, e.to_string()))?;
+            if &actual != expected {
+                return Err(ckpt_err(
+                    &file,
+                    format!(
+                        "SHA-256 {actual} does not match the manifest's {expected}: the file is \
+                         corrupted or was changed after it was written; refusing to load it"
+                    ),
+                ));
+            }
+        }
+        Ok(manifest)
+    }
+
+    /// Checks that this checkpoint fits `model` and `optimizer`; the error says what differs.
+    pub fn check_compatible(
+        &self,
+        dir: &Path,
+        model: &ModelSpec,
+        optimizer: &OptimizerKind,
+    ) -> Result<()> {
+        let path = dir.join(MANIFEST);
+        if self.model.kind != model.kind || self.model.mlp_hidden != model.mlp_hidden {
+            return Err(ckpt_err(
+                &path,
+                format!(
+                    "the checkpoint is for model {:?} (hidden {:?}), this run builds {:?} \
+                     (hidden {:?})",
+                    self.model.kind, self.model.mlp_hidden, model.kind, model.mlp_hidden
+                ),
+            ));
+        }
+        if self.model.variables != model.variables {
+            let differing = model
+                .variables
+                .iter()
+                .find(|(name, shape)| self.model.variables.get(*name) != Some(*shape))
+                .map(|(name, shape)| {
+                    format!(
+                        "{name}: {shape:?} here, {:?} in the checkpoint",
+                        self.model.variables.get(name)
+                    )
+                })
+                .unwrap_or_else(|| "the checkpoint has extra variables".to_owned());
+            return Err(ckpt_err(
+                &path,
+                format!("the model's variables differ ({differing})"),
+            ));
+        }
+        if &self.optimizer != optimizer {
+            return Err(ckpt_err(
+                &path,
+                format!(
+                    "the checkpoint was written with optimizer {:?}, this run uses {:?}",
+                    self.optimizer, optimizer
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
