@@ -120,13 +120,12 @@ fn killed_peer_shm() {
     killed_peer("killed_peer_shm", TransportChoice::Shm);
 }
 
-/// Rank 2 sends rank 0 a frame aimed past the end of a segment: rank 0 drops the connection,
-/// marks rank 2 CORRUPT, its memory is unchanged, and ranks 0 and 1 carry on.
-#[test]
-fn hostile_frame_is_dropped() {
-    const NAME: &str = "hostile_frame_is_dropped";
+/// Rank 2 sends rank 0 the raw bytes `frames()` builds, as a faulty or hostile peer would:
+/// rank 0 drops the connection, marks rank 2 CORRUPT, its segment memory is unchanged, and
+/// ranks 0 and 1 carry on in a group of their own.
+fn rank_0_drops_a_bad_peer(name: &str, frames: fn() -> Vec<u8>) {
     let Some(out) = spmd_job(
-        NAME,
+        name,
         3,
         TransportChoice::Tcp,
         Duration::from_secs(60),
@@ -139,8 +138,7 @@ fn hostile_frame_is_dropped() {
         ctx.barrier(Group::ALL, T).unwrap();
         match ctx.rank().0 {
             2 => {
-                let frame = gaspi::testing::raw_write_frame(0, (1 << 20) - 8, &[0xFF; 64]);
-                ctx.send_raw_frame(Rank(0), frame).unwrap();
+                ctx.send_raw_frame(Rank(0), frames()).unwrap();
                 // Rank 0 hangs up on us.
                 let r = ctx.notify_waitsome(seg, NotificationId(0), 1, T);
                 assert!(
@@ -188,6 +186,14 @@ fn hostile_frame_is_dropped() {
         std::process::exit(0);
     };
     out.assert_success();
+}
+
+/// A frame aimed past the end of a segment.
+#[test]
+fn hostile_frame_is_dropped() {
+    rank_0_drops_a_bad_peer("hostile_frame_is_dropped", || {
+        gaspi::testing::raw_write_frame(0, (1 << 20) - 8, &[0xFF; 64])
+    });
 }
 
 /// A client with the wrong job token is dropped at the hello; the job carries on.
@@ -525,58 +531,15 @@ fn statistic_counters() {
     });
 }
 
-/// Rank 2 says goodbye to rank 0 and then sends it a write: nothing after a goodbye is
-/// applied, and the peer is marked CORRUPT (not taken as a clean close).
+/// A goodbye, then a write: nothing after a goodbye is applied, and the peer is marked
+/// CORRUPT (not taken as a clean close).
 #[test]
 fn frames_after_goodbye_are_refused() {
-    const NAME: &str = "frames_after_goodbye_are_refused";
-    let Some(out) = spmd_job(
-        NAME,
-        3,
-        TransportChoice::Tcp,
-        Duration::from_secs(60),
-        |_| {},
-    ) else {
-        let ctx = Context::init().unwrap();
-        let seg = setup(&ctx);
-        let pattern = vec![0x5Au8; 4096];
-        ctx.segment(seg).unwrap().write(0, &pattern).unwrap();
-        ctx.barrier(Group::ALL, T).unwrap();
-        match ctx.rank().0 {
-            2 => {
-                let mut frames = gaspi::testing::raw_bye_frame();
-                frames.extend(gaspi::testing::raw_write_frame(0, 0, &[0xEE; 64]));
-                ctx.send_raw_frame(Rank(0), frames).unwrap();
-                let r = ctx.notify_waitsome(seg, NotificationId(0), 1, T);
-                assert!(
-                    matches!(r, Err(Error::PeerFailed { rank: Rank(0) })),
-                    "{r:?}"
-                );
-                ctx.term(T).unwrap();
-                std::process::exit(0);
-            }
-            0 => {
-                let r = ctx.notify_waitsome(seg, NotificationId(0), 1, T);
-                assert!(
-                    matches!(r, Err(Error::PeerFailed { rank: Rank(2) })),
-                    "{r:?}"
-                );
-                assert_eq!(ctx.state_vec()[2], PeerState::Corrupt);
-                let mut now = vec![0u8; 4096];
-                ctx.segment(seg).unwrap().read(0, &mut now).unwrap();
-                assert!(now == pattern, "a write after goodbye was applied");
-            }
-            _ => {}
-        }
-        let g = ctx.group_create().unwrap();
-        ctx.group_add(g, Rank(0)).unwrap();
-        ctx.group_add(g, Rank(1)).unwrap();
-        ctx.group_commit(g, T).unwrap();
-        ctx.barrier(g, T).unwrap();
-        ctx.term(T).unwrap();
-        std::process::exit(0);
-    };
-    out.assert_success();
+    rank_0_drops_a_bad_peer("frames_after_goodbye_are_refused", || {
+        let mut frames = gaspi::testing::raw_bye_frame();
+        frames.extend(gaspi::testing::raw_write_frame(0, 0, &[0xEE; 64]));
+        frames
+    });
 }
 
 /// A rank that leaves in order (`term`, exit 0) while the others still need it: their
