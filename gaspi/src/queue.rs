@@ -6,7 +6,7 @@
 //! [`Error::QueueFull`] and posts nothing. `wait` resets the count once every op is locally
 //! complete.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -23,6 +23,9 @@ pub(crate) struct QueueState {
     max: u32,
     inner: Mutex<Outstanding>,
     cv: Condvar,
+    /// The process terminated: posting and waiting end with [`Error::Terminated`]. An atomic,
+    /// so the check on every post takes no lock.
+    closed: AtomicBool,
 }
 
 #[derive(Default)]
@@ -31,8 +34,6 @@ struct Outstanding {
     ops: u64,
     /// The first peer an op failed on since the last `wait`.
     failed: Option<Rank>,
-    /// The process terminated: waits end with [`Error::Terminated`].
-    closed: bool,
 }
 
 impl QueueState {
@@ -43,6 +44,7 @@ impl QueueState {
             max,
             inner: Mutex::default(),
             cv: Condvar::new(),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -92,15 +94,21 @@ impl QueueState {
 
     /// Ends every wait on this queue, now and later, with [`Error::Terminated`].
     pub fn close(&self) {
-        self.inner.lock().closed = true;
+        self.closed.store(true, Ordering::Release);
+        // Under the lock, so a waiter between its check and its sleep cannot miss it.
+        let _o = self.inner.lock();
         self.cv.notify_all();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 
     /// Waits until every op posted so far is locally complete.
     pub fn wait(&self, deadline: Deadline) -> Result<()> {
         let mut o = self.inner.lock();
         loop {
-            if o.closed {
+            if self.is_closed() {
                 return Err(Error::Terminated);
             }
             if let Some(rank) = o.failed.take() {
@@ -160,7 +168,7 @@ impl QueueTable {
                 num: v.iter().filter(|s| s.is_some()).count() as u8,
             })?;
         // Every posting call takes its queue here: none starts after termination.
-        if queue.inner.lock().closed {
+        if queue.is_closed() {
             return Err(Error::Terminated);
         }
         Ok(queue)
