@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Creates (once) the project's Python venv in .venv/ with torch==2.13.0, whose libtorch the
-# trainer links against (tch 0.26, LIBTORCH_USE_PYTORCH=1). Idempotent: a venv that already
+# Creates (once) the project's Python venv in .venv/ with torch==2.11.0, whose libtorch the
+# trainer links against (tch 0.24, LIBTORCH_USE_PYTORCH=1). Idempotent: a venv that already
 # has the right torch is kept, so CI caches it by keeping .venv/ between runs.
 #
 # PyPI's Linux torch wheel is the CUDA build: it pulls the NVIDIA runtime wheels (about 3 GB in
@@ -10,7 +10,7 @@
 # Source scripts/torch-env.sh afterwards to build with cargo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TORCH_VERSION=2.13.0
+TORCH_VERSION=2.11.0
 VENV=.venv
 PY=${PYTHON:-python3}
 

@@ -1,11 +1,14 @@
-//! Builds the C++ autograd-hook shim against the libtorch that `torch-sys` found, and gives the
-//! binaries an rpath to that libtorch so they run without `LD_LIBRARY_PATH`.
+//! Builds the C++ shim (autograd hooks; device streams, events and autocast) against the
+//! libtorch that `torch-sys` found, links libtorch's CUDA library where it has one, and gives
+//! the binaries an rpath to that libtorch so they run without `LD_LIBRARY_PATH` (on another
+//! machine, `LD_LIBRARY_PATH` pointing at a torch of the same version overrides it).
 
 use std::env;
 use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-changed=csrc/hooks.cpp");
+    println!("cargo:rerun-if-changed=csrc/streams.cpp");
     // torch-sys has `links = "tch"` and prints `cargo:libtorch_lib=<dir>`.
     let lib_dir = match env::var("DEP_TCH_LIBTORCH_LIB") {
         Ok(dir) => PathBuf::from(dir),
@@ -32,7 +35,15 @@ fn main() {
         .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
         .flag("-DGLOG_USE_GLOG_EXPORT")
         .file("csrc/hooks.cpp")
+        .file("csrc/streams.cpp")
         .compile("tnt_hooks");
+    // torch-sys names libtorch_cuda, but nothing references its symbols, so the linker's
+    // --as-needed would drop it, and with it the registration of the CUDA device (libtorch
+    // would then report no GPU on a GPU machine). Keep it needed where the libtorch has it; the
+    // same binary still runs on a machine without a GPU.
+    if lib_dir.join("libtorch_cuda.so").exists() {
+        println!("cargo:rustc-link-arg=-Wl,--push-state,--no-as-needed,-ltorch_cuda,--pop-state");
+    }
     // Every binary, test and example of this crate finds libtorch at run time.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
     println!("cargo:rustc-link-search=native={}", lib_dir.display());

@@ -173,8 +173,9 @@ pub fn save(
     std::fs::create_dir_all(&stage).map_err(|e| Error::io(&stage, e))?;
     let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     vars.sort_by(|a, b| a.0.cmp(&b.0));
-    Tensor::write_safetensors(&vars, stage.join(WEIGHTS))?;
-    Tensor::write_safetensors(&optimizer.state_tensors(), stage.join(OPTIMIZER))?;
+    // safetensors serializes host memory: GPU tensors are copied to the CPU first.
+    Tensor::write_safetensors(&on_cpu(vars)?, stage.join(WEIGHTS))?;
+    Tensor::write_safetensors(&on_cpu(optimizer.state_tensors())?, stage.join(OPTIMIZER))?;
     let mut files = BTreeMap::new();
     for file in [WEIGHTS, OPTIMIZER] {
         let path = stage.join(file);
@@ -347,6 +348,13 @@ pub fn load_tensors(
         opt.set_steps(manifest.optimizer_steps);
     }
     Ok(())
+}
+
+fn on_cpu(named: Vec<(String, Tensor)>) -> Result<Vec<(String, Tensor)>> {
+    named
+        .into_iter()
+        .map(|(name, t)| Ok((name, t.f_to_device(tch::Device::Cpu)?)))
+        .collect()
 }
 
 /// The weights of the latest checkpoint in `root` by name (for tools and tests).

@@ -9,6 +9,9 @@ use gaspi::{Context, Group, Rank, ReduceOp, Timeout};
 use crate::error::{Error, Result};
 
 use allreduce::{broadcast, Allreduce, Op, Options};
+use half::bf16;
+
+use crate::staging::GradDtype;
 
 /// Default bound on any single collective: a dead or stuck peer becomes an error, not a hang.
 pub const DEFAULT_COMM_TIMEOUT: Duration = Duration::from_secs(120);
@@ -106,40 +109,67 @@ impl Comm {
         Ok(())
     }
 
-    /// A reusable SUM allreduce over `count` f32s for one gradient bucket. Collective: every
-    /// rank creates its buckets in the same order.
-    pub(crate) fn bucket_allreduce(&self, count: usize) -> Result<BucketAllreduce> {
-        let inner = Allreduce::new(&self.ctx, Group::ALL, count, Op::Sum, Options::default())
-            .map_err(|e| comm_err("creating a bucket allreduce", e))?;
-        Ok(BucketAllreduce { inner })
+    /// A reusable SUM allreduce over `count` elements of `dtype` for one gradient bucket.
+    /// Collective: every rank creates its buckets in the same order.
+    pub(crate) fn bucket_allreduce(
+        &self,
+        count: usize,
+        dtype: GradDtype,
+    ) -> Result<BucketAllreduce> {
+        let options = Options::default();
+        let created = match dtype {
+            GradDtype::F32 => Allreduce::new(&self.ctx, Group::ALL, count, Op::Sum, options)
+                .map(BucketAllreduce::F32),
+            GradDtype::Bf16 => Allreduce::new(&self.ctx, Group::ALL, count, Op::Sum, options)
+                .map(BucketAllreduce::Bf16),
+        };
+        created.map_err(|e| comm_err("creating a bucket allreduce", e))
     }
 }
 
-/// One bucket's allreduce: fill [`BucketAllreduce::input_mut`], [`start`](Self::start), and
-/// later [`wait_for`](Self::wait_for) the sum.
-pub(crate) struct BucketAllreduce {
-    inner: Allreduce<f32>,
+/// One bucket's allreduce, in the wire dtype: fill its data range, [`start`](Self::start),
+/// later [`wait_for`](Self::wait_for) it; the sum is then in the same range.
+pub(crate) enum BucketAllreduce {
+    F32(Allreduce<f32>),
+    Bf16(Allreduce<bf16>),
 }
 
 impl BucketAllreduce {
-    pub(crate) fn input_mut(&mut self) -> Result<&mut [f32]> {
-        self.inner
-            .input_mut()
-            .map_err(|e| comm_err("filling a bucket allreduce", e))
+    pub(crate) fn dtype(&self) -> GradDtype {
+        match self {
+            BucketAllreduce::F32(_) => GradDtype::F32,
+            BucketAllreduce::Bf16(_) => GradDtype::Bf16,
+        }
+    }
+
+    /// The data range (input and, once complete, result): its address and element count.
+    /// Fixed for the life of the allreduce.
+    pub(crate) fn data_range(&mut self) -> Result<(*mut u8, usize)> {
+        let range = match self {
+            BucketAllreduce::F32(a) => a.input_mut().map(|d| (d.as_mut_ptr().cast(), d.len())),
+            BucketAllreduce::Bf16(a) => a.input_mut().map(|d| (d.as_mut_ptr().cast(), d.len())),
+        };
+        range.map_err(|e| comm_err("reaching a bucket's buffer", e))
     }
 
     pub(crate) fn start(&mut self) -> Result<()> {
-        self.inner
-            .start()
-            .map_err(|e| comm_err("starting a bucket allreduce", e))
+        match self {
+            BucketAllreduce::F32(a) => a.start(),
+            BucketAllreduce::Bf16(a) => a.start(),
+        }
+        .map_err(|e| comm_err("starting a bucket allreduce", e))
     }
 
-    /// Drives the allreduce for at most `timeout`: the sum when complete, `None` when the
-    /// time ran out first (call again; the run goes on).
-    pub(crate) fn wait_for(&mut self, timeout: Timeout) -> Result<Option<&[f32]>> {
-        match self.inner.wait(timeout) {
-            Ok(sum) => Ok(Some(sum)),
-            Err(e) if e.is_timeout() => Ok(None),
+    /// Drives the allreduce for at most `timeout`: true when complete (the sum is in the data
+    /// range), false when the time ran out first (call again; the run goes on).
+    pub(crate) fn wait_for(&mut self, timeout: Timeout) -> Result<bool> {
+        let waited = match self {
+            BucketAllreduce::F32(a) => a.wait(timeout).map(|_| ()),
+            BucketAllreduce::Bf16(a) => a.wait(timeout).map(|_| ()),
+        };
+        match waited {
+            Ok(()) => Ok(true),
+            Err(e) if e.is_timeout() => Ok(false),
             Err(e) => Err(comm_err("waiting for a bucket allreduce", e)),
         }
     }

@@ -9,7 +9,8 @@ use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::ffi;
 use crate::hooks::{now_ns, HookState, StepTrace};
-use crate::reducer::Reducer;
+use crate::reducer::{Reducer, StagingMode};
+use crate::staging::GradDtype;
 
 /// How gradients are fused and when their allreduce starts.
 #[derive(Clone, Copy, Debug)]
@@ -22,6 +23,11 @@ pub struct DdpConfig {
     /// After the first step, lay the buckets out in the order rank 0 saw the gradients
     /// become ready (instead of reverse registration order), so buckets fill in order.
     pub rebuild_buckets: bool,
+    /// The element type gradients are allreduced in.
+    pub grad_dtype: GradDtype,
+    /// Stage CPU gradients through a separate flat buffer as GPU gradients are (hooks pack,
+    /// copies in and out): the device path's logic, exercised on machines without a GPU.
+    pub device_staging_on_cpu: bool,
 }
 
 impl Default for DdpConfig {
@@ -30,6 +36,8 @@ impl Default for DdpConfig {
             fusion_threshold: FusionThreshold::DEFAULT,
             overlap: true,
             rebuild_buckets: true,
+            grad_dtype: GradDtype::F32,
+            device_staging_on_cpu: false,
         }
     }
 }
@@ -46,8 +54,9 @@ pub struct DataParallel {
     plan: Arc<BucketPlan>,
     state: Arc<HookState>,
     reducer: Reducer,
-    overlap: bool,
-    rebuild_buckets: bool,
+    config: DdpConfig,
+    /// Where the parameters live (all on one device).
+    device: Device,
     step: u64,
 }
 
@@ -57,27 +66,29 @@ impl DataParallel {
         now_ns();
         broadcast_variables(comm, vs)?;
         let params = vs.trainable_variables();
+        let device = vs.device();
         let mut specs = Vec::with_capacity(params.len());
         for (i, p) in params.iter().enumerate() {
-            check_param(i, p)?;
+            check_param(i, p, device)?;
             specs.push(ParamSpec::new(p.numel(), DType::F32));
         }
         let tracker = ReadyTracker::from_params(&specs, config.fusion_threshold)?;
         let plan = Arc::clone(tracker.plan());
-        let reducer = Reducer::spawn(
-            comm,
-            Arc::clone(&plan),
-            params.iter().map(Tensor::shallow_clone).collect(),
-        )?;
-        let state = Arc::new(HookState::new(tracker, reducer.sender(), config.overlap));
+        let reducer = spawn_reducer(comm, &plan, &params, device, &config)?;
+        let state = Arc::new(HookState::new(
+            tracker,
+            reducer.sender(),
+            reducer.staging().cloned(),
+            config.overlap,
+        ));
         let ddp = DataParallel {
             comm: comm.clone(),
             params,
             plan,
             state,
             reducer,
-            overlap: config.overlap,
-            rebuild_buckets: config.rebuild_buckets,
+            config,
+            device,
             step: 0,
         };
         for (i, p) in ddp.params.iter().enumerate() {
@@ -86,12 +97,19 @@ impl DataParallel {
         }
         tracing::debug!(
             params = ddp.params.len(),
-            buckets = plan_buckets(&ddp.plan),
+            buckets = ddp.plan.num_buckets(),
             threshold = %config.fusion_threshold,
             overlap = config.overlap,
+            device = ?device,
+            grad_dtype = ?config.grad_dtype,
             "data-parallel model ready"
         );
         Ok(ddp)
+    }
+
+    /// The device the parameters (and gradients) live on.
+    pub fn device(&self) -> Device {
+        self.device
     }
 
     pub fn comm(&self) -> &Comm {
@@ -131,20 +149,26 @@ impl DataParallel {
         loss.f_backward()?;
         let backward_returned_ns = now_ns();
         let hooks = self.state.end_step();
-        if !self.overlap {
-            self.reducer.start_all()?;
-        }
+        let started = if self.config.overlap {
+            Ok(())
+        } else {
+            self.reducer.start_all()
+        };
         // Always collect the communication thread's result, so the next step starts clean.
         let comm = self.reducer.finish();
         let mut trace = hooks.map_err(|message| Error::Step { step, message })?;
+        started?;
         let times = comm?;
+        if let Some(staging) = self.reducer.staging() {
+            staging.finish()?;
+        }
         debug_assert_eq!(times.start_ns.len(), self.state.num_buckets());
         trace.bucket_start_ns = times.start_ns;
         trace.bucket_done_ns = times.done_ns;
         trace.backward_returned_ns = backward_returned_ns;
         trace.reduced_ns = now_ns();
         self.step = step;
-        if step == 1 && self.rebuild_buckets {
+        if step == 1 && self.config.rebuild_buckets {
             self.rebuild_from_observed_order()?;
         }
         Ok(trace)
@@ -175,13 +199,12 @@ impl DataParallel {
             &order,
             self.plan.threshold(),
         )?);
-        let reducer = Reducer::spawn(
-            &self.comm,
-            Arc::clone(&plan),
-            self.params.iter().map(Tensor::shallow_clone).collect(),
-        )?;
-        self.state
-            .replace(ReadyTracker::new(Arc::clone(&plan)), reducer.sender());
+        let reducer = spawn_reducer(&self.comm, &plan, &self.params, self.device, &self.config)?;
+        self.state.replace(
+            ReadyTracker::new(Arc::clone(&plan)),
+            reducer.sender(),
+            reducer.staging().cloned(),
+        );
         // The old thread exits once its last sender (just replaced) is gone.
         self.reducer = reducer;
         tracing::debug!(
@@ -210,16 +233,35 @@ impl Drop for DataParallel {
     }
 }
 
-fn plan_buckets(plan: &BucketPlan) -> usize {
-    plan.num_buckets()
+/// The communication thread for `plan`, staging as the parameters' device needs.
+fn spawn_reducer(
+    comm: &Comm,
+    plan: &Arc<BucketPlan>,
+    params: &[Tensor],
+    device: Device,
+    config: &DdpConfig,
+) -> Result<Reducer> {
+    let mode = match device {
+        Device::Cpu if !config.device_staging_on_cpu => StagingMode::Host,
+        other => StagingMode::Device(other),
+    };
+    Reducer::spawn(
+        comm,
+        Arc::clone(plan),
+        params.iter().map(Tensor::shallow_clone).collect(),
+        config.grad_dtype,
+        mode,
+    )
 }
 
-fn check_param(index: usize, p: &Tensor) -> Result<()> {
-    if p.kind() != Kind::Float || p.device() != Device::Cpu {
+fn check_param(index: usize, p: &Tensor, device: Device) -> Result<()> {
+    if p.kind() != Kind::Float || p.device() != device {
         return Err(Error::Model(format!(
-            "trainable parameter {index} is {:?} on {:?}; only f32 CPU parameters are supported",
+            "trainable parameter {index} is {:?} on {:?}; every parameter must be f32 on {:?} \
+             (the model's device)",
             p.kind(),
-            p.device()
+            p.device(),
+            device
         )));
     }
     Ok(())
@@ -230,7 +272,7 @@ pub fn weights_checksum(tensors: &[Tensor]) -> Result<u64> {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let mut buf = Vec::new();
     for t in tensors {
-        let flat = t.f_contiguous()?;
+        let flat = t.f_to_device(Device::Cpu)?.f_contiguous()?;
         buf.resize(flat.numel(), 0f32);
         flat.f_copy_data(&mut buf, flat.numel())?;
         for v in &buf {
@@ -251,7 +293,7 @@ pub fn broadcast_variables(comm: &Comm, vs: &nn::VarStore) -> Result<()> {
     broadcast_tensors(comm, &tensors)
 }
 
-/// Overwrites `tensors` (f32, CPU) with rank 0's values, in one broadcast.
+/// Overwrites `tensors` (f32, on any device) with rank 0's values, in one broadcast.
 pub fn broadcast_tensors(comm: &Comm, tensors: &[Tensor]) -> Result<()> {
     if comm.size() == 1 {
         return Ok(());
@@ -260,9 +302,10 @@ pub fn broadcast_tensors(comm: &Comm, tensors: &[Tensor]) -> Result<()> {
     let mut flat = vec![0f32; total];
     let mut offset = 0;
     for (i, t) in tensors.iter().enumerate() {
-        check_param(i, t)?;
+        check_param(i, t, t.device())?;
         let n = t.numel();
-        t.f_contiguous()?
+        t.f_to_device(Device::Cpu)?
+            .f_contiguous()?
             .f_copy_data(&mut flat[offset..offset + n], n)?;
         offset += n;
     }
@@ -270,7 +313,9 @@ pub fn broadcast_tensors(comm: &Comm, tensors: &[Tensor]) -> Result<()> {
     let mut offset = 0;
     for t in tensors {
         let n = t.numel();
-        let values = Tensor::from_slice(&flat[offset..offset + n]).view(t.size().as_slice());
+        let values = Tensor::from_slice(&flat[offset..offset + n])
+            .f_view(t.size().as_slice())?
+            .f_to_device(t.device())?;
         let mut target = t.shallow_clone();
         tch::no_grad(|| target.f_copy_(&values))?;
         offset += n;

@@ -20,6 +20,9 @@ pub enum Error {
     /// The C++ hook shim reported an exception.
     #[error("autograd hook: {0}")]
     Hook(String),
+    /// A device (CUDA) call failed, or the requested device is not there.
+    #[error("device: {0}")]
+    Device(String),
     /// A user-facing setting is out of range or inconsistent.
     #[error("invalid configuration: {0}")]
     Config(String),

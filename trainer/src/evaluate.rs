@@ -5,7 +5,7 @@
 //! dropped.
 
 use tch::nn::ModuleT;
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
 use crate::comm::Comm;
 use crate::data::Dataset;
@@ -39,6 +39,7 @@ pub fn evaluate(
     model: &dyn ModuleT,
     data: &Dataset,
     batch: usize,
+    device: tch::Device,
 ) -> Result<EvalMetrics> {
     check_batch(batch)?;
     let share = eval_range(data.len(), comm.size(), comm.rank())?;
@@ -46,6 +47,7 @@ pub fn evaluate(
     let indices: Vec<usize> = share.collect();
     for chunk in indices.chunks(batch) {
         let (x, y) = data.batch(chunk)?;
+        let (x, y) = (x.f_to_device(device)?, y.f_to_device(device)?);
         let (loss, correct) = tch::no_grad(|| -> Result<(f64, f64)> {
             let logits = forward(model, &x, false)?;
             let loss = logits.f_log_softmax(-1, Kind::Float)?.f_nll_loss(
@@ -95,6 +97,7 @@ pub fn predict(
     model: &dyn ModuleT,
     data: &Dataset,
     batch: usize,
+    device: tch::Device,
 ) -> Result<Vec<Prediction>> {
     check_batch(batch)?;
     let share = eval_range(data.len(), comm.size(), comm.rank())?;
@@ -102,10 +105,11 @@ pub fn predict(
     let mut all = vec![0f64; 2 * data.len()];
     let indices: Vec<usize> = share.collect();
     for chunk in indices.chunks(batch) {
-        let (x, _) = data.batch(chunk)?;
+        let x = data.batch(chunk)?.0.f_to_device(device)?;
         let (prob, class) = tch::no_grad(|| -> Result<(Vec<f32>, Vec<i64>)> {
             let probs = forward(model, &x, false)?.f_softmax(-1, Kind::Float)?;
             let (prob, class) = probs.f_max_dim(-1, false)?;
+            let (prob, class) = (prob.f_to_device(Device::Cpu)?, class.f_to_device(Device::Cpu)?);
             Ok((Vec::<f32>::try_from(&prob)?, Vec::<i64>::try_from(&class)?))
         })?;
         for ((&i, p), c) in chunk.iter().zip(prob).zip(class) {

@@ -1,11 +1,12 @@
-//! The only `unsafe` code of the crate: calls into the C++ hook shim (`csrc/hooks.cpp`) and
-//! raw writes into CPU tensor memory.
+//! Calls into the C++ hook shim (`csrc/hooks.cpp`); with `stream` (device streams, events,
+//! copies), `pinned` (page-locking) and `staging` (tensors over segment memory), the crate's
+//! only `unsafe` code.
 
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use tch::{Device, Kind, Tensor};
+use tch::Tensor;
 
 use crate::error::{Error, Result};
 
@@ -56,8 +57,13 @@ extern "C" {
     fn tnt_queue_end_of_backward(f: DoneFn, state: *mut c_void, error: *mut *mut c_char) -> i32;
 }
 
-/// Turns the shim's (status, heap message) into a `Result`, freeing the message.
+/// Turns the hook shim's (status, heap message) into a `Result`, freeing the message.
 fn check(status: i32, error: *mut c_char) -> Result<()> {
+    shim_result(status, error).map_err(Error::Hook)
+}
+
+/// Turns any shim call's (status, heap message) into the message, freeing it.
+pub(crate) fn shim_result(status: i32, error: *mut c_char) -> std::result::Result<(), String> {
     if status == 0 {
         return Ok(());
     }
@@ -73,7 +79,7 @@ fn check(status: i32, error: *mut c_char) -> Result<()> {
         unsafe { tnt_free_error(error) };
         text
     };
-    Err(Error::Hook(message))
+    Err(message)
 }
 
 /// Installs a post-accumulate-grad hook on `param` that calls `target.param_ready(index)` after
@@ -115,34 +121,4 @@ pub(crate) fn queue_end_of_backward<T: HookTarget>(target: &T) -> Result<()> {
     // callback runs inside this backward pass, while the hooks keep `target` alive.
     let status = unsafe { tnt_queue_end_of_backward(f, state, &mut error) };
     check(status, error)
-}
-
-/// Copies `src` into the memory of `dst`, a contiguous CPU f32 tensor of `src.len()` elements.
-/// Used to write reduced gradients back without an intermediate tensor.
-pub(crate) fn write_f32(dst: &Tensor, src: &[f32]) -> Result<()> {
-    let numel = dst.numel();
-    if dst.kind() != Kind::Float || dst.device() != Device::Cpu || numel != src.len() {
-        return Err(Error::Comm(format!(
-            "cannot write {} f32 values into a {:?} tensor of {numel} elements on {:?}",
-            src.len(),
-            dst.kind(),
-            dst.device()
-        )));
-    }
-    if !dst.is_contiguous() {
-        // Rare (a gradient with a strided layout): go through libtorch's copy.
-        let mut target = dst.shallow_clone();
-        let values = Tensor::from_slice(src).view(dst.size().as_slice());
-        tch::no_grad(|| target.f_copy_(&values))?;
-        return Ok(());
-    }
-    if numel == 0 {
-        return Ok(());
-    }
-    let ptr = dst.data_ptr() as *mut f32;
-    // SAFETY: `dst` is a contiguous CPU f32 tensor with exactly `src.len()` elements, so
-    // `ptr` addresses `src.len()` writable f32s; `src` is a Rust slice and cannot overlap
-    // libtorch-owned memory. No other thread touches this gradient while a step finishes.
-    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), ptr, src.len()) };
-    Ok(())
 }

@@ -11,19 +11,22 @@ use tch::{nn, Tensor};
 use crate::callbacks::EarlyStopping;
 use crate::checkpoint::{self, model_spec, Which};
 use crate::comm::Comm;
-use crate::data::{self, DatasetKind};
+use crate::data::{self, DatasetKind, TrainSamples};
+use crate::device::{self, DeviceArg};
 use crate::ddp::{DataParallel, DdpConfig};
 use crate::error::{Error, Result};
 use crate::evaluate::evaluate;
 use crate::hooks::{now_ns, StepTrace};
 use crate::manifest::{Manifest, FORMAT};
 use crate::metrics::{EpochLine, EpochMetrics, MetricsCsv, Monitor};
-use crate::models::{forward, ModelKind};
+use crate::models::{forward, ModelInput, ModelKind};
 use crate::optim::{clip_grad_norm, Optimizer, OptimizerKind};
 use crate::profile::ProfileSummary;
 use crate::record::{accumulate, install_grads, step_times, write_record};
 use crate::schedule::{Schedule, ScheduleConfig, ScheduleKind};
 use crate::shard::{epoch_permutation, local_batches};
+use crate::stream::Autocast;
+use crate::synthetic::DeviceSynthetic;
 use crate::{global_batch_loss, progress::EpochProgress};
 
 /// Reference batch size of the linear LR scaling rule (Goyal et al.): `lr * B / 256`.
@@ -82,6 +85,10 @@ pub struct TrainConfig {
     /// Continue from the checkpoint in `checkpoint_dir`.
     pub resume: bool,
     pub ddp: DdpConfig,
+    /// `--device`: where the model, its gradients and the batches live.
+    pub device: DeviceArg,
+    /// Mixed precision: forward and loss under autocast to bf16 (weights stay f32).
+    pub amp_bf16: bool,
     pub profile: bool,
     /// Stop after this many optimizer steps in total (for tests and benchmarks).
     pub max_steps: Option<u64>,
@@ -142,14 +149,54 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     if cfg.grad_accum == 0 {
         return Err(Error::Config("--grad-accum must be at least 1".into()));
     }
-    let mut splits = data::load(cfg.dataset, cfg.data_dir.as_deref(), cfg.samples, cfg.seed)?;
-    if let Some(n) = cfg.train_subset {
-        splits.train.truncate(n);
+    let ctx = comm.context();
+    let placement = device::select(
+        cfg.device,
+        usize::from(ctx.local_rank()),
+        usize::from(ctx.local_num()),
+    )?;
+    let device = placement.device;
+    if master {
+        match (device, placement.ranks_sharing) {
+            (tch::Device::Cpu, _) => tracing::info!("training on the CPU (--device {})", cfg.device),
+            (d, 1) => tracing::info!("training on {d:?}, one rank per GPU"),
+            (d, k) => tracing::info!("training on {d:?}: {k} ranks of this host share it"),
+        }
     }
-    if let (Some(n), Some(test)) = (cfg.test_subset, splits.test.as_mut()) {
-        test.truncate(n);
+    if cfg.amp_bf16 && device == tch::Device::Cpu && master {
+        tracing::warn!("--amp bf16 on the CPU: autocast to bf16 works there but is slow");
     }
-    let data = &splits.train;
+    let (mut splits, on_device) = match cfg.model.input() {
+        ModelInput::Mnist => (
+            Some(data::load(cfg.dataset, cfg.data_dir.as_deref(), cfg.samples, cfg.seed)?),
+            None,
+        ),
+        input if cfg.dataset == DatasetKind::Synthetic => (
+            None,
+            Some(DeviceSynthetic::new(input, cfg.samples, cfg.seed, device)?),
+        ),
+        _ => {
+            return Err(Error::Config(format!(
+                "--model {:?} trains on synthetic data on the device (--dataset synthetic); \
+                 the MNIST-shaped datasets fit the small models",
+                cfg.model
+            )))
+        }
+    };
+    if let Some(splits) = splits.as_mut() {
+        if let Some(n) = cfg.train_subset {
+            splits.train.truncate(n);
+        }
+        if let (Some(n), Some(test)) = (cfg.test_subset, splits.test.as_mut()) {
+            test.truncate(n);
+        }
+    }
+    let data = match (&splits, &on_device) {
+        (Some(s), _) => TrainSamples::Host(&s.train),
+        (None, Some(d)) => TrainSamples::Device(d),
+        (None, None) => unreachable!("one of the two is loaded above"),
+    };
+    let test_split = splits.as_ref().and_then(|s| s.test.as_ref());
     if cfg.batch_size == 0 || cfg.batch_size * cfg.grad_accum > data.len() {
         return Err(Error::Config(format!(
             "global batch size {} (times --grad-accum {}) must be in 1..={} (the training set \
@@ -159,7 +206,7 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             data.len()
         )));
     }
-    let validation_freq = match (cfg.validation_freq, &splits.test) {
+    let validation_freq = match (cfg.validation_freq, test_split) {
         (Some(0), _) | (_, None) => None,
         (Some(n), Some(_)) => Some(n),
         (None, Some(_)) => Some(1),
@@ -187,7 +234,7 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
         .map(|n| EarlyStopping::new(cfg.monitor, n, cfg.min_delta))
         .transpose()?;
     tch::manual_seed(cfg.seed as i64);
-    let vs = nn::VarStore::new(tch::Device::Cpu);
+    let vs = nn::VarStore::new(device);
     let model = cfg.model.build(&vs.root(), &cfg.mlp_hidden)?;
     let mut ddp = DataParallel::new(comm, &vs, cfg.ddp)?;
     let mut opt = Optimizer::new(cfg.optimizer, ddp.params(), cfg.lr)?;
@@ -298,10 +345,17 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             let mut trace = StepTrace::default();
             let effective_batch = cfg.batch_size * cfg.grad_accum;
             for (micro_step, indices) in group.iter().enumerate() {
-                let (x, y) = data.batch(indices)?;
+                let (x, y) = data.batch(indices, device)?;
                 ddp.zero_grad();
-                let logits = forward(model.as_ref(), &x, true)?;
-                let (loss, loss_sum) = global_batch_loss(&logits, &y, effective_batch)?;
+                let (logits, loss, loss_sum) = {
+                    let _amp = cfg
+                        .amp_bf16
+                        .then(|| Autocast::enter(device, tch::Kind::BFloat16))
+                        .transpose()?;
+                    let logits = forward(model.as_ref(), &x, true)?;
+                    let (loss, loss_sum) = global_batch_loss(&logits, &y, effective_batch)?;
+                    (logits, loss, loss_sum)
+                };
                 trace = ddp.backward(&loss)?;
                 if cfg.grad_accum > 1 {
                     accumulate(&mut accum, ddp.params(), micro_step == 0)?;
@@ -336,15 +390,22 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             summary.last_accuracy = m[1] / m[2];
             bar.step(summary.last_loss, summary.last_accuracy, m[2], opt.lr());
             if let Some((path, out)) = record.as_mut() {
-                write_record(out, step, &summary, ddp.weights_checksum()?, &trace)
+                let device_bytes = crate::stream::device_allocated_bytes(device)?;
+                write_record(out, step, &summary, ddp.weights_checksum()?, &trace, device_bytes)
                     .map_err(|e| Error::io(path.as_path(), e))?;
             }
         }
         bar.finish();
         let validate =
             validation_freq.is_some_and(|f| (epoch + 1) % f == 0 || epoch + 1 == cfg.epochs);
-        let val = match (&splits.test, validate) {
-            (Some(test), true) => Some(evaluate(comm, model.as_ref(), test, cfg.eval_batch_size)?),
+        let val = match (test_split, validate) {
+            (Some(test), true) => Some(evaluate(
+                comm,
+                model.as_ref(),
+                test,
+                cfg.eval_batch_size,
+                device,
+            )?),
             _ => None,
         };
         let seconds = epoch_start.elapsed().as_secs_f64();

@@ -2,7 +2,7 @@
 //! when that completes a bucket, hand the bucket to the communication thread. Also records
 //! when each event happened, for profiling and for the overlap tests.
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use crossbeam_channel::Sender;
@@ -10,6 +10,7 @@ use fusion::{BucketId, ParamId, ReadyTracker};
 
 use crate::ffi::{self, HookTarget};
 use crate::reducer::Msg;
+use crate::staging::Staging;
 
 /// Nanoseconds since the first call in this process: one clock for hooks and the comm thread.
 pub fn now_ns() -> u64 {
@@ -45,6 +46,9 @@ pub struct StepTrace {
 struct StepState {
     tracker: ReadyTracker,
     to_comm: Sender<Msg>,
+    /// Set on the device path: a complete bucket is packed and sent from the hook, on the
+    /// stream that computed its gradients.
+    sender: Option<Arc<Staging>>,
     trace: StepTrace,
     end_queued: bool,
     errors: Vec<String>,
@@ -59,13 +63,19 @@ pub(crate) struct HookState {
 }
 
 impl HookState {
-    pub(crate) fn new(tracker: ReadyTracker, to_comm: Sender<Msg>, overlap: bool) -> Self {
+    pub(crate) fn new(
+        tracker: ReadyTracker,
+        to_comm: Sender<Msg>,
+        staging: Option<Arc<Staging>>,
+        overlap: bool,
+    ) -> Self {
         let buckets = tracker.plan().num_buckets();
         let params = tracker.plan().num_params();
         HookState {
             state: Mutex::new(StepState {
                 tracker,
                 to_comm,
+                sender: staging.filter(|s| s.sends_from_hook()),
                 trace: StepTrace {
                     hook_counts: vec![0; params],
                     bucket_ready_ns: vec![0; buckets],
@@ -137,8 +147,14 @@ impl HookState {
     }
 
     /// Switches to a new plan and the communication thread that serves it (between steps).
-    pub(crate) fn replace(&self, tracker: ReadyTracker, to_comm: Sender<Msg>) {
+    pub(crate) fn replace(
+        &self,
+        tracker: ReadyTracker,
+        to_comm: Sender<Msg>,
+        staging: Option<Arc<Staging>>,
+    ) {
         let mut s = self.lock();
+        s.sender = staging.filter(|s| s.sends_from_hook());
         let (params, buckets) = (tracker.plan().num_params(), tracker.plan().num_buckets());
         s.tracker = tracker;
         s.to_comm = to_comm;
@@ -170,8 +186,13 @@ impl HookTarget for HookState {
                 if let Some(t) = s.trace.bucket_ready_ns.get_mut(bucket) {
                     *t = now;
                 }
-                if self.overlap && s.to_comm.send(Msg::Start(BucketId(bucket))).is_err() {
-                    s.errors.push("the communication thread is gone".to_owned());
+                if self.overlap {
+                    if let Some(Err(e)) = s.sender.as_ref().map(|st| st.send(bucket)) {
+                        s.errors.push(format!("sending bucket {bucket}: {e}"));
+                    }
+                    if s.to_comm.send(Msg::Start(BucketId(bucket))).is_err() {
+                        s.errors.push("the communication thread is gone".to_owned());
+                    }
                 }
             }
             Ok(None) => {}

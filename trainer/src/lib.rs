@@ -43,6 +43,7 @@ pub mod checkpoint;
 mod comm;
 pub mod data;
 mod ddp;
+pub mod device;
 mod error;
 pub mod evaluate;
 mod ffi;
@@ -53,6 +54,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod models;
 pub mod optim;
+mod pinned;
 pub mod profile;
 mod progress;
 mod record;
@@ -60,6 +62,9 @@ mod reducer;
 pub mod restore;
 pub mod schedule;
 pub mod shard;
+pub mod staging;
+mod stream;
+pub mod synthetic;
 pub mod testdata;
 
 pub use comm::{Comm, DEFAULT_COMM_TIMEOUT};
@@ -67,6 +72,7 @@ pub use ddp::{broadcast_tensors, broadcast_variables, weights_checksum, DataPara
 pub use error::{Error, Result};
 pub use hooks::{now_ns, StepTrace};
 pub use optim::{Optimizer, OptimizerKind};
+pub use staging::GradDtype;
 
 /// Cross-entropy of `logits` `[n, classes]` against `labels` `[n]` as the global-batch loss:
 /// the **sum** over the `n` local samples divided by `global_batch`. Returns the loss tensor

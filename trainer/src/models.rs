@@ -1,6 +1,10 @@
-//! The example models of the `train` binary. All take `[N, 1, 28, 28]` images and return
-//! `[N, 10]` logits; parameters are registered input layer first, so backward produces their
-//! gradients in reverse registration order (what the bucketer assumes).
+//! The example models of the `train` binary. The small ones take `[N, 1, 28, 28]` images and
+//! return `[N, 10]` logits (MNIST-shaped data); the two full-size ones are ResNet-50
+//! (torchvision's architecture: `[N, 3, 224, 224]` images, 1000 classes, 25.6M parameters) and
+//! a BERT-base-sized Transformer encoder (12 layers, 768 wide, 12 heads, 30,522-token
+//! vocabulary, sequences of 128 tokens, 2 classes), trained on synthetic data on the device.
+//! Parameters are registered input layer first, so backward produces their gradients in
+//! reverse registration order (what the bucketer assumes).
 
 use tch::nn::{self, ModuleT};
 use tch::{Kind, Tensor};
@@ -22,12 +26,63 @@ pub enum ModelKind {
     Resnet,
     /// A small Transformer encoder over the image rows as tokens.
     Transformer,
+    /// ResNet-50 as in torchvision (224x224x3 images, 1000 classes), on synthetic data.
+    Resnet50,
+    /// A BERT-base-sized Transformer encoder classifying token sequences, on synthetic data.
+    TransformerBase,
 }
+
+/// The inputs a model takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelInput {
+    /// `[N, 1, 28, 28]` f32 images, 10 classes (the MNIST-shaped datasets).
+    Mnist,
+    /// `[N, channels, side, side]` f32 images.
+    Images {
+        channels: i64,
+        side: i64,
+        classes: i64,
+    },
+    /// `[N, seq_len]` i64 token ids below `vocab`.
+    Tokens {
+        seq_len: i64,
+        vocab: i64,
+        classes: i64,
+    },
+}
+
+/// BERT-base's sizes.
+const BERT_BASE: TextConfig = TextConfig {
+    vocab: 30_522,
+    seq_len: 128,
+    dim: 768,
+    heads: 12,
+    ff: 3072,
+    layers: 12,
+    classes: 2,
+};
 
 impl ModelKind {
     /// True for models whose BatchNorm statistics are computed per micro-batch.
     pub fn has_batch_norm(self) -> bool {
-        matches!(self, ModelKind::Resnet)
+        matches!(self, ModelKind::Resnet | ModelKind::Resnet50)
+    }
+
+    /// What the model takes as input.
+    pub fn input(self) -> ModelInput {
+        match self {
+            ModelKind::Resnet50 => ModelInput::Images {
+                channels: 3,
+                side: 224,
+                classes: 1000,
+            },
+            ModelKind::TransformerBase => ModelInput::Tokens {
+                seq_len: BERT_BASE.seq_len,
+                vocab: BERT_BASE.vocab,
+                classes: BERT_BASE.classes,
+            },
+            _ => ModelInput::Mnist,
+        }
     }
 
     /// Builds the model's variables under `p` (`mlp_hidden` only matters for the MLP).
@@ -37,6 +92,8 @@ impl ModelKind {
             ModelKind::Mlp => Box::new(mlp(p, mlp_hidden)?),
             ModelKind::Resnet => Box::new(resnet(p)),
             ModelKind::Transformer => Box::new(Transformer::new(p, 32, 4, 2)),
+            ModelKind::Resnet50 => Box::new(tch::vision::resnet::resnet50(p, 1000)),
+            ModelKind::TransformerBase => Box::new(TextEncoder::new(p, &BERT_BASE)),
         })
     }
 }
@@ -162,13 +219,13 @@ struct EncoderLayer {
 }
 
 impl EncoderLayer {
-    fn new(p: &nn::Path, dim: i64, heads: i64) -> Self {
+    fn new(p: &nn::Path, dim: i64, heads: i64, ff: i64) -> Self {
         EncoderLayer {
             qkv: nn::linear(p / "qkv", dim, 3 * dim, Default::default()),
             proj: nn::linear(p / "proj", dim, dim, Default::default()),
             norm1: nn::layer_norm(p / "norm1", vec![dim], Default::default()),
-            ff1: nn::linear(p / "ff1", dim, 2 * dim, Default::default()),
-            ff2: nn::linear(p / "ff2", 2 * dim, dim, Default::default()),
+            ff1: nn::linear(p / "ff1", dim, ff, Default::default()),
+            ff2: nn::linear(p / "ff2", ff, dim, Default::default()),
             norm2: nn::layer_norm(p / "norm2", vec![dim], Default::default()),
             heads,
         }
@@ -219,7 +276,7 @@ impl Transformer {
                 },
             ),
             layers: (0..depth)
-                .map(|i| EncoderLayer::new(&(p / format!("layer{i}")), dim, heads))
+                .map(|i| EncoderLayer::new(&(p / format!("layer{i}")), dim, heads, 2 * dim))
                 .collect(),
             head: nn::linear(p / "head", dim, NUM_CLASSES as i64, Default::default()),
         }
@@ -235,5 +292,91 @@ impl ModuleT for Transformer {
             x = layer.forward(&x);
         }
         x.mean_dim(1, false, Kind::Float).apply(&self.head)
+    }
+}
+
+/// The sizes of a Transformer encoder over token sequences.
+#[derive(Clone, Copy, Debug)]
+struct TextConfig {
+    vocab: i64,
+    seq_len: i64,
+    dim: i64,
+    heads: i64,
+    ff: i64,
+    layers: usize,
+    classes: i64,
+}
+
+/// Token and position embeddings, encoder layers, mean pooling and a linear classifier.
+#[derive(Debug)]
+struct TextEncoder {
+    tokens: nn::Embedding,
+    position: Tensor,
+    layers: Vec<EncoderLayer>,
+    head: nn::Linear,
+}
+
+impl TextEncoder {
+    fn new(p: &nn::Path, c: &TextConfig) -> Self {
+        TextEncoder {
+            tokens: nn::embedding(p / "tokens", c.vocab, c.dim, Default::default()),
+            position: p.var(
+                "position",
+                &[c.seq_len, c.dim],
+                nn::Init::Randn {
+                    mean: 0.0,
+                    stdev: 0.02,
+                },
+            ),
+            layers: (0..c.layers)
+                .map(|i| EncoderLayer::new(&(p / format!("layer{i}")), c.dim, c.heads, c.ff))
+                .collect(),
+            head: nn::linear(p / "head", c.dim, c.classes, Default::default()),
+        }
+    }
+}
+
+impl ModuleT for TextEncoder {
+    fn forward_t(&self, tokens: &Tensor, _train: bool) -> Tensor {
+        let mut x = tokens.apply(&self.tokens) + &self.position;
+        for layer in &self.layers {
+            x = layer.forward(&x);
+        }
+        x.mean_dim(1, false, Kind::Float).apply(&self.head)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn param_count(kind: ModelKind) -> i64 {
+        let vs = nn::VarStore::new(tch::Device::Cpu);
+        kind.build(&vs.root(), &[]).unwrap();
+        vs.trainable_variables().iter().map(|t| t.numel() as i64).sum()
+    }
+
+    #[test]
+    fn full_size_models_have_their_published_parameter_counts() {
+        // torchvision's resnet50: 25,557,032 parameters.
+        assert_eq!(param_count(ModelKind::Resnet50), 25_557_032);
+        // BERT-base's encoder without its pooler and token-type embeddings (which a
+        // classifier over mean-pooled tokens does not use): embeddings 30,522 x 768 + 128 x
+        // 768, 12 layers of 7,087,872, the 2-class head.
+        let layer = 768 * 2304 + 2304 + 768 * 768 + 768 + 2 * (768 * 3072) + 3072 + 768 + 4 * 768;
+        let want = 30_522 * 768 + 128 * 768 + 12 * layer + 768 * 2 + 2;
+        assert_eq!(param_count(ModelKind::TransformerBase), want);
+    }
+
+    #[test]
+    fn full_size_models_take_their_inputs() {
+        let vs = nn::VarStore::new(tch::Device::Cpu);
+        let m = ModelKind::Resnet50.build(&vs.root(), &[]).unwrap();
+        let x = Tensor::zeros([1, 3, 224, 224], (Kind::Float, tch::Device::Cpu));
+        assert_eq!(forward(m.as_ref(), &x, false).unwrap().size(), [1, 1000]);
+        let vs = nn::VarStore::new(tch::Device::Cpu);
+        let m = ModelKind::TransformerBase.build(&vs.root(), &[]).unwrap();
+        let t = Tensor::zeros([2, 128], (Kind::Int64, tch::Device::Cpu));
+        assert_eq!(forward(m.as_ref(), &t, false).unwrap().size(), [2, 2]);
     }
 }

@@ -64,11 +64,13 @@ pub(crate) fn write_record(
     summary: &TrainSummary,
     checksum: u64,
     trace: &StepTrace,
+    device_bytes: u64,
 ) -> std::io::Result<()> {
     writeln!(
         out,
         "step={step} loss={:e} accuracy={:e} checksum={checksum:016x} hooks={} \
-         first_hook_ns={} last_hook_ns={} backward_end_ns={} ready_ns={} start_ns={} done_ns={}",
+         first_hook_ns={} last_hook_ns={} backward_end_ns={} ready_ns={} start_ns={} done_ns={} \
+         device_bytes={device_bytes}",
         summary.last_loss,
         summary.last_accuracy,
         join(&trace.hook_counts),

@@ -1,23 +1,29 @@
-//! The communication thread: owns one allreduce per bucket, starts a bucket's allreduce as
-//! soon as the hooks report it complete (backward keeps running meanwhile), and at the end of
-//! the step waits for every bucket and writes the summed gradients back into `.grad`.
+//! The communication thread: owns one allreduce per bucket (through [`Staging`]), starts a
+//! bucket's allreduce as soon as its gradients are packed into the segment (backward keeps
+//! running meanwhile), and at the end of the step waits for every bucket and hands the sums
+//! back to the gradients (on the host, or queued to the GPU).
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use fusion::{BucketId, BucketPlan};
 use gaspi::Timeout;
 use tch::Tensor;
 
-use crate::comm::{BucketAllreduce, Comm};
+use crate::comm::Comm;
 use crate::error::{Error, Result};
-use crate::ffi;
 use crate::hooks::now_ns;
+use crate::staging::{GradDtype, Mode, Staging};
 
 /// How long the thread drives one in-flight allreduce before it looks for newly complete
 /// buckets again.
 const PROGRESS_SLICE: Timeout = Timeout::ms(1);
+
+/// How often the thread looks at a GPU copy it waits for when nothing else is in flight
+/// (it sleeps on its channel in between, so a new bucket wakes it at once).
+const COPY_POLL: Duration = Duration::from_micros(50);
 
 /// When each bucket started and finished, in [`now_ns`] time.
 #[derive(Clone, Debug, Default)]
@@ -27,11 +33,12 @@ pub(crate) struct CommTimes {
 }
 
 pub(crate) enum Msg {
-    /// Bucket complete: copy its gradients in and start its allreduce.
+    /// Bucket complete: pack its gradients (host path; the hook did it on the device path)
+    /// and start its allreduce once they are in the segment.
     Start(BucketId),
     /// Start every bucket not started yet (the no-overlap mode, after backward).
     StartAll,
-    /// Wait for every bucket, write the sums into `.grad`, reply.
+    /// Wait for every bucket, hand the sums back to the gradients, reply.
     Finish(Sender<Result<CommTimes>>),
 }
 
@@ -39,12 +46,18 @@ pub(crate) enum Msg {
 pub(crate) struct Reducer {
     tx: Sender<Msg>,
     handle: Option<JoinHandle<()>>,
+    /// `None` on a single rank: nothing to reduce.
+    staging: Option<Arc<Staging>>,
 }
 
 /// Where one bucket is in the current step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Idle,
+    /// Handed to the thread; its gradients are on their way into the segment.
+    Packing {
+        seq: u64,
+    },
     /// `seq` counts starts within the step: the same order on every rank.
     InFlight {
         start_ns: u64,
@@ -57,27 +70,50 @@ enum Phase {
 }
 
 struct Worker {
-    plan: Arc<BucketPlan>,
-    params: Vec<Tensor>,
     /// `None` on a single rank: nothing to reduce.
-    buckets: Option<Vec<BucketAllreduce>>,
+    staging: Option<Arc<Staging>>,
     phase: Vec<Phase>,
     comm_timeout: Timeout,
-    /// Buckets started in this step.
-    started: u64,
+    /// Buckets handed over in this step.
+    queued: u64,
     error: Option<Error>,
+}
+
+/// How the gradients reach the communication buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StagingMode {
+    /// CPU gradients packed by the communication thread.
+    Host,
+    /// Gradients on a device (or CPU tensors standing in for one), packed by the hooks.
+    Device(tch::Device),
 }
 
 impl Reducer {
     /// Creates the bucket allreduces (collective, in bucket order, on this thread) and starts
     /// the thread. `params` are the trainable parameters in registration order.
-    pub(crate) fn spawn(comm: &Comm, plan: Arc<BucketPlan>, params: Vec<Tensor>) -> Result<Self> {
-        let buckets = if comm.size() > 1 {
-            let mut v = Vec::with_capacity(plan.num_buckets());
+    pub(crate) fn spawn(
+        comm: &Comm,
+        plan: Arc<BucketPlan>,
+        params: Vec<Tensor>,
+        dtype: GradDtype,
+        mode: StagingMode,
+    ) -> Result<Self> {
+        let staging = if comm.size() > 1 {
+            let mut allreduces = Vec::with_capacity(plan.num_buckets());
             for bucket in plan.buckets() {
-                v.push(comm.bucket_allreduce(bucket.total_elements())?);
+                allreduces.push(comm.bucket_allreduce(bucket.total_elements(), dtype)?);
             }
-            Some(v)
+            let mode = match mode {
+                StagingMode::Host => Mode::Host,
+                StagingMode::Device(device) => Mode::Device {
+                    device,
+                    copy_stream: match device {
+                        tch::Device::Cuda(i) => Some(crate::stream::Stream::from_pool(i)?),
+                        _ => None,
+                    },
+                },
+            };
+            Some(Arc::new(Staging::new(&params, &plan, allreduces, mode)?))
         } else {
             None
         };
@@ -85,10 +121,8 @@ impl Reducer {
         let worker = Worker {
             phase: vec![Phase::Idle; plan.num_buckets()],
             comm_timeout: comm.timeout(),
-            started: 0,
-            plan,
-            params,
-            buckets,
+            queued: 0,
+            staging: staging.clone(),
             error: None,
         };
         let handle = std::thread::Builder::new()
@@ -98,11 +132,17 @@ impl Reducer {
         Ok(Reducer {
             tx,
             handle: Some(handle),
+            staging,
         })
     }
 
     pub(crate) fn sender(&self) -> Sender<Msg> {
         self.tx.clone()
+    }
+
+    /// The buckets' staging, `None` on a single rank.
+    pub(crate) fn staging(&self) -> Option<&Arc<Staging>> {
+        self.staging.as_ref()
     }
 
     fn send(&self, msg: Msg) -> Result<()> {
@@ -111,11 +151,19 @@ impl Reducer {
             .map_err(|_| Error::CommThread("it has exited".to_owned()))
     }
 
+    /// Starts every bucket after backward (the no-overlap mode); on the device path the
+    /// buckets are packed here, on the step's thread.
     pub(crate) fn start_all(&self) -> Result<()> {
+        if let Some(staging) = self.staging.as_ref().filter(|s| s.sends_from_hook()) {
+            for b in 0..staging.num_buckets() {
+                staging.send(b)?;
+            }
+        }
         self.send(Msg::StartAll)
     }
 
-    /// Blocks until every bucket is reduced and written back.
+    /// Blocks until every bucket is reduced and handed back (on the device path the copies
+    /// back are queued; [`Staging::finish`] makes the compute stream wait for them).
     pub(crate) fn finish(&self) -> Result<CommTimes> {
         let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
         self.send(Msg::Finish(reply_tx))?;
@@ -147,24 +195,32 @@ impl Worker {
                     Err(TryRecvError::Disconnected) => return,
                 }
             }
-            match self.oldest_in_flight() {
+            self.start_packed();
+            let next = match (self.oldest_in_flight(), self.oldest_packing()) {
                 // Drive it for a short slice, then look for new buckets again.
-                Some(b) => self.drive(b, PROGRESS_SLICE),
-                None => match rx.recv() {
-                    Ok(msg) => self.handle(msg),
-                    Err(_) => return,
-                },
+                (Some(b), _) => {
+                    self.drive(b, PROGRESS_SLICE);
+                    continue;
+                }
+                // A GPU copy is still under way: look again shortly, or when a message comes.
+                (None, Some(_)) => rx.recv_timeout(COPY_POLL),
+                (None, None) => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            match next {
+                Ok(msg) => self.handle(msg),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
             }
         }
     }
 
     fn handle(&mut self, msg: Msg) {
         match msg {
-            Msg::Start(bucket) => self.start_or_record(bucket),
+            Msg::Start(bucket) => self.queue_or_record(bucket),
             Msg::StartAll => {
-                for b in 0..self.plan.num_buckets() {
+                for b in 0..self.phase.len() {
                     if self.phase[b] == Phase::Idle {
-                        self.start_or_record(BucketId(b));
+                        self.queue_or_record(BucketId(b));
                     }
                 }
             }
@@ -175,14 +231,87 @@ impl Worker {
         }
     }
 
-    fn start_or_record(&mut self, bucket: BucketId) {
-        if let Err(e) = self.start(bucket) {
+    fn queue_or_record(&mut self, bucket: BucketId) {
+        if let Err(e) = self.queue(bucket) {
             self.error.get_or_insert(e);
         }
     }
 
-    /// The in-flight bucket started first. Ranks start buckets in the same order (the hooks
-    /// fire in the same order everywhere), so they all drive the same one.
+    /// Takes bucket `b` into this step: packs it on the host path, and marks it for starting.
+    fn queue(&mut self, bucket: BucketId) -> Result<()> {
+        let b = bucket.0;
+        match self.phase.get(b) {
+            Some(Phase::Idle) => {}
+            Some(_) => return Err(Error::Comm(format!("bucket {b} started twice"))),
+            None => return Err(Error::Comm(format!("no bucket {b}"))),
+        }
+        let Some(staging) = self.staging.as_ref() else {
+            let now = now_ns();
+            self.phase[b] = Phase::Done {
+                start_ns: now,
+                done_ns: now,
+            };
+            return Ok(());
+        };
+        if !staging.sends_from_hook() {
+            staging.send(b)?;
+        }
+        self.phase[b] = Phase::Packing { seq: self.queued };
+        self.queued += 1;
+        Ok(())
+    }
+
+    /// The bucket handed over first among those still packing.
+    fn oldest_packing(&self) -> Option<usize> {
+        self.phase
+            .iter()
+            .enumerate()
+            .filter_map(|(b, p)| match p {
+                Phase::Packing { seq } => Some((*seq, b)),
+                _ => None,
+            })
+            .min()
+            .map(|(_, b)| b)
+    }
+
+    /// Starts the allreduces of packed buckets, in the order they were handed over: every
+    /// rank starts its buckets in the same order (the hooks fire in the same order
+    /// everywhere), whatever its copies' timing.
+    fn start_packed(&mut self) {
+        while let Some(b) = self.oldest_packing() {
+            match self.start_if_packed(b) {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    let now = now_ns();
+                    self.phase[b] = Phase::Done {
+                        start_ns: now,
+                        done_ns: now,
+                    };
+                }
+            }
+        }
+    }
+
+    fn start_if_packed(&mut self, b: usize) -> Result<bool> {
+        let Phase::Packing { seq } = self.phase[b] else {
+            return Ok(true);
+        };
+        let staging = self.staging.as_ref().expect("packing implies staging");
+        if !staging.is_sent(b)? {
+            return Ok(false);
+        }
+        staging.bucket(b).allreduce().start()?;
+        self.phase[b] = Phase::InFlight {
+            start_ns: now_ns(),
+            seq,
+        };
+        Ok(true)
+    }
+
+    /// The in-flight bucket started first. Ranks start buckets in the same order, so they
+    /// all drive the same one.
     fn oldest_in_flight(&self) -> Option<usize> {
         self.phase
             .iter()
@@ -195,7 +324,7 @@ impl Worker {
             .map(|(_, b)| b)
     }
 
-    /// Waits up to `slice` for bucket `b`; once complete, writes its sums into `.grad` (those
+    /// Waits up to `slice` for bucket `b`; once complete, hands its sums back (those
     /// parameters' gradients are final: their hooks have fired).
     fn drive(&mut self, b: usize, slice: Timeout) {
         if let Err(e) = self.try_complete(b, slice) {
@@ -214,14 +343,11 @@ impl Worker {
         let Phase::InFlight { start_ns, .. } = self.phase[b] else {
             return Ok(true);
         };
-        if let Some(buckets) = self.buckets.as_mut() {
-            let Some(sum) = buckets[b].wait_for(timeout)? else {
+        if let Some(staging) = self.staging.as_ref() {
+            if !staging.bucket(b).allreduce().wait_for(timeout)? {
                 return Ok(false);
-            };
-            for m in self.plan.buckets()[b].members() {
-                let grad = self.params[m.param.0].grad();
-                ffi::write_f32(&grad, &sum[m.offset_elements..m.offset_elements + m.numel])?;
             }
+            staging.receive(b)?;
         }
         self.phase[b] = Phase::Done {
             start_ns,
@@ -230,45 +356,11 @@ impl Worker {
         Ok(true)
     }
 
-    fn start(&mut self, bucket: BucketId) -> Result<()> {
-        let b = self.plan.bucket(bucket)?;
-        if self.phase[bucket.0] != Phase::Idle {
-            return Err(Error::Comm(format!("bucket {} started twice", bucket.0)));
-        }
-        if let Some(buckets) = self.buckets.as_mut() {
-            let input = buckets[bucket.0].input_mut()?;
-            for m in b.members() {
-                let grad = self.params[m.param.0].grad();
-                if !grad.defined() {
-                    return Err(Error::Comm(format!(
-                        "parameter {} has no gradient",
-                        m.param.0
-                    )));
-                }
-                let dst = &mut input[m.offset_elements..m.offset_elements + m.numel];
-                grad.f_copy_data(dst, m.numel)?;
-            }
-            buckets[bucket.0].start()?;
-            self.phase[bucket.0] = Phase::InFlight {
-                start_ns: now_ns(),
-                seq: self.started,
-            };
-            self.started += 1;
-        } else {
-            let now = now_ns();
-            self.phase[bucket.0] = Phase::Done {
-                start_ns: now,
-                done_ns: now,
-            };
-        }
-        Ok(())
-    }
-
     fn finish(&mut self) -> Result<CommTimes> {
         let result = self.finish_inner();
         // Whatever happened, the next step starts clean.
         self.phase.fill(Phase::Idle);
-        self.started = 0;
+        self.queued = 0;
         match self.error.take() {
             Some(e) => Err(e),
             None => result,
@@ -276,7 +368,7 @@ impl Worker {
     }
 
     fn finish_inner(&mut self) -> Result<CommTimes> {
-        let n = self.plan.num_buckets();
+        let n = self.phase.len();
         let mut times = CommTimes {
             start_ns: Vec::with_capacity(n),
             done_ns: Vec::with_capacity(n),
@@ -287,11 +379,25 @@ impl Worker {
             )));
         }
         // In start order, as every rank does; bounded by the communication timeout.
-        while let Some(b) = self.oldest_in_flight() {
-            if !self.try_complete(b, self.comm_timeout)? {
-                return Err(Error::Comm(format!(
-                    "bucket {b}: allreduce did not complete within the timeout"
-                )));
+        let deadline =
+            std::time::Instant::now().checked_add(Duration::from_millis(self.comm_timeout.0));
+        loop {
+            self.start_packed();
+            if let Some(b) = self.oldest_in_flight() {
+                if !self.try_complete(b, self.comm_timeout)? {
+                    return Err(Error::Comm(format!(
+                        "bucket {b}: allreduce did not complete within the timeout"
+                    )));
+                }
+            } else if let Some(b) = self.oldest_packing() {
+                if deadline.is_some_and(|d| std::time::Instant::now() > d) {
+                    return Err(Error::Comm(format!(
+                        "bucket {b}: its gradients did not reach the host within the timeout"
+                    )));
+                }
+                std::thread::sleep(COPY_POLL);
+            } else {
+                break;
             }
         }
         for phase in &self.phase {

@@ -14,7 +14,13 @@ use trainer::fit::{train, TrainConfig};
 use trainer::metrics::Monitor;
 use trainer::models::ModelKind;
 use trainer::schedule::ScheduleKind;
-use trainer::{Comm, DdpConfig, OptimizerKind};
+use trainer::device::DeviceArg;
+use trainer::{Comm, DdpConfig, GradDtype, OptimizerKind};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum AmpArg {
+    Bf16,
+}
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum OptimizerArg {
@@ -132,6 +138,21 @@ struct Args {
     /// Fusion threshold in KiB; default: the launcher's TNT_FUSION_THRESHOLD_KB, else 32.
     #[arg(long)]
     fusion_threshold: Option<FusionThreshold>,
+    /// Device: auto (a GPU when one is visible, else the CPU), cpu, cuda (rank r of a host
+    /// takes GPU local_rank mod visible GPUs) or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: DeviceArg,
+    /// Element type gradients are allreduced in: f32, or bf16 (half the bytes; converted on
+    /// the device, summed in f32 inside the reduction, converted back).
+    #[arg(long, value_enum, default_value = "f32")]
+    grad_dtype: GradDtype,
+    /// Mixed precision: forward and loss under autocast (bf16); master weights stay f32.
+    #[arg(long, value_enum)]
+    amp: Option<AmpArg>,
+    /// Stage CPU gradients the way GPU gradients are (a flat buffer packed by the hooks,
+    /// copied in and out): tests the GPU path's logic on machines without a GPU.
+    #[arg(long, hide = true)]
+    debug_device_staging: bool,
     /// Allreduce all gradients after backward instead of overlapping (for comparison).
     #[arg(long)]
     no_overlap: bool,
@@ -230,7 +251,7 @@ fn run_inference(args: &EvalArgs, output: Option<&PathBuf>) -> trainer::Result<(
     let model = restored.model.as_ref();
     match output {
         None => {
-            let m = evaluate(&comm, model, &test, args.batch_size)?;
+            let m = evaluate(&comm, model, &test, args.batch_size, tch::Device::Cpu)?;
             if comm.is_master() {
                 println!(
                     "evaluate {} (epoch {}) on {} rank(s): {} test samples, loss {:.4} \
@@ -245,7 +266,7 @@ fn run_inference(args: &EvalArgs, output: Option<&PathBuf>) -> trainer::Result<(
             }
         }
         Some(path) => {
-            let preds = predict(&comm, model, &test, args.batch_size)?;
+            let preds = predict(&comm, model, &test, args.batch_size, tch::Device::Cpu)?;
             if comm.is_master() {
                 write_predictions(path, &test, &preds)?;
                 println!(
@@ -331,7 +352,11 @@ fn run(args: Args) -> trainer::Result<()> {
             fusion_threshold,
             overlap: !args.no_overlap,
             rebuild_buckets: !args.no_bucket_rebuild,
+            grad_dtype: args.grad_dtype,
+            device_staging_on_cpu: args.debug_device_staging,
         },
+        device: args.device,
+        amp_bf16: matches!(args.amp, Some(AmpArg::Bf16)),
         profile: args.profile,
         max_steps: args.max_steps,
         record: args.record,

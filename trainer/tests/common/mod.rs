@@ -44,13 +44,14 @@ pub fn run_train(n: u16, args: &[&str]) -> JobOutcome {
 /// [`run_train`] with extra environment variables.
 pub fn run_train_env(n: u16, args: &[&str], env: &[(&str, &str)]) -> JobOutcome {
     let mut job = Job::new(n, env!("CARGO_BIN_EXE_train"));
+    // Quiet by default; the caller's variables come after, so they win.
+    job.env.push(("TNT_LOG".into(), "warn".into()));
     for (k, v) in env {
         job.env.push((k.to_string(), v.to_string()));
     }
     job.args = args.iter().map(|s| s.to_string()).collect();
     job.args.push("--no-progress".into());
     job.timeout = Duration::from_secs(120);
-    job.env.push(("TNT_LOG".into(), "warn".into()));
     let mut outcome = job.run();
     for _ in 0..2 {
         let port_taken = outcome.ranks.first().is_some_and(|r| {

@@ -1,0 +1,305 @@
+//! Gradient staging: a bucket's gradients packed into the allreduce's buffer (gaspi segment
+//! memory) and the sum unpacked back into `.grad`, on the CPU or from a GPU.
+//!
+//! On the CPU ([`Mode::Host`]) the communication thread packs the gradients straight into the
+//! segment and unpacks the sum from it (converting to the wire dtype and back).
+//!
+//! From a GPU ([`Mode::Device`]) the segment range is page-locked and the hook of the bucket's
+//! last gradient, on the autograd thread, queues: an event on the compute stream → the copy
+//! stream waits for it → pack the gradients into a flat device buffer (in the wire dtype) →
+//! copy it to the segment (DMA) → event `sent`. The communication thread starts the allreduce
+//! once `sent` has completed and, when the sum is in, queues the copy back (host → flat device
+//! buffer, event `received`) on the copy stream. At the end of the step the compute stream
+//! waits for `received` and unpacks the flat buffer into `.grad`: the host never waits for the
+//! GPU, and backward of the remaining layers runs while buckets travel.
+//!
+//! The device path works on CPU tensors too (streams and events are then no-ops and copies
+//! synchronous), which is how its logic is tested on machines without a GPU.
+
+use std::sync::{Mutex, MutexGuard};
+
+use fusion::BucketPlan;
+use tch::{Device, Kind, Tensor};
+
+use crate::comm::BucketAllreduce;
+use crate::error::{Error, Result};
+use crate::pinned::PageLocked;
+use crate::stream::{copy_async, Event, Stream};
+
+/// The element type gradients travel in (`--grad-dtype`).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum GradDtype {
+    /// f32: exact sums (up to summation order).
+    #[default]
+    F32,
+    /// bfloat16: half the bytes; each pairwise sum is computed in f32 and rounded once.
+    Bf16,
+}
+
+impl GradDtype {
+    pub fn kind(self) -> Kind {
+        match self {
+            GradDtype::F32 => Kind::Float,
+            GradDtype::Bf16 => Kind::BFloat16,
+        }
+    }
+}
+
+/// Where the gradients are and how they reach the segment.
+pub(crate) enum Mode {
+    /// CPU gradients, packed by the communication thread.
+    Host,
+    /// Gradients on `device`, packed there and copied on `copy_stream` (`None`: CPU tensors
+    /// standing in for a GPU, synchronously).
+    Device {
+        device: Device,
+        copy_stream: Option<Stream>,
+    },
+}
+
+/// A point in a copy stream's work; on the CPU stand-in always complete.
+struct Marker(Option<Event>);
+
+impl Marker {
+    fn new(on_gpu: bool) -> Result<Self> {
+        Ok(Marker(if on_gpu { Some(Event::new()?) } else { None }))
+    }
+
+    fn record(&mut self, stream: Option<&Stream>) -> Result<()> {
+        match (&mut self.0, stream) {
+            (Some(e), Some(s)) => e.record(s),
+            _ => Ok(()),
+        }
+    }
+
+    fn block(&self, stream: Option<&Stream>) -> Result<()> {
+        match (&self.0, stream) {
+            (Some(e), Some(s)) => e.block(s),
+            _ => Ok(()),
+        }
+    }
+
+    fn is_done(&self) -> Result<bool> {
+        self.0.as_ref().map_or(Ok(true), Event::is_done)
+    }
+}
+
+/// One member of a bucket: its parameter and its place in the flat buffer.
+struct Member {
+    /// Registration index (for messages) and the parameter itself (a shallow clone).
+    index: usize,
+    param: Tensor,
+    offset: i64,
+    numel: i64,
+}
+
+/// Everything of one bucket, dropped together: the views of the segment before the
+/// page-locking, both before the allreduce that owns the segment.
+pub(crate) struct Bucket {
+    members: Vec<Member>,
+    /// The allreduce's data range as a CPU tensor of the wire dtype.
+    host: Tensor,
+    /// The device path's flat buffer (on the gradients' device, wire dtype).
+    flat: Option<Tensor>,
+    grads_ready: Marker,
+    sent: Marker,
+    received: Marker,
+    _locked: Option<PageLocked>,
+    allreduce: BucketAllreduce,
+}
+
+impl Bucket {
+    pub(crate) fn allreduce(&mut self) -> &mut BucketAllreduce {
+        &mut self.allreduce
+    }
+}
+
+/// The staging of every bucket of one plan; shared by the hooks, the communication thread
+/// and the step.
+pub(crate) struct Staging {
+    mode: Mode,
+    buckets: Vec<Mutex<Bucket>>,
+}
+
+fn flat_view(t: &Tensor, m: &Member) -> Result<Tensor> {
+    Ok(t.f_narrow(0, m.offset, m.numel)?)
+}
+
+fn grad_of(m: &Member) -> Result<Tensor> {
+    let g = m.param.grad();
+    if !g.defined() {
+        return Err(Error::Comm(format!("parameter {} has no gradient", m.index)));
+    }
+    Ok(g)
+}
+
+impl Staging {
+    /// Wraps each bucket's allreduce (created collectively by the caller, in bucket order).
+    pub(crate) fn new(
+        params: &[Tensor],
+        plan: &BucketPlan,
+        allreduces: Vec<BucketAllreduce>,
+        mode: Mode,
+    ) -> Result<Self> {
+        let on_gpu = matches!(mode, Mode::Device { copy_stream: Some(_), .. });
+        let mut buckets = Vec::with_capacity(allreduces.len());
+        for (bucket, mut allreduce) in plan.buckets().iter().zip(allreduces) {
+            let members: Vec<Member> = bucket
+                .members()
+                .iter()
+                .map(|m| Member {
+                    index: m.param.0,
+                    param: params[m.param.0].shallow_clone(),
+                    offset: m.offset_elements as i64,
+                    numel: m.numel as i64,
+                })
+                .collect();
+            let kind = allreduce.dtype().kind();
+            let (ptr, count) = allreduce.data_range()?;
+            let bytes = count * kind.elt_size_in_bytes();
+            // SAFETY: `ptr` addresses `count` elements of the allreduce's segment, which lives
+            // as long as `allreduce`, dropped after this tensor (field order of `Bucket`).
+            let host = unsafe {
+                Tensor::f_from_blob(ptr, &[count as i64], &[1], kind, Device::Cpu)?
+            };
+            let (flat, locked) = match &mode {
+                Mode::Host => (None, None),
+                Mode::Device { device, .. } => {
+                    let flat = Tensor::f_empty([count as i64], (kind, *device))?;
+                    let locked = match device {
+                        // SAFETY: as for `host`: the range outlives the lock.
+                        Device::Cuda(i) if on_gpu => Some(unsafe { PageLocked::new(ptr, bytes, *i)? }),
+                        _ => None,
+                    };
+                    (Some(flat), locked)
+                }
+            };
+            buckets.push(Mutex::new(Bucket {
+                members,
+                host,
+                flat,
+                grads_ready: Marker::new(on_gpu)?,
+                sent: Marker::new(on_gpu)?,
+                received: Marker::new(on_gpu)?,
+                _locked: locked,
+                allreduce,
+            }));
+        }
+        Ok(Staging { mode, buckets })
+    }
+
+    pub(crate) fn num_buckets(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// Locks bucket `b` (the hooks, the communication thread and the step take turns).
+    pub(crate) fn bucket(&self, b: usize) -> MutexGuard<'_, Bucket> {
+        // A panic while holding it is reported by the step that hit it; the data is plain.
+        self.buckets[b].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// True when the hook of a bucket's last gradient packs and sends it (device path);
+    /// false when the communication thread does (host path).
+    pub(crate) fn sends_from_hook(&self) -> bool {
+        matches!(self.mode, Mode::Device { .. })
+    }
+
+    fn copy_stream(&self) -> Option<&Stream> {
+        match &self.mode {
+            Mode::Device { copy_stream, .. } => copy_stream.as_ref(),
+            Mode::Host => None,
+        }
+    }
+
+    fn device_index(&self) -> Option<usize> {
+        match self.mode {
+            Mode::Device {
+                device: Device::Cuda(i),
+                copy_stream: Some(_),
+            } => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Packs bucket `b`'s gradients into the segment: on the host path now; on the device
+    /// path queued behind the gradients' computation (call it from the hook, on the thread
+    /// whose current stream produced them).
+    pub(crate) fn send(&self, b: usize) -> Result<()> {
+        let mut bucket = self.bucket(b);
+        let bucket = &mut *bucket;
+        let Some(flat) = &bucket.flat else {
+            for m in &bucket.members {
+                let grad = grad_of(m)?;
+                copy_async(&flat_view(&bucket.host, m)?, &grad.f_reshape([-1])?)?;
+            }
+            return Ok(());
+        };
+        let copy_stream = self.copy_stream();
+        if let (Some(index), Some(stream)) = (self.device_index(), copy_stream) {
+            bucket.grads_ready.record(Some(&Stream::current(index)?))?;
+            bucket.grads_ready.block(Some(stream))?;
+        }
+        let _on_copy_stream = copy_stream.map(Stream::make_current).transpose()?;
+        for m in &bucket.members {
+            let grad = grad_of(m)?;
+            if let Some(stream) = copy_stream {
+                // The gradient is read on the copy stream: its memory must not be reused
+                // before that read is done, whatever the compute stream does meanwhile.
+                stream.record_tensor(&grad)?;
+            }
+            copy_async(&flat_view(flat, m)?, &grad.f_reshape([-1])?)?;
+        }
+        copy_async(&bucket.host, flat)?;
+        bucket.sent.record(copy_stream)
+    }
+
+    /// Whether bucket `b`'s packed gradients have reached the segment (the allreduce may
+    /// start).
+    pub(crate) fn is_sent(&self, b: usize) -> Result<bool> {
+        self.bucket(b).sent.is_done()
+    }
+
+    /// Once bucket `b`'s allreduce has completed: the host path writes the sums into
+    /// `.grad`; the device path queues their copy back to the device.
+    pub(crate) fn receive(&self, b: usize) -> Result<()> {
+        let mut bucket = self.bucket(b);
+        let bucket = &mut *bucket;
+        let Some(flat) = &bucket.flat else {
+            return unpack(&bucket.members, &bucket.host);
+        };
+        let copy_stream = self.copy_stream();
+        let _on_copy_stream = copy_stream.map(Stream::make_current).transpose()?;
+        copy_async(flat, &bucket.host)?;
+        bucket.received.record(copy_stream)
+    }
+
+    /// At the end of the step, on the step's thread: the device path makes the compute
+    /// stream wait for every bucket's copy back and unpacks the sums into `.grad` there.
+    pub(crate) fn finish(&self) -> Result<()> {
+        let Mode::Device { .. } = self.mode else {
+            return Ok(());
+        };
+        let compute = self.device_index().map(Stream::current).transpose()?;
+        for b in 0..self.buckets.len() {
+            let bucket = self.bucket(b);
+            bucket.received.block(compute.as_ref())?;
+            if let Some(flat) = &bucket.flat {
+                unpack(&bucket.members, flat)?;
+            }
+        }
+        Ok(())
+    }
+
+}
+
+/// Writes each member's range of `from` into its gradient (converting the dtype).
+fn unpack(members: &[Member], from: &Tensor) -> Result<()> {
+    for m in members {
+        let grad = grad_of(m)?;
+        copy_async(&grad, &flat_view(from, m)?.f_view(grad.size().as_slice())?)?;
+    }
+    Ok(())
+}

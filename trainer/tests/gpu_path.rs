@@ -1,0 +1,266 @@
+//! The GPU gradient path and device selection.
+//!
+//! Without a GPU: `--device cuda` fails clearly, `--device auto` trains on the CPU, and the
+//! device path's staging (hooks pack each bucket into a flat buffer, copy it into the
+//! allreduce's segment, the sum comes back through the same buffer) runs with CPU tensors
+//! standing in (`--debug-device-staging`), in f32 and bf16, against one rank.
+//!
+//! With a GPU (skipped with a printed reason otherwise): 2 ranks on one GPU give the weights of
+//! 1 rank, bucket allreduces start before backward ends, and GPU memory does not grow over 20
+//! steps.
+//!
+//! Tolerances: f32 as in `equivalence.rs` (summation order only). bf16 gradients carry 8
+//! significant bits (relative rounding up to 2^-9 per element, once when packed and once per
+//! pairwise sum), so after 5 SGD steps at lr 0.05 weights must satisfy |w_p - w_1| <=
+//! 2e-3 + 1e-2 |w_1| and losses |l_p - l_1| <= 1e-2 |l_1|; observed: 1.5e-4 absolute.
+
+mod common;
+
+use common::*;
+
+struct Tolerance {
+    loss_rtol: f64,
+    weight_atol: f64,
+    weight_rtol: f64,
+}
+
+const F32: Tolerance = Tolerance {
+    loss_rtol: 1e-4,
+    weight_atol: 1e-5,
+    weight_rtol: 1e-4,
+};
+
+const BF16: Tolerance = Tolerance {
+    loss_rtol: 1e-2,
+    weight_atol: 2e-3,
+    weight_rtol: 1e-2,
+};
+
+/// MLP 784-64-32-10, global batch 10 (5+5 on 2 ranks, 4+3+3 on 3), 5 steps, one bucket per
+/// tensor except the first two (threshold 4 KiB), so several buckets travel per step.
+const MLP: &[&str] = &[
+    "--model",
+    "mlp",
+    "--hidden",
+    "64,32",
+    "--batch-size",
+    "10",
+    "--samples",
+    "50",
+    "--max-steps",
+    "5",
+    "--lr",
+    "0.05",
+    "--fusion-threshold",
+    "4",
+];
+
+struct Run {
+    _scratch: Scratch,
+    records: Vec<Record>,
+    /// The final weights, when the run ended an epoch (and so wrote a checkpoint).
+    weights: Option<std::collections::HashMap<String, tch::Tensor>>,
+}
+
+fn train_recorded(name: &str, n: u16, args: &[&str]) -> Run {
+    let scratch = Scratch::new(name);
+    let (record, ckpt) = (scratch.path("rec"), scratch.path("ckpt"));
+    let (record_s, ckpt_s) = (record.display().to_string(), ckpt.display().to_string());
+    let mut all = args.to_vec();
+    all.extend(["--record", &record_s, "--checkpoint-dir", &ckpt_s]);
+    train_ok(n, &all);
+    let records = assert_replicas_identical(&record, n);
+    let saved = std::fs::read_dir(&ckpt).is_ok_and(|mut d| d.next().is_some());
+    let weights = saved.then(|| load_weights(&ckpt));
+    Run {
+        _scratch: scratch,
+        records,
+        weights,
+    }
+}
+
+fn assert_close(run: &Run, reference: &Run, tol: &Tolerance, what: &str) {
+    assert_eq!(run.records.len(), reference.records.len());
+    for (r, r1) in run.records.iter().zip(&reference.records) {
+        let rel = (r.loss - r1.loss).abs() / r1.loss.abs();
+        assert!(
+            rel <= tol.loss_rtol,
+            "{what}, step {}: loss {} vs {} on one rank",
+            r.step,
+            r.loss,
+            r1.loss
+        );
+    }
+    let (Some(weights), Some(reference_weights)) = (&run.weights, &reference.weights) else {
+        panic!("{what}: both runs must end an epoch to compare their weights");
+    };
+    let excess = max_weight_excess(weights, reference_weights, tol.weight_atol, tol.weight_rtol);
+    let largest = max_weight_excess(weights, reference_weights, 0.0, 0.0);
+    println!("{what}: largest weight difference {largest:.3e}");
+    assert!(excess <= 0.0, "{what}: weights off by {excess} beyond tolerance");
+    assert_ne!(
+        run.records.first().unwrap().checksum,
+        run.records.last().unwrap().checksum,
+        "{what}: the weights never changed"
+    );
+}
+
+fn with(base: &[&'static str], extra: &[&'static str]) -> Vec<&'static str> {
+    base.iter().chain(extra).copied().collect()
+}
+
+#[test]
+fn device_staging_with_cpu_tensors_matches_one_rank() {
+    let one = train_recorded("staging-1", 1, &with(MLP, &["--device", "cpu"]));
+    for n in [2, 3] {
+        let args = with(MLP, &["--device", "cpu", "--debug-device-staging"]);
+        let run = train_recorded(&format!("staging-{n}"), n, &args);
+        assert_close(&run, &one, &F32, &format!("{n} ranks, device staging"));
+    }
+}
+
+#[test]
+fn bf16_gradients_stay_within_their_tolerance_of_one_rank() {
+    let one = train_recorded("bf16-1", 1, &with(MLP, &["--device", "cpu"]));
+    for (name, extra) in [
+        ("bf16-host", &["--grad-dtype", "bf16"][..]),
+        ("bf16-staged", &["--grad-dtype", "bf16", "--debug-device-staging"][..]),
+    ] {
+        let args = with(MLP, &[&["--device", "cpu"][..], extra].concat());
+        let run = train_recorded(name, 2, &args);
+        assert_close(&run, &one, &BF16, name);
+        // bf16 really travelled: not bit-equal to the f32 path.
+        let f32_run = train_recorded(&format!("{name}-f32"), 2, &with(MLP, &["--device", "cpu"]));
+        assert_ne!(
+            run.records.last().unwrap().checksum,
+            f32_run.records.last().unwrap().checksum,
+            "{name}: bf16 gave the f32 result bit for bit"
+        );
+    }
+}
+
+#[test]
+fn device_staging_starts_buckets_during_backward() {
+    // MLP 784-512-512-10, 16 samples per rank, one bucket per tensor: the output layer's
+    // bucket is complete long before backward's last hook.
+    let args = [
+        "--model",
+        "mlp",
+        "--hidden",
+        "512,512",
+        "--batch-size",
+        "32",
+        "--samples",
+        "256",
+        "--max-steps",
+        "6",
+        "--fusion-threshold",
+        "0",
+        "--device",
+        "cpu",
+        "--debug-device-staging",
+    ];
+    let run = train_recorded("staging-overlap", 2, &args);
+    let early = run
+        .records
+        .iter()
+        .filter(|r| r.list("start_ns")[0] < r.num("last_hook_ns"))
+        .count();
+    assert!(
+        early >= 1,
+        "no bucket started before backward ended in 6 steps"
+    );
+    for r in &run.records {
+        assert!(r.list("hooks").iter().all(|&c| c == 1));
+    }
+}
+
+#[test]
+fn cuda_without_a_gpu_is_a_clear_error_and_auto_uses_the_cpu() {
+    if tch::Cuda::is_available() {
+        println!("skipped: this machine has a GPU");
+        return;
+    }
+    let out = run_train(2, &["--device", "cuda", "--max-steps", "1"]);
+    for r in 0..2 {
+        assert_eq!(code(&out, r), Some(1), "{}", out.report());
+        let err = &out.ranks[r].stderr;
+        assert!(
+            err.contains("--device cuda: no CUDA GPU is available"),
+            "{}",
+            out.report()
+        );
+    }
+    let out = run_train_env(
+        2,
+        &["--device", "auto", "--max-steps", "2", "--samples", "128"],
+        &[("TNT_LOG", "info")],
+    );
+    out.assert_success();
+    assert!(
+        out.ranks[0].stderr.contains("training on the CPU"),
+        "{}",
+        out.report()
+    );
+}
+
+/// Skips (with the reason on stdout) unless libtorch sees a GPU.
+fn cuda_or_skip() -> bool {
+    if tch::Cuda::is_available() {
+        return true;
+    }
+    println!("skipped: no CUDA GPU (libtorch sees none); runs on a GPU machine");
+    false
+}
+
+#[test]
+fn cuda_two_ranks_on_one_gpu_match_one_rank() {
+    if !cuda_or_skip() {
+        return;
+    }
+    let one = train_recorded("cuda-1", 1, &with(MLP, &["--device", "cuda"]));
+    let two = train_recorded("cuda-2", 2, &with(MLP, &["--device", "cuda"]));
+    assert_close(&two, &one, &F32, "2 ranks on one GPU");
+    let bf16 = train_recorded(
+        "cuda-2-bf16",
+        2,
+        &with(MLP, &["--device", "cuda", "--grad-dtype", "bf16"]),
+    );
+    assert_close(&bf16, &one, &BF16, "2 ranks on one GPU, bf16 gradients");
+}
+
+#[test]
+fn cuda_buckets_start_during_backward_and_memory_is_stable() {
+    if !cuda_or_skip() {
+        return;
+    }
+    // ResNet-50 at batch 16 per rank: backward takes milliseconds on a GPU, and its 161
+    // tensors make many buckets at 64 KiB.
+    let args = [
+        "--model",
+        "resnet50",
+        "--batch-size",
+        "32",
+        "--samples",
+        "1024",
+        "--max-steps",
+        "22",
+        "--fusion-threshold",
+        "64",
+        "--device",
+        "cuda",
+    ];
+    let run = train_recorded("cuda-resnet50", 2, &args);
+    let early = run
+        .records
+        .iter()
+        .filter(|r| r.list("start_ns").into_iter().min().unwrap() < r.num("last_hook_ns"))
+        .count();
+    assert!(early >= 10, "only {early} of 22 steps started a bucket during backward");
+    let bytes: Vec<u64> = run.records.iter().map(|r| r.num("device_bytes")).collect();
+    assert!(bytes[1] > 0, "no GPU memory recorded");
+    assert!(
+        bytes[2..].iter().all(|&b| b <= bytes[1]),
+        "GPU memory grew after step 2: {bytes:?}"
+    );
+}
