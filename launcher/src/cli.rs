@@ -24,7 +24,7 @@ use gaspi::env::TransportChoice;
         TARANTELLA_RUN_DIR where job records and rank logs are kept."
 )]
 pub struct Cli {
-    /// Number of ranks to start [default: hostfile slots, else GPUs on this host, else 1].
+    /// Number of ranks to start [default: hostfile slots, else --devices-per-node, else 1].
     #[arg(short = 'n', long = "np", value_name = "N")]
     pub nranks: Option<usize>,
 
@@ -33,8 +33,16 @@ pub struct Cli {
     pub hostfile: Option<PathBuf>,
 
     /// Ranks per host (at most the host's slots).
-    #[arg(long, visible_alias = "devices-per-node", value_name = "K")]
+    #[arg(long, value_name = "K")]
     pub n_per_node: Option<usize>,
+
+    /// Ranks per host, one per GPU to use (Tarantella's name for --n-per-node). Every rank
+    /// sees the GPUs that CUDA_VISIBLE_DEVICES exposes; the trainer on local rank L uses the
+    /// (L mod count)-th of them. Warns when this host has no GPU: the ranks then run on CPU.
+    // Its own argument rather than an alias of --n-per-node: only this spelling asks for
+    // GPUs, so only it warns when there are none.
+    #[arg(long, value_name = "K", conflicts_with = "n_per_node")]
+    pub devices_per_node: Option<usize>,
 
     /// Do not use GPUs: hide them from every rank (CUDA_VISIBLE_DEVICES="").
     #[arg(long)]
@@ -114,6 +122,22 @@ pub struct Cli {
     pub command: Vec<String>,
 }
 
+impl Cli {
+    /// Ranks per host from `--n-per-node` or `--devices-per-node` (clap allows only one).
+    pub fn ranks_per_node(&self) -> Option<usize> {
+        self.n_per_node.or(self.devices_per_node)
+    }
+
+    /// The spelling the user gave for the ranks per host, for messages.
+    pub fn ranks_per_node_flag(&self) -> &'static str {
+        if self.devices_per_node.is_some() {
+            "--devices-per-node"
+        } else {
+            "--n-per-node"
+        }
+    }
+}
+
 /// `--log-level`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogLevel {
@@ -184,8 +208,38 @@ mod tests {
         .unwrap();
         assert_eq!(c.nranks, Some(4));
         assert_eq!(c.export, ["A=1", "B=2"]);
-        assert_eq!(c.n_per_node, Some(2));
+        assert_eq!(c.devices_per_node, Some(2));
+        assert_eq!(c.ranks_per_node(), Some(2));
         assert_eq!(c.command, ["prog", "--flag"]);
         assert_eq!(c.fusion_threshold, 32);
+    }
+
+    #[test]
+    fn both_spellings_of_ranks_per_node_feed_one_value_and_exclude_each_other() {
+        let n = Cli::try_parse_from(["tarantella", "--n-per-node", "3", "--", "p"]).unwrap();
+        assert_eq!(
+            (n.ranks_per_node(), n.ranks_per_node_flag()),
+            (Some(3), "--n-per-node")
+        );
+        assert_eq!(n.devices_per_node, None);
+        let d = Cli::try_parse_from(["tarantella", "--devices-per-node", "3", "--", "p"]).unwrap();
+        assert_eq!(
+            (d.ranks_per_node(), d.ranks_per_node_flag()),
+            (Some(3), "--devices-per-node")
+        );
+        assert_eq!(d.n_per_node, None);
+        let both = Cli::try_parse_from([
+            "tarantella",
+            "--n-per-node",
+            "1",
+            "--devices-per-node",
+            "1",
+            "--",
+            "p",
+        ]);
+        assert_eq!(
+            both.unwrap_err().kind(),
+            clap::error::ErrorKind::ArgumentConflict
+        );
     }
 }

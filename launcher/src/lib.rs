@@ -42,6 +42,9 @@ pub fn run(cli: &cli::Cli) -> Result<i32> {
         return cleanup::run(cli);
     }
     let mut plan = plan::Plan::new(cli)?;
+    for warning in &plan.warnings {
+        eprintln!("tarantella: warning: {warning}");
+    }
     if cli.dry_run {
         let ssh = match plan.mode {
             plan::Mode::Ssh => spawn::ssh::base_command()?,

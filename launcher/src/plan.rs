@@ -52,6 +52,8 @@ pub struct Plan {
     pub run_dir: PathBuf,
     pub show_all_output: bool,
     pub grace: Duration,
+    /// Printed once on stderr before the job starts (or before the dry run's text).
+    pub warnings: Vec<String>,
     cli_env: CommonEnv,
 }
 
@@ -71,13 +73,24 @@ struct CommonEnv {
     log_level: &'static str,
     log_on_all: bool,
     fusion_kb: u64,
-    gpus: Option<usize>,
+    /// `--no-gpu`. Otherwise `CUDA_VISIBLE_DEVICES` is left as the ranks inherit it.
+    hide_gpus: bool,
     exports: Vec<(String, String)>,
 }
+
+/// Set on every rank by `--no-gpu`; never set otherwise.
+const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
 
 impl Plan {
     /// Builds the plan from the options and what this host offers.
     pub fn new(cli: &Cli) -> Result<Plan> {
+        let in_slurm_allocation = std::env::var_os("SLURM_JOB_ID").is_some();
+        Plan::for_host(cli, in_slurm_allocation, count_gpus)
+    }
+
+    /// [`Plan::new`] with the host's facts passed in; `gpus_here` is called only when the
+    /// answer matters (for the CPU fallback warning).
+    fn for_host(cli: &Cli, in_slurm_allocation: bool, gpus_here: fn() -> usize) -> Result<Plan> {
         if cli.command.is_empty() {
             return Err(Error::NoProgram);
         }
@@ -98,39 +111,37 @@ impl Plan {
                 cli.grace
             )));
         }
-        if cli.nranks == Some(0) || cli.n_per_node == Some(0) {
-            return Err(Error::Invalid(
-                "-n and --n-per-node must be at least 1".into(),
-            ));
+        let per_node = cli.ranks_per_node();
+        if cli.nranks == Some(0) || per_node == Some(0) {
+            return Err(Error::Invalid(format!(
+                "-n and {} must be at least 1",
+                cli.ranks_per_node_flag()
+            )));
         }
         let job_id = match &cli.job_id {
             Some(id) => validate_job_id(id)?,
             None => JobToken::random()?.to_hex()[..12].to_string(),
         };
-        let gpus = if cli.no_gpu {
-            None
-        } else {
-            Some(detect_gpus())
-        };
         let mode = if cli.hostfile.is_some() {
             Mode::Ssh
-        } else if std::env::var_os("SLURM_JOB_ID").is_some() {
+        } else if in_slurm_allocation {
             Mode::Slurm
         } else {
             Mode::Local
         };
         let (ranks, nranks) = match mode {
             Mode::Local => {
-                let default = cli.n_per_node.unwrap_or(match gpus {
-                    Some(g) if g > 0 => g,
-                    _ => 1,
-                });
-                let n = cli.nranks.unwrap_or(default);
-                if let Some(k) = cli.n_per_node.filter(|&k| k < n) {
+                // Like torchrun's nproc_per_node: one rank unless asked for more, whether or
+                // not this host has GPUs.
+                let n = cli.nranks.or(per_node).unwrap_or(1);
+                if let Some(k) = per_node.filter(|&k| k < n) {
                     return Err(Error::NotEnoughSlots {
                         requested: n,
                         available: k,
-                        detail: format!("--n-per-node {k} on this host, no --hostfile"),
+                        detail: format!(
+                            "{} {k} on this host, no --hostfile",
+                            cli.ranks_per_node_flag()
+                        ),
                     });
                 }
                 (place(&[(None, n)], n), n)
@@ -141,7 +152,7 @@ impl Plan {
                 let caps: Vec<(Option<String>, usize)> = hosts
                     .iter()
                     .map(|h| {
-                        let cap = match (h.slots, cli.n_per_node) {
+                        let cap = match (h.slots, per_node) {
                             (Some(s), Some(k)) => s.min(k),
                             (Some(s), None) => s,
                             (None, Some(k)) => k,
@@ -201,6 +212,13 @@ impl Plan {
                 },
             });
         }
+        // Only in local mode do the ranks run on the host whose GPUs we can look at.
+        let asked_for_gpus = cli.devices_per_node.is_some() && !cli.no_gpu;
+        let warnings = if asked_for_gpus && mode == Mode::Local && gpus_here() == 0 {
+            vec![cpu_fallback_warning(nranks)]
+        } else {
+            Vec::new()
+        };
         Ok(Plan {
             mode,
             run_dir: rundir::base().join(&job_id),
@@ -208,19 +226,20 @@ impl Plan {
             token: JobToken::random()?,
             nranks,
             ranks,
-            slurm_per_node: cli.n_per_node,
+            slurm_per_node: per_node,
             rendezvous: None,
             argv,
             pin,
             show_all_output: cli.output_on_all_devices,
             grace: Duration::from_secs_f64(cli.grace),
+            warnings,
             cli_env: CommonEnv {
                 init_timeout_ms: (cli.timeout * 1000.0).round() as u64,
                 transport: cli.transport.into(),
                 log_level: cli.log_level.as_str(),
                 log_on_all: cli.log_on_all_devices,
                 fusion_kb: cli.fusion_threshold,
-                gpus,
+                hide_gpus: cli.no_gpu,
                 exports,
             },
         })
@@ -260,7 +279,7 @@ impl Plan {
             vars.retain(|(k, _)| k != genv::RENDEZVOUS);
         }
         let loud = r.rank == 0 || self.cli_env.log_on_all;
-        self.common_vars(&mut vars, loud, Some(r.local_rank));
+        self.common_vars(&mut vars, loud);
         vars
     }
 
@@ -279,11 +298,11 @@ impl Plan {
                 self.cli_env.transport.to_string(),
             ),
         ];
-        self.common_vars(&mut vars, true, None);
+        self.common_vars(&mut vars, true);
         vars
     }
 
-    fn common_vars(&self, vars: &mut Vec<(String, String)>, loud: bool, local: Option<usize>) {
+    fn common_vars(&self, vars: &mut Vec<(String, String)>, loud: bool) {
         let c = &self.cli_env;
         let mut push = |k: &str, v: String| vars.push((k.to_string(), v));
         push(
@@ -293,10 +312,11 @@ impl Plan {
         push("TNT_LOG_LEVEL", c.log_level.to_string());
         push("TNT_LOG_ON_ALL_DEVICES", u8::from(c.log_on_all).to_string());
         push("TNT_FUSION_THRESHOLD_KB", c.fusion_kb.to_string());
-        match (c.gpus, local) {
-            (None, _) => push("CUDA_VISIBLE_DEVICES", String::new()),
-            (Some(g), Some(l)) if g > 0 => push("CUDA_VISIBLE_DEVICES", (l % g).to_string()),
-            _ => {}
+        // No per-rank GPU here: every rank of a host sees the same GPUs and the program
+        // picks its own by local rank, as with torchrun. A per-rank CUDA_VISIBLE_DEVICES
+        // would replace the one the user chose (e.g. `3,5`).
+        if c.hide_gpus {
+            push(CUDA_VISIBLE_DEVICES, String::new());
         }
         push(rundir::JOB_MARK_VAR, self.job_id.clone());
         vars.extend(c.exports.iter().cloned());
@@ -334,6 +354,7 @@ impl Plan {
             self.run_dir.display()
         );
         out += "# GASPI_JOB_TOKEN is random per run; GASPI_RENDEZVOUS gets a free port at start.\n";
+        out += &self.describe_gpus();
         if self.mode == Mode::Slurm {
             out += &crate::spawn::slurm::describe(self);
             return out;
@@ -360,6 +381,45 @@ impl Plan {
         }
         out
     }
+
+    /// The dry run's line on GPUs: hidden, or which ones every rank sees (tarantella assigns
+    /// none; the trainer picks one by local rank).
+    fn describe_gpus(&self) -> String {
+        // -x is applied after --no-gpu's empty value, so it wins over --no-gpu too.
+        let exported = self
+            .cli_env
+            .exports
+            .iter()
+            .rev()
+            .find(|(k, _)| k == CUDA_VISIBLE_DEVICES)
+            .map(|(_, v)| v);
+        if self.cli_env.hide_gpus && exported.is_none() {
+            return format!("# GPUs: hidden by --no-gpu ({CUDA_VISIBLE_DEVICES}= on every rank)\n");
+        }
+        let seen = match (exported, self.mode) {
+            (Some(v), _) => format!("gets {CUDA_VISIBLE_DEVICES}={v} from -x"),
+            (None, Mode::Local) => match std::env::var_os(CUDA_VISIBLE_DEVICES) {
+                Some(v) => format!("inherits {CUDA_VISIBLE_DEVICES}={}", v.to_string_lossy()),
+                None => format!("sees all GPUs ({CUDA_VISIBLE_DEVICES} unset)"),
+            },
+            (None, Mode::Ssh) => format!("sees what its host's {CUDA_VISIBLE_DEVICES} exposes"),
+            (None, Mode::Slurm) => "sees the GPUs srun gives it".to_string(),
+        };
+        format!(
+            "# GPUs: none assigned by tarantella; every rank {seen}; the trainer uses visible \
+             GPU number ({} mod their count)\n",
+            genv::LOCAL_RANK
+        )
+    }
+}
+
+/// What `--devices-per-node` on a host without GPUs gets: the job still runs, on CPU.
+fn cpu_fallback_warning(ranks: usize) -> String {
+    let ranks = match ranks {
+        1 => "the rank runs".to_string(),
+        n => format!("the {n} ranks run"),
+    };
+    format!("no GPU found on this host; {ranks} on CPU")
 }
 
 /// Block placement: fill each host up to its capacity, in hostfile order.
@@ -435,7 +495,7 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
 }
 
 /// NVIDIA GPUs on this host (0 when none or no driver).
-fn detect_gpus() -> usize {
+fn count_gpus() -> usize {
     if let Ok(rd) = std::fs::read_dir("/proc/driver/nvidia/gpus") {
         return rd.count();
     }
@@ -472,6 +532,189 @@ fn count_numa_nodes() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    fn cli(args: &[&str]) -> Cli {
+        let line = ["tarantella"].iter().chain(args).chain(&["--", "true"]);
+        Cli::try_parse_from(line).unwrap()
+    }
+
+    /// The plan for `args` on a host outside Slurm with `gpus_here` GPUs.
+    fn local_plan(args: &[&str], gpus_here: fn() -> usize) -> Plan {
+        Plan::for_host(&cli(args), false, gpus_here).unwrap()
+    }
+
+    fn no_gpus() -> usize {
+        0
+    }
+
+    fn four_gpus() -> usize {
+        4
+    }
+
+    fn gpus_must_not_be_looked_for() -> usize {
+        panic!("looked for GPUs although no warning depends on them")
+    }
+
+    /// The values of CUDA_VISIBLE_DEVICES in `vars`, in the order they are applied.
+    fn cuda_visible_devices(vars: &[(String, String)]) -> Vec<&str> {
+        vars.iter()
+            .filter(|(k, _)| k == CUDA_VISIBLE_DEVICES)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn ranks_get_no_cuda_visible_devices_from_us_so_the_inherited_one_stands() {
+        for gpus in [no_gpus, four_gpus] {
+            let plan = local_plan(&["-n", "3"], gpus);
+            assert_eq!(plan.ranks.len(), 3);
+            for r in &plan.ranks {
+                assert_eq!(
+                    cuda_visible_devices(&plan.rank_env(r)),
+                    Vec::<&str>::new(),
+                    "rank {}",
+                    r.rank
+                );
+            }
+        }
+        let slurm = Plan::for_host(&cli(&[]), true, four_gpus).unwrap();
+        assert_eq!(cuda_visible_devices(&slurm.slurm_env()), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn no_gpu_hides_gpus_from_every_rank() {
+        let plan = local_plan(&["-n", "3", "--no-gpu"], gpus_must_not_be_looked_for);
+        for r in &plan.ranks {
+            assert_eq!(
+                cuda_visible_devices(&plan.rank_env(r)),
+                [""],
+                "rank {}",
+                r.rank
+            );
+        }
+        let slurm = Plan::for_host(&cli(&["--no-gpu"]), true, four_gpus).unwrap();
+        assert_eq!(cuda_visible_devices(&slurm.slurm_env()), [""]);
+    }
+
+    #[test]
+    fn an_exported_cuda_visible_devices_reaches_every_rank_unchanged() {
+        let plan = local_plan(&["-n", "2", "-x", "CUDA_VISIBLE_DEVICES=3,5"], four_gpus);
+        for r in &plan.ranks {
+            assert_eq!(cuda_visible_devices(&plan.rank_env(r)), ["3,5"]);
+        }
+        // -x is applied last, so it also wins over --no-gpu.
+        let plan = local_plan(&["--no-gpu", "-x", "CUDA_VISIBLE_DEVICES=1"], four_gpus);
+        let env = plan.rank_env(&plan.ranks[0]);
+        assert_eq!(cuda_visible_devices(&env).last(), Some(&"1"));
+    }
+
+    #[test]
+    fn default_rank_count_is_one_whatever_the_gpus() {
+        for gpus in [no_gpus, four_gpus] {
+            assert_eq!(local_plan(&[], gpus).nranks, 1);
+        }
+        assert_eq!(
+            local_plan(&["--devices-per-node", "2"], four_gpus).nranks,
+            2
+        );
+        assert_eq!(local_plan(&["--n-per-node", "3"], four_gpus).nranks, 3);
+        assert_eq!(local_plan(&["-n", "5"], four_gpus).nranks, 5);
+        let too_many = Plan::for_host(
+            &cli(&["-n", "3", "--devices-per-node", "2"]),
+            false,
+            no_gpus,
+        );
+        assert!(
+            matches!(too_many, Err(Error::NotEnoughSlots { ref detail, .. })
+                if detail.starts_with("--devices-per-node 2")),
+            "{too_many:?}"
+        );
+        let zero = Plan::for_host(&cli(&["--devices-per-node", "0"]), false, no_gpus);
+        assert!(zero.is_err_and(|e| e
+            .to_string()
+            .contains("--devices-per-node must be at least 1")));
+    }
+
+    #[test]
+    fn devices_per_node_on_a_host_without_gpus_warns_once() {
+        let plan = local_plan(&["--devices-per-node", "2"], no_gpus);
+        assert_eq!(
+            plan.warnings,
+            ["no GPU found on this host; the 2 ranks run on CPU"]
+        );
+        let plan = local_plan(&["-n", "1", "--devices-per-node", "2"], no_gpus);
+        assert_eq!(
+            plan.warnings,
+            ["no GPU found on this host; the rank runs on CPU"]
+        );
+        assert!(local_plan(&["--devices-per-node", "2"], four_gpus)
+            .warnings
+            .is_empty());
+        // No GPU asked for, GPUs hidden on purpose, or ranks on other hosts: nothing to
+        // warn about, and no reason to look for GPUs.
+        for args in [
+            &[][..],
+            &["-n", "2"],
+            &["--n-per-node", "2"],
+            &["--devices-per-node", "2", "--no-gpu"],
+        ] {
+            let plan = local_plan(args, gpus_must_not_be_looked_for);
+            assert!(plan.warnings.is_empty(), "{args:?}: {:?}", plan.warnings);
+        }
+        let slurm = Plan::for_host(
+            &cli(&["--devices-per-node", "2"]),
+            true,
+            gpus_must_not_be_looked_for,
+        )
+        .unwrap();
+        assert!(slurm.warnings.is_empty());
+    }
+
+    #[test]
+    fn dry_run_says_how_ranks_get_their_gpus() {
+        let rank_lines = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| !l.starts_with('#'))
+                .map(str::to_string)
+                .collect()
+        };
+        let hidden = local_plan(&["-n", "2", "--no-gpu"], no_gpus).describe(&[]);
+        assert!(
+            hidden.contains("# GPUs: hidden by --no-gpu (CUDA_VISIBLE_DEVICES= on every rank)"),
+            "{hidden}"
+        );
+        let lines = rank_lines(&hidden);
+        assert_eq!(lines.len(), 2, "{hidden}");
+        assert!(
+            lines.iter().all(|l| l.contains(" CUDA_VISIBLE_DEVICES= ")),
+            "{hidden}"
+        );
+
+        let shared = local_plan(&["-n", "2"], four_gpus).describe(&[]);
+        assert!(
+            shared.contains("# GPUs: none assigned by tarantella; every rank "),
+            "{shared}"
+        );
+        assert!(
+            shared
+                .contains("the trainer uses visible GPU number (GASPI_LOCAL_RANK mod their count)"),
+            "{shared}"
+        );
+        assert!(
+            rank_lines(&shared)
+                .iter()
+                .all(|l| !l.contains("CUDA_VISIBLE_DEVICES")),
+            "{shared}"
+        );
+
+        let exported =
+            local_plan(&["--no-gpu", "-x", "CUDA_VISIBLE_DEVICES=3,5"], no_gpus).describe(&[]);
+        assert!(
+            exported.contains("every rank gets CUDA_VISIBLE_DEVICES=3,5 from -x"),
+            "{exported}"
+        );
+    }
 
     #[test]
     fn block_placement_fills_hosts_in_order() {

@@ -3,6 +3,7 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -118,6 +119,119 @@ fn exports_reach_every_rank_in_order() {
     }
 }
 
+/// Runs PROBE as the ranks of `tarantella ARGS`, with `CUDA_VISIBLE_DEVICES` set to
+/// `inherited` in tarantella's environment (removed for `None`); returns the value each rank
+/// saw (`<unset>` when it had none).
+fn cuda_visible_devices_on_ranks(inherited: Option<&str>, args: &[&str]) -> Vec<String> {
+    let run = TempDir::new("gpu");
+    let mut cmd = tarantella(run.path());
+    match inherited {
+        Some(v) => cmd.env("CUDA_VISIBLE_DEVICES", v),
+        None => cmd.env_remove("CUDA_VISIBLE_DEVICES"),
+    };
+    cmd.args(args).args([
+        "--output-on-all-devices",
+        "--",
+        PROBE,
+        "--env",
+        "CUDA_VISIBLE_DEVICES",
+    ]);
+    let mut job = Job::spawn(cmd, run);
+    assert!(job.wait(LIMIT).success(), "{args:?}: {}", job.stderr_text());
+    job.out
+        .iter()
+        .filter_map(|l| l.split_once("env CUDA_VISIBLE_DEVICES="))
+        .map(|(_, v)| v.to_string())
+        .collect()
+}
+
+#[test]
+fn ranks_keep_the_inherited_cuda_visible_devices_and_no_gpu_hides_all() {
+    assert_eq!(
+        cuda_visible_devices_on_ranks(Some("3,5"), &["-n", "3"]),
+        ["3,5"; 3]
+    );
+    assert_eq!(
+        cuda_visible_devices_on_ranks(Some("3,5"), &["-n", "3", "--no-gpu"]),
+        [""; 3]
+    );
+    assert_eq!(
+        cuda_visible_devices_on_ranks(None, &["-n", "2"]),
+        ["<unset>"; 2]
+    );
+    assert_eq!(
+        cuda_visible_devices_on_ranks(None, &["-n", "2", "-x", "CUDA_VISIBLE_DEVICES=3,5"]),
+        ["3,5"; 2]
+    );
+}
+
+/// Whether this host has an NVIDIA GPU, looked for as tarantella does.
+fn host_has_nvidia_gpu() -> bool {
+    let numbered_device = |e: std::fs::DirEntry| {
+        e.file_name()
+            .to_string_lossy()
+            .strip_prefix("nvidia")
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+    };
+    Path::new("/proc/driver/nvidia/gpus").exists()
+        || std::fs::read_dir("/dev").is_ok_and(|rd| rd.flatten().any(numbered_device))
+}
+
+#[test]
+fn devices_per_node_without_a_gpu_warns_once_and_runs_on_cpu() {
+    let warnings_of = |args: &[&str]| {
+        let mut job = Job::start(args);
+        assert!(job.wait(LIMIT).success(), "{args:?}: {}", job.stderr_text());
+        let probes = job.out.iter().filter(|l| l.contains("probe rank=")).count();
+        assert_eq!(probes, 2, "{args:?}: {:?}", job.out);
+        job.err
+            .iter()
+            .filter(|l| l.contains("warning"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let asked = warnings_of(&[
+        "--devices-per-node",
+        "2",
+        "--output-on-all-devices",
+        "--",
+        PROBE,
+    ]);
+    if host_has_nvidia_gpu() {
+        println!("this host has a GPU: checking that there is no warning");
+        assert_eq!(asked, Vec::<String>::new());
+    } else {
+        assert_eq!(
+            asked,
+            ["tarantella: warning: no GPU found on this host; the 2 ranks run on CPU"]
+        );
+    }
+    for quiet in [
+        &["--n-per-node", "2"][..],
+        &["--devices-per-node", "2", "--no-gpu"],
+    ] {
+        let args: Vec<&str> = quiet
+            .iter()
+            .copied()
+            .chain(["--output-on-all-devices", "--", PROBE])
+            .collect();
+        assert_eq!(warnings_of(&args), Vec::<String>::new(), "{quiet:?}");
+    }
+}
+
+#[test]
+fn one_rank_by_default() {
+    let mut job = Job::start(&["--output-on-all-devices", "--", PROBE]);
+    assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
+    let probes: Vec<&String> = job
+        .out
+        .iter()
+        .filter(|l| l.contains("probe rank="))
+        .collect();
+    assert_eq!(probes.len(), 1, "{:?}", job.out);
+    assert_eq!(field(probes[0], "nranks").unwrap(), "1");
+}
+
 #[test]
 fn dry_run_prints_every_rank_and_starts_nothing() {
     let run = TempDir::new("dry");
@@ -150,6 +264,15 @@ fn dry_run_prints_every_rank_and_starts_nothing() {
         !run.path().join("dryjob").exists(),
         "dry run made a run directory"
     );
+
+    let hidden = tarantella(run.path())
+        .args(["--dry-run", "-n", "2", "--no-gpu", "--", PROBE])
+        .output()
+        .unwrap();
+    assert!(hidden.status.success());
+    let text = String::from_utf8_lossy(&hidden.stdout);
+    assert!(text.contains("# GPUs: hidden by --no-gpu"), "{text}");
+    assert_eq!(text.matches(" CUDA_VISIBLE_DEVICES= ").count(), 2, "{text}");
 }
 
 #[test]
@@ -345,6 +468,14 @@ fn clear_errors() {
     fails_with(
         &["-n", "3", "--n-per-node", "2", "--", "true"],
         "larger than",
+    );
+    fails_with(
+        &["-n", "3", "--devices-per-node", "2", "--", "true"],
+        "--devices-per-node 2 on this host",
+    );
+    fails_with(
+        &["--n-per-node", "1", "--devices-per-node", "1", "--", "true"],
+        "cannot be used with",
     );
     fails_with(&["-x", "NOEQUALS", "--", "true"], "bad -x");
     fails_with(&["-x", "1X=2", "--", "true"], "bad -x");

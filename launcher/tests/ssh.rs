@@ -158,11 +158,15 @@ fn ssh_ranks_on_loopback_get_the_environment() {
             "--output-on-all-devices",
             "-x",
             "TNT_X=a b",
+            "-x",
+            "CUDA_VISIBLE_DEVICES=3,5",
             "--",
             PROBE,
             "--rendezvous",
             "--env",
             "TNT_X",
+            "--env",
+            "CUDA_VISIBLE_DEVICES",
         ],
     );
     assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
@@ -181,6 +185,15 @@ fn ssh_ranks_on_loopback_get_the_environment() {
             .filter(|l| l.ends_with("env TNT_X=a b"))
             .count(),
         3
+    );
+    assert_eq!(
+        job.out
+            .iter()
+            .filter(|l| l.ends_with("env CUDA_VISIBLE_DEVICES=3,5"))
+            .count(),
+        3,
+        "-x CUDA_VISIBLE_DEVICES reaches every remote rank unchanged: {:?}",
+        job.out
     );
     for r in 0..3 {
         assert!(job
