@@ -32,9 +32,10 @@ impl FromStr for DeviceArg {
             "cpu" => Ok(DeviceArg::Cpu),
             "cuda" | "gpu" => Ok(DeviceArg::Cuda(None)),
             _ => match s.strip_prefix("cuda:") {
-                Some(n) => n.parse().map(|n| DeviceArg::Cuda(Some(n))).map_err(|_| {
-                    format!("`{s}`: the device index after `cuda:` must be a number")
-                }),
+                Some(n) => n
+                    .parse()
+                    .map(|n| DeviceArg::Cuda(Some(n)))
+                    .map_err(|_| format!("`{s}`: the device index after `cuda:` must be a number")),
                 None => Err(format!("`{s}`: expected auto, cpu, cuda or cuda:N")),
             },
         }
@@ -168,9 +169,13 @@ mod tests {
     fn auto_falls_back_to_cpu_and_explicit_cuda_fails_without_gpus() {
         assert_eq!(place(DeviceArg::Auto, 1, 2, 0).unwrap().device, Device::Cpu);
         assert_eq!(place(DeviceArg::Cpu, 1, 2, 4).unwrap().device, Device::Cpu);
-        let e = place(DeviceArg::Cuda(None), 0, 1, 0).unwrap_err().to_string();
+        let e = place(DeviceArg::Cuda(None), 0, 1, 0)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no CUDA GPU"), "{e}");
-        let e = place(DeviceArg::Cuda(Some(2)), 0, 1, 2).unwrap_err().to_string();
+        let e = place(DeviceArg::Cuda(Some(2)), 0, 1, 2)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cuda:0..cuda:1"), "{e}");
         assert_eq!(
             place(DeviceArg::Cuda(Some(1)), 0, 1, 2).unwrap().device,

@@ -109,7 +109,10 @@ pub fn predict(
         let (prob, class) = tch::no_grad(|| -> Result<(Vec<f32>, Vec<i64>)> {
             let probs = forward(model, &x, false)?.f_softmax(-1, Kind::Float)?;
             let (prob, class) = probs.f_max_dim(-1, false)?;
-            let (prob, class) = (prob.f_to_device(Device::Cpu)?, class.f_to_device(Device::Cpu)?);
+            let (prob, class) = (
+                prob.f_to_device(Device::Cpu)?,
+                class.f_to_device(Device::Cpu)?,
+            );
             Ok((Vec::<f32>::try_from(&prob)?, Vec::<i64>::try_from(&class)?))
         })?;
         for ((&i, p), c) in chunk.iter().zip(prob).zip(class) {

@@ -12,8 +12,8 @@ use crate::callbacks::EarlyStopping;
 use crate::checkpoint::{self, model_spec, Which};
 use crate::comm::Comm;
 use crate::data::{self, DatasetKind, TrainSamples};
-use crate::device::{self, DeviceArg};
 use crate::ddp::{DataParallel, DdpConfig};
+use crate::device::{self, DeviceArg};
 use crate::error::{Error, Result};
 use crate::evaluate::evaluate;
 use crate::hooks::{now_ns, StepTrace};
@@ -158,7 +158,9 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     let device = placement.device;
     if master {
         match (device, placement.ranks_sharing) {
-            (tch::Device::Cpu, _) => tracing::info!("training on the CPU (--device {})", cfg.device),
+            (tch::Device::Cpu, _) => {
+                tracing::info!("training on the CPU (--device {})", cfg.device)
+            }
             (d, 1) => tracing::info!("training on {d:?}, one rank per GPU"),
             (d, k) => tracing::info!("training on {d:?}: {k} ranks of this host share it"),
         }
@@ -168,7 +170,12 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     }
     let (mut splits, on_device) = match cfg.model.input() {
         ModelInput::Mnist => (
-            Some(data::load(cfg.dataset, cfg.data_dir.as_deref(), cfg.samples, cfg.seed)?),
+            Some(data::load(
+                cfg.dataset,
+                cfg.data_dir.as_deref(),
+                cfg.samples,
+                cfg.seed,
+            )?),
             None,
         ),
         input if cfg.dataset == DatasetKind::Synthetic => (
@@ -391,8 +398,15 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             bar.step(summary.last_loss, summary.last_accuracy, m[2], opt.lr());
             if let Some((path, out)) = record.as_mut() {
                 let device_bytes = crate::stream::device_allocated_bytes(device)?;
-                write_record(out, step, &summary, ddp.weights_checksum()?, &trace, device_bytes)
-                    .map_err(|e| Error::io(path.as_path(), e))?;
+                write_record(
+                    out,
+                    step,
+                    &summary,
+                    ddp.weights_checksum()?,
+                    &trace,
+                    device_bytes,
+                )
+                .map_err(|e| Error::io(path.as_path(), e))?;
             }
         }
         bar.finish();

@@ -353,7 +353,10 @@ mod tests {
     fn param_count(kind: ModelKind) -> i64 {
         let vs = nn::VarStore::new(tch::Device::Cpu);
         kind.build(&vs.root(), &[]).unwrap();
-        vs.trainable_variables().iter().map(|t| t.numel() as i64).sum()
+        vs.trainable_variables()
+            .iter()
+            .map(|t| t.numel() as i64)
+            .sum()
     }
 
     #[test]

@@ -28,7 +28,15 @@ use crate::stream::{copy_async, Event, Stream};
 
 /// The element type gradients travel in (`--grad-dtype`).
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum GradDtype {
@@ -131,7 +139,10 @@ fn flat_view(t: &Tensor, m: &Member) -> Result<Tensor> {
 fn grad_of(m: &Member) -> Result<Tensor> {
     let g = m.param.grad();
     if !g.defined() {
-        return Err(Error::Comm(format!("parameter {} has no gradient", m.index)));
+        return Err(Error::Comm(format!(
+            "parameter {} has no gradient",
+            m.index
+        )));
     }
     Ok(g)
 }
@@ -144,7 +155,13 @@ impl Staging {
         allreduces: Vec<BucketAllreduce>,
         mode: Mode,
     ) -> Result<Self> {
-        let on_gpu = matches!(mode, Mode::Device { copy_stream: Some(_), .. });
+        let on_gpu = matches!(
+            mode,
+            Mode::Device {
+                copy_stream: Some(_),
+                ..
+            }
+        );
         let mut buckets = Vec::with_capacity(allreduces.len());
         for (bucket, mut allreduce) in plan.buckets().iter().zip(allreduces) {
             let members: Vec<Member> = bucket
@@ -162,16 +179,17 @@ impl Staging {
             let bytes = count * kind.elt_size_in_bytes();
             // SAFETY: `ptr` addresses `count` elements of the allreduce's segment, which lives
             // as long as `allreduce`, dropped after this tensor (field order of `Bucket`).
-            let host = unsafe {
-                Tensor::f_from_blob(ptr, &[count as i64], &[1], kind, Device::Cpu)?
-            };
+            let host =
+                unsafe { Tensor::f_from_blob(ptr, &[count as i64], &[1], kind, Device::Cpu)? };
             let (flat, locked) = match &mode {
                 Mode::Host => (None, None),
                 Mode::Device { device, .. } => {
                     let flat = Tensor::f_empty([count as i64], (kind, *device))?;
                     let locked = match device {
                         // SAFETY: as for `host`: the range outlives the lock.
-                        Device::Cuda(i) if on_gpu => Some(unsafe { PageLocked::new(ptr, bytes, *i)? }),
+                        Device::Cuda(i) if on_gpu => {
+                            Some(unsafe { PageLocked::new(ptr, bytes, *i)? })
+                        }
                         _ => None,
                     };
                     (Some(flat), locked)
@@ -292,7 +310,6 @@ impl Staging {
         }
         Ok(())
     }
-
 }
 
 /// Writes each member's range of `from` into its gradient (converting the dtype).

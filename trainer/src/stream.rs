@@ -14,8 +14,7 @@ fn check(status: c_int, error: *mut c_char) -> Result<()> {
 }
 
 extern "C" {
-    fn tnt_stream_from_pool(index: c_int, out: *mut *mut c_void, error: *mut *mut c_char)
-        -> c_int;
+    fn tnt_stream_from_pool(index: c_int, out: *mut *mut c_void, error: *mut *mut c_char) -> c_int;
     fn tnt_stream_current(index: c_int, out: *mut *mut c_void, error: *mut *mut c_char) -> c_int;
     fn tnt_stream_free(stream: *mut c_void);
     fn tnt_stream_exchange(
@@ -25,8 +24,7 @@ extern "C" {
     ) -> c_int;
     fn tnt_event_new(out: *mut *mut c_void, error: *mut *mut c_char) -> c_int;
     fn tnt_event_free(event: *mut c_void);
-    fn tnt_event_record(event: *mut c_void, stream: *mut c_void, error: *mut *mut c_char)
-        -> c_int;
+    fn tnt_event_record(event: *mut c_void, stream: *mut c_void, error: *mut *mut c_char) -> c_int;
     fn tnt_event_block(event: *mut c_void, stream: *mut c_void, error: *mut *mut c_char) -> c_int;
     fn tnt_event_query(event: *mut c_void, done: *mut c_int, error: *mut *mut c_char) -> c_int;
     fn tnt_record_tensor_stream(
@@ -52,7 +50,8 @@ extern "C" {
 }
 
 fn device_index(index: usize) -> Result<c_int> {
-    c_int::try_from(index).map_err(|_| Error::Config(format!("CUDA device {index} is out of range")))
+    c_int::try_from(index)
+        .map_err(|_| Error::Config(format!("CUDA device {index} is out of range")))
 }
 
 /// A CUDA stream of one device.
@@ -93,7 +92,8 @@ impl Stream {
     pub fn make_current(&self) -> Result<StreamGuard> {
         // SAFETY: `self.handle` is a live handle; the shim returns the previous stream as a new
         // handle that the guard owns.
-        let previous = Self::from_shim(|out, err| unsafe { tnt_stream_exchange(self.handle, out, err) })?;
+        let previous =
+            Self::from_shim(|out, err| unsafe { tnt_stream_exchange(self.handle, out, err) })?;
         Ok(StreamGuard { previous })
     }
 
@@ -124,7 +124,8 @@ impl Drop for StreamGuard {
     fn drop(&mut self) {
         let (mut replaced, mut error) = (std::ptr::null_mut(), std::ptr::null_mut());
         // SAFETY: `previous` is a live handle; the returned handle is freed right away.
-        let status = unsafe { tnt_stream_exchange(self.previous.handle, &mut replaced, &mut error) };
+        let status =
+            unsafe { tnt_stream_exchange(self.previous.handle, &mut replaced, &mut error) };
         match check(status, error) {
             // SAFETY: a new handle from the shim, freed once.
             Ok(()) => unsafe { tnt_stream_free(replaced) },
@@ -205,7 +206,11 @@ pub(crate) fn copy_async(dst: &tch::Tensor, src: &tch::Tensor) -> Result<()> {
     let mut error = std::ptr::null_mut();
     // SAFETY: both are live `at::Tensor*`; the shim catches every exception (shape mismatch).
     let status = unsafe {
-        tnt_copy_async(dst.as_ptr() as *mut c_void, src.as_ptr() as *mut c_void, &mut error)
+        tnt_copy_async(
+            dst.as_ptr() as *mut c_void,
+            src.as_ptr() as *mut c_void,
+            &mut error,
+        )
     };
     check(status, error)
 }
@@ -232,8 +237,9 @@ impl Autocast {
         };
         let (mut prev_enabled, mut prev_dtype, mut error) = (0, 0, std::ptr::null_mut());
         // SAFETY: plain values in and out; the shim catches every exception.
-        let status =
-            unsafe { tnt_autocast_enter(device, code, &mut prev_enabled, &mut prev_dtype, &mut error) };
+        let status = unsafe {
+            tnt_autocast_enter(device, code, &mut prev_enabled, &mut prev_dtype, &mut error)
+        };
         check(status, error)?;
         Ok(Autocast {
             device,

@@ -204,3 +204,36 @@ fn every_model_trains_a_step_on_two_ranks() {
         );
     }
 }
+
+#[test]
+fn full_size_models_train_a_step_on_two_ranks_with_bf16_gradients() {
+    // One sample per rank on the CPU: what runs on GPUs at full batch, at a size CI affords.
+    for model in ["resnet50", "transformer-base"] {
+        let out = train_ok(
+            2,
+            &[
+                "--model",
+                model,
+                "--batch-size",
+                "2",
+                "--samples",
+                "4",
+                "--max-steps",
+                "1",
+                "--grad-dtype",
+                "bf16",
+                "--fusion-threshold",
+                "1024",
+            ],
+        );
+        assert!(
+            out.ranks[0].stdout.contains("done: 1 steps"),
+            "{model}: {}",
+            out.report()
+        );
+    }
+    // They take synthetic data on the device only.
+    let out = run_train(1, &["--model", "resnet50", "--dataset", "fashion-mnist"]);
+    assert_eq!(code(&out, 0), Some(1), "{}", out.report());
+    assert!(out.ranks[0].stderr.contains("--dataset synthetic"));
+}

@@ -97,7 +97,10 @@ fn assert_close(run: &Run, reference: &Run, tol: &Tolerance, what: &str) {
     let excess = max_weight_excess(weights, reference_weights, tol.weight_atol, tol.weight_rtol);
     let largest = max_weight_excess(weights, reference_weights, 0.0, 0.0);
     println!("{what}: largest weight difference {largest:.3e}");
-    assert!(excess <= 0.0, "{what}: weights off by {excess} beyond tolerance");
+    assert!(
+        excess <= 0.0,
+        "{what}: weights off by {excess} beyond tolerance"
+    );
     assert_ne!(
         run.records.first().unwrap().checksum,
         run.records.last().unwrap().checksum,
@@ -124,7 +127,10 @@ fn bf16_gradients_stay_within_their_tolerance_of_one_rank() {
     let one = train_recorded("bf16-1", 1, &with(MLP, &["--device", "cpu"]));
     for (name, extra) in [
         ("bf16-host", &["--grad-dtype", "bf16"][..]),
-        ("bf16-staged", &["--grad-dtype", "bf16", "--debug-device-staging"][..]),
+        (
+            "bf16-staged",
+            &["--grad-dtype", "bf16", "--debug-device-staging"][..],
+        ),
     ] {
         let args = with(MLP, &[&["--device", "cpu"][..], extra].concat());
         let run = train_recorded(name, 2, &args);
@@ -256,7 +262,10 @@ fn cuda_buckets_start_during_backward_and_memory_is_stable() {
         .iter()
         .filter(|r| r.list("start_ns").into_iter().min().unwrap() < r.num("last_hook_ns"))
         .count();
-    assert!(early >= 10, "only {early} of 22 steps started a bucket during backward");
+    assert!(
+        early >= 10,
+        "only {early} of 22 steps started a bucket during backward"
+    );
     let bytes: Vec<u64> = run.records.iter().map(|r| r.num("device_bytes")).collect();
     assert!(bytes[1] > 0, "no GPU memory recorded");
     assert!(

@@ -9,12 +9,12 @@ use clap::{Parser, Subcommand, ValueEnum};
 use fusion::FusionThreshold;
 use trainer::checkpoint::Which;
 use trainer::data::DatasetKind;
+use trainer::device::DeviceArg;
 use trainer::evaluate::{evaluate, predict, write_predictions};
 use trainer::fit::{train, TrainConfig};
 use trainer::metrics::Monitor;
 use trainer::models::ModelKind;
 use trainer::schedule::ScheduleKind;
-use trainer::device::DeviceArg;
 use trainer::{Comm, DdpConfig, GradDtype, OptimizerKind};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
