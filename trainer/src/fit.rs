@@ -386,6 +386,10 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             }
             let t_opt = now_ns();
             opt.step()?;
+            if let (true, tch::Device::Cuda(i)) = (cfg.profile, device) {
+                // GPU work is asynchronous: a profiled step ends when the GPU is done with it.
+                tch::Cuda::synchronize(i as i64);
+            }
             let t_end = now_ns();
             step += 1;
             times.push(step_times(t0, &trace, t_opt, t_end));

@@ -4,10 +4,11 @@
 //! is gathered on the device (no input pipeline, no host-to-device copy per step) and each
 //! sample is the same on every rank whatever the number of ranks.
 
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 use crate::error::{Error, Result};
 use crate::models::ModelInput;
+use crate::shard::SplitMix64;
 
 /// Distinct samples in the pool (a dataset of any length cycles through them).
 const POOL: i64 = 32;
@@ -28,30 +29,43 @@ impl DeviceSynthetic {
                 "the synthetic dataset needs at least one sample".into(),
             ));
         }
-        // Made on the CPU from the seed (the same on every rank and device), then moved once.
-        tch::manual_seed(seed as i64);
-        let cpu = (Kind::Float, Device::Cpu);
+        // Made on the CPU from the seed with our own generator (the same on every rank and
+        // device, and independent of libtorch's global RNG), then moved to the device once.
+        let mut rng = SplitMix64::new(seed ^ 0x5eed_da7a);
         let (inputs, classes) = match input {
             ModelInput::Images {
                 channels,
                 side,
                 classes,
-            } => (Tensor::f_randn([POOL, channels, side, side], cpu)?, classes),
+            } => {
+                let n = (POOL * channels * side * side) as usize;
+                // Uniform on [-sqrt 3, sqrt 3): zero mean, unit variance, like normalized pixels.
+                let values: Vec<f32> = (0..n)
+                    .map(|_| (rng.next_f32() * 2.0 - 1.0) * 3f32.sqrt())
+                    .collect();
+                let t = Tensor::from_slice(&values).f_view([POOL, channels, side, side])?;
+                (t, classes)
+            }
             ModelInput::Tokens {
                 seq_len,
                 vocab,
                 classes,
-            } => (
-                Tensor::f_randint(vocab, [POOL, seq_len], (Kind::Int64, Device::Cpu))?,
-                classes,
-            ),
+            } => {
+                let ids: Vec<i64> = (0..POOL * seq_len)
+                    .map(|_| rng.below(vocab as u64) as i64)
+                    .collect();
+                (Tensor::from_slice(&ids).f_view([POOL, seq_len])?, classes)
+            }
             ModelInput::Mnist => {
                 return Err(Error::Config(
                     "the MNIST-shaped models use --dataset synthetic|mnist|fashion-mnist".into(),
                 ))
             }
         };
-        let labels = Tensor::f_randint(classes, [POOL], (Kind::Int64, Device::Cpu))?;
+        let labels: Vec<i64> = (0..POOL)
+            .map(|_| rng.below(classes as u64) as i64)
+            .collect();
+        let labels = Tensor::from_slice(&labels);
         Ok(DeviceSynthetic {
             inputs: inputs.f_to_device(device)?,
             labels: labels.f_to_device(device)?,
