@@ -394,6 +394,19 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             step += 1;
             times.push(step_times(t0, &trace, t_opt, t_end));
             comm.sum_f64(&mut m)?;
+            // The same global sum on every rank: all stop together, before anything diverged
+            // can reach a checkpoint.
+            if !m[0].is_finite() {
+                return Err(Error::Step {
+                    step,
+                    message: format!(
+                        "the training loss is not finite ({}); stopping before it reaches a \
+                         checkpoint (lower --lr, add --clip-grad-norm, or resume from the last \
+                         good checkpoint)",
+                        m[0] / m[2].max(1.0)
+                    ),
+                });
+            }
             for (s, v) in sums.iter_mut().zip(m) {
                 *s += v;
             }
@@ -426,6 +439,15 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             )?),
             _ => None,
         };
+        if let Some(v) = val.filter(|v| !v.loss.is_finite()) {
+            return Err(Error::Step {
+                step,
+                message: format!(
+                    "the validation loss is not finite ({}); the last good checkpoint stays",
+                    v.loss
+                ),
+            });
+        }
         let seconds = epoch_start.elapsed().as_secs_f64();
         let metrics = EpochMetrics {
             epoch: epoch + 1,

@@ -1,7 +1,8 @@
 //! Checkpoints that cannot lie: a flipped byte, a truncated file, a checkpoint of another model
 //! or optimizer are refused with a clear error and a non-zero exit on every rank, leaving the
 //! checkpoint untouched; an unwritable directory fails before the first step; a crash between
-//! staging and renaming leaves a resumable checkpoint; resuming a finished run reports it.
+//! staging and renaming leaves a resumable checkpoint; resuming a finished run reports it; a run
+//! whose loss stops being finite ends with an error and leaves the last good checkpoint.
 
 mod common;
 
@@ -229,4 +230,14 @@ fn keeps_the_last_k_checkpoints() {
         .collect();
     names.sort();
     assert_eq!(names, ["epoch-0003", "epoch-0004"]);
+}
+
+#[test]
+fn a_diverging_run_stops_with_an_error_and_keeps_the_last_good_checkpoint() {
+    let scratch = Scratch::new("diverge");
+    let dir = scratch.path("ckpt");
+    let dir = dir.to_str().unwrap();
+    make_checkpoint(dir, "1");
+    // Adam at lr 1e30 turns the weights into infinities within a step or two.
+    resume_fails(dir, &["--lr", "1e30"], "loss is not finite");
 }
