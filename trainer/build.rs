@@ -9,6 +9,7 @@ use std::path::PathBuf;
 fn main() {
     println!("cargo:rerun-if-changed=csrc/hooks.cpp");
     println!("cargo:rerun-if-changed=csrc/streams.cpp");
+    println!("cargo:rerun-if-changed=csrc/guarded.h");
     // torch-sys has `links = "tch"` and prints `cargo:libtorch_lib=<dir>`.
     let lib_dir = match env::var("DEP_TCH_LIBTORCH_LIB") {
         Ok(dir) => PathBuf::from(dir),

@@ -5,8 +5,6 @@
 // Every entry point catches C++ exceptions and returns them as a heap string (free it with
 // tnt_free_error); nothing throws across the C boundary. The callbacks are Rust functions that
 // never unwind.
-#include <cstring>
-#include <exception>
 #include <memory>
 #include <string>
 
@@ -15,21 +13,16 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
+#include "guarded.h"
+
+using tnt::guarded;
+
 extern "C" {
 typedef void (*tnt_ready_fn)(void* state, size_t index);
 typedef void (*tnt_done_fn)(void* state);
 }
 
 namespace {
-
-char* copy_message(const char* what) {
-  size_t n = std::strlen(what);
-  char* out = static_cast<char*>(std::malloc(n + 1));
-  if (out != nullptr) {
-    std::memcpy(out, what, n + 1);
-  }
-  return out;
-}
 
 struct ReadyHook : torch::autograd::PostAccumulateGradHook {
   ReadyHook(tnt_ready_fn fn, void* state, size_t index)
@@ -41,20 +34,6 @@ struct ReadyHook : torch::autograd::PostAccumulateGradHook {
   void* state_;
   size_t index_;
 };
-
-template <typename F>
-int guarded(char** error, F&& body) {
-  *error = nullptr;
-  try {
-    body();
-    return 0;
-  } catch (const std::exception& e) {
-    *error = copy_message(e.what());
-  } catch (...) {
-    *error = copy_message("unknown C++ exception");
-  }
-  return 1;
-}
 
 }  // namespace
 

@@ -5,9 +5,6 @@
 //
 // Every entry point catches C++ exceptions and returns them as a heap string (free it with
 // tnt_free_error, defined in hooks.cpp); nothing throws across the C boundary.
-#include <cstdlib>
-#include <cstring>
-#include <exception>
 #include <memory>
 
 #include <ATen/autocast_mode.h>
@@ -17,30 +14,11 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/torch.h>
 
+#include "guarded.h"
+
+using tnt::guarded;
+
 namespace {
-
-char* copy_message(const char* what) {
-  size_t n = std::strlen(what);
-  char* out = static_cast<char*>(std::malloc(n + 1));
-  if (out != nullptr) {
-    std::memcpy(out, what, n + 1);
-  }
-  return out;
-}
-
-template <typename F>
-int guarded(char** error, F&& body) {
-  *error = nullptr;
-  try {
-    body();
-    return 0;
-  } catch (const std::exception& e) {
-    *error = copy_message(e.what());
-  } catch (...) {
-    *error = copy_message("unknown C++ exception");
-  }
-  return 1;
-}
 
 c10::impl::VirtualGuardImpl cuda_guard() {
   return c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA);

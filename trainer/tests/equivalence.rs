@@ -11,49 +11,18 @@ mod common;
 
 use common::*;
 
-const LOSS_RTOL: f64 = 1e-4;
-const WEIGHT_ATOL: f64 = 1e-5;
-const WEIGHT_RTOL: f64 = 1e-4;
+const TOLERANCE: Tolerance = Tolerance {
+    loss_rtol: 1e-4,
+    weight_atol: 1e-5,
+    weight_rtol: 1e-4,
+};
 
 /// Runs the same training on 1, 2 and 3 ranks and compares everything with the 1-rank run.
 fn compare_rank_counts(name: &str, model_args: &[&str]) {
-    let scratch = Scratch::new(name);
-    let mut reference = None;
-    for n in [1u16, 2, 3] {
-        let record = scratch.path(&format!("rec{n}"));
-        let ckpt = scratch.path(&format!("ckpt{n}"));
-        let mut args = model_args.to_vec();
-        let (record_s, ckpt_s) = (record.display().to_string(), ckpt.display().to_string());
-        args.extend(["--record", &record_s, "--checkpoint-dir", &ckpt_s]);
-        train_ok(n, &args);
-        let records = assert_replicas_identical(&record, n);
-        let weights = load_weights(&ckpt);
-        match &reference {
-            None => reference = Some((records, weights)),
-            Some((ref_records, ref_weights)) => {
-                assert_eq!(records.len(), ref_records.len());
-                for (r, r1) in records.iter().zip(ref_records) {
-                    let rel = (r.loss - r1.loss).abs() / r1.loss.abs();
-                    assert!(
-                        rel <= LOSS_RTOL,
-                        "{n} ranks, step {}: loss {} vs {} on one rank",
-                        r.step,
-                        r.loss,
-                        r1.loss
-                    );
-                }
-                let excess = max_weight_excess(&weights, ref_weights, WEIGHT_ATOL, WEIGHT_RTOL);
-                assert!(
-                    excess <= 0.0,
-                    "{n} ranks: weights off by {excess} beyond tolerance"
-                );
-                // The runs really trained: the weights moved away from... the same start.
-                assert_ne!(
-                    records.first().unwrap().checksum,
-                    records.last().unwrap().checksum
-                );
-            }
-        }
+    let one = train_recorded(&format!("{name}-1"), 1, model_args);
+    for n in [2u16, 3] {
+        let run = train_recorded(&format!("{name}-{n}"), n, model_args);
+        assert_close(&run, &one, &TOLERANCE, &format!("{name}, {n} ranks"));
     }
 }
 

@@ -3,7 +3,8 @@
 //! Without a GPU: `--device cuda` fails clearly, `--device auto` trains on the CPU, and the
 //! device path's staging (hooks pack each bucket into a flat buffer, copy it into the
 //! allreduce's segment, the sum comes back through the same buffer) runs with CPU tensors
-//! standing in (`--debug-device-staging`), in f32 and bf16, against one rank.
+//! standing in (`--debug-device-staging`), in f32 and bf16, against one rank (its overlap with
+//! backward is checked in `hooks_overlap.rs`).
 //!
 //! With a GPU (skipped with a printed reason otherwise): 2 ranks on one GPU give the weights of
 //! 1 rank, bucket allreduces start before backward ends, and GPU memory does not grow over 20
@@ -17,12 +18,6 @@
 mod common;
 
 use common::*;
-
-struct Tolerance {
-    loss_rtol: f64,
-    weight_atol: f64,
-    weight_rtol: f64,
-}
 
 const F32: Tolerance = Tolerance {
     loss_rtol: 1e-4,
@@ -54,59 +49,6 @@ const MLP: &[&str] = &[
     "--fusion-threshold",
     "4",
 ];
-
-struct Run {
-    _scratch: Scratch,
-    records: Vec<Record>,
-    /// The final weights, when the run ended an epoch (and so wrote a checkpoint).
-    weights: Option<std::collections::HashMap<String, tch::Tensor>>,
-}
-
-fn train_recorded(name: &str, n: u16, args: &[&str]) -> Run {
-    let scratch = Scratch::new(name);
-    let (record, ckpt) = (scratch.path("rec"), scratch.path("ckpt"));
-    let (record_s, ckpt_s) = (record.display().to_string(), ckpt.display().to_string());
-    let mut all = args.to_vec();
-    all.extend(["--record", &record_s, "--checkpoint-dir", &ckpt_s]);
-    train_ok(n, &all);
-    let records = assert_replicas_identical(&record, n);
-    let saved = std::fs::read_dir(&ckpt).is_ok_and(|mut d| d.next().is_some());
-    let weights = saved.then(|| load_weights(&ckpt));
-    Run {
-        _scratch: scratch,
-        records,
-        weights,
-    }
-}
-
-fn assert_close(run: &Run, reference: &Run, tol: &Tolerance, what: &str) {
-    assert_eq!(run.records.len(), reference.records.len());
-    for (r, r1) in run.records.iter().zip(&reference.records) {
-        let rel = (r.loss - r1.loss).abs() / r1.loss.abs();
-        assert!(
-            rel <= tol.loss_rtol,
-            "{what}, step {}: loss {} vs {} on one rank",
-            r.step,
-            r.loss,
-            r1.loss
-        );
-    }
-    let (Some(weights), Some(reference_weights)) = (&run.weights, &reference.weights) else {
-        panic!("{what}: both runs must end an epoch to compare their weights");
-    };
-    let excess = max_weight_excess(weights, reference_weights, tol.weight_atol, tol.weight_rtol);
-    let largest = max_weight_excess(weights, reference_weights, 0.0, 0.0);
-    println!("{what}: largest weight difference {largest:.3e}");
-    assert!(
-        excess <= 0.0,
-        "{what}: weights off by {excess} beyond tolerance"
-    );
-    assert_ne!(
-        run.records.first().unwrap().checksum,
-        run.records.last().unwrap().checksum,
-        "{what}: the weights never changed"
-    );
-}
 
 fn with(base: &[&'static str], extra: &[&'static str]) -> Vec<&'static str> {
     base.iter().chain(extra).copied().collect()
@@ -142,42 +84,6 @@ fn bf16_gradients_stay_within_their_tolerance_of_one_rank() {
             f32_run.records.last().unwrap().checksum,
             "{name}: bf16 gave the f32 result bit for bit"
         );
-    }
-}
-
-#[test]
-fn device_staging_starts_buckets_during_backward() {
-    // MLP 784-512-512-10, 16 samples per rank, one bucket per tensor: the output layer's
-    // bucket is complete long before backward's last hook.
-    let args = [
-        "--model",
-        "mlp",
-        "--hidden",
-        "512,512",
-        "--batch-size",
-        "32",
-        "--samples",
-        "256",
-        "--max-steps",
-        "6",
-        "--fusion-threshold",
-        "0",
-        "--device",
-        "cpu",
-        "--debug-device-staging",
-    ];
-    let run = train_recorded("staging-overlap", 2, &args);
-    let early = run
-        .records
-        .iter()
-        .filter(|r| r.list("start_ns")[0] < r.num("last_hook_ns"))
-        .count();
-    assert!(
-        early >= 1,
-        "no bucket started before backward ended in 6 steps"
-    );
-    for r in &run.records {
-        assert!(r.list("hooks").iter().all(|&c| c == 1));
     }
 }
 

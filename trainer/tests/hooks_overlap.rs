@@ -38,7 +38,18 @@ fn run(name: &str, extra: &[&str]) -> (Scratch, Vec<Vec<Record>>) {
 
 #[test]
 fn hooks_fire_once_per_parameter_and_buckets_start_during_backward() {
-    let (_scratch, per_rank) = run("overlap", &[]);
+    assert_overlap(&run("overlap", &[]).1);
+}
+
+/// The device path (hooks pack and send each bucket, here with CPU tensors standing in for a
+/// GPU) overlaps the same way.
+#[test]
+fn device_staging_starts_buckets_during_backward() {
+    let extra = ["--device", "cpu", "--debug-device-staging"];
+    assert_overlap(&run("staging-overlap", &extra).1);
+}
+
+fn assert_overlap(per_rank: &[Vec<Record>]) {
     for (rank, records) in per_rank.iter().enumerate() {
         assert_eq!(records.len(), 6);
         let mut started_early = 0;

@@ -192,3 +192,69 @@ pub fn max_weight_excess(
     }
     worst
 }
+
+/// How far a multi-rank run may be from the one-rank run: losses relative, weights
+/// `|w_p - w_1| <= weight_atol + weight_rtol |w_1|`.
+pub struct Tolerance {
+    pub loss_rtol: f64,
+    pub weight_atol: f64,
+    pub weight_rtol: f64,
+}
+
+/// What a recorded run left: every step's record (identical on all ranks) and the final
+/// weights when the run ended an epoch (and so wrote a checkpoint).
+pub struct Run {
+    _scratch: Scratch,
+    pub records: Vec<Record>,
+    pub weights: Option<HashMap<String, tch::Tensor>>,
+}
+
+/// Trains `args` on `n` ranks with `--record` and `--checkpoint-dir` in a fresh scratch
+/// directory; asserts that the replicas stayed bit-identical.
+pub fn train_recorded(name: &str, n: u16, args: &[&str]) -> Run {
+    let scratch = Scratch::new(name);
+    let (record, ckpt) = (scratch.path("rec"), scratch.path("ckpt"));
+    let (record_s, ckpt_s) = (record.display().to_string(), ckpt.display().to_string());
+    let mut all = args.to_vec();
+    all.extend(["--record", &record_s, "--checkpoint-dir", &ckpt_s]);
+    train_ok(n, &all);
+    let records = assert_replicas_identical(&record, n);
+    let saved = std::fs::read_dir(&ckpt).is_ok_and(|mut d| d.next().is_some());
+    let weights = saved.then(|| load_weights(&ckpt));
+    Run {
+        _scratch: scratch,
+        records,
+        weights,
+    }
+}
+
+/// Asserts that `run` matches the one-rank `reference` within `tol` at every step and in its
+/// final weights, and that it trained at all.
+pub fn assert_close(run: &Run, reference: &Run, tol: &Tolerance, what: &str) {
+    assert_eq!(run.records.len(), reference.records.len());
+    for (r, r1) in run.records.iter().zip(&reference.records) {
+        let rel = (r.loss - r1.loss).abs() / r1.loss.abs();
+        assert!(
+            rel <= tol.loss_rtol,
+            "{what}, step {}: loss {} vs {} on one rank",
+            r.step,
+            r.loss,
+            r1.loss
+        );
+    }
+    let (Some(weights), Some(reference_weights)) = (&run.weights, &reference.weights) else {
+        panic!("{what}: both runs must end an epoch to compare their weights");
+    };
+    let excess = max_weight_excess(weights, reference_weights, tol.weight_atol, tol.weight_rtol);
+    let largest = max_weight_excess(weights, reference_weights, 0.0, 0.0);
+    println!("{what}: largest weight difference {largest:.3e}");
+    assert!(
+        excess <= 0.0,
+        "{what}: weights off by {excess} beyond tolerance"
+    );
+    assert_ne!(
+        run.records.first().unwrap().checksum,
+        run.records.last().unwrap().checksum,
+        "{what}: the weights never changed"
+    );
+}
