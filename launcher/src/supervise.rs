@@ -15,6 +15,9 @@ use crate::signals;
 use crate::spawn::{self, Event, Kind, Proc, RankStatus};
 
 const TICK: Duration = Duration::from_millis(25);
+/// The least time the ranks' output gets to arrive once the ranks are gone: what a rank
+/// wrote right before it exited may still be in the pipe, and copying it takes a moment.
+const MIN_OUTPUT_DRAIN: Duration = Duration::from_secs(1);
 
 /// Why the job ends.
 enum Outcome {
@@ -195,7 +198,7 @@ fn drain(procs: &[Proc], rx: &Receiver<Event>, dir: &mut JobDir, wait: Duration)
 }
 
 /// SIGTERM to every rank's process group, SIGKILL after `grace` (or at a second signal),
-/// then waits (bounded) until the ranks are gone.
+/// then waits (bounded) until the ranks are gone and their output has arrived.
 fn teardown(procs: &mut [Proc], grace: Duration, rx: &Receiver<Event>, dir: &mut JobDir) {
     let signals_at_start = signals::received().map_or(0, |(_, n)| n);
     for p in procs.iter_mut() {
@@ -234,6 +237,24 @@ fn teardown(procs: &mut [Proc], grace: Duration, rx: &Receiver<Event>, dir: &mut
         }
         if let Kind::Ssh { control, .. } = &mut p.kind {
             *control = None;
+        }
+    }
+    drain_output(procs, grace);
+}
+
+/// Waits until everything the ranks wrote has reached the terminal or their logs. Bounded,
+/// since a process that left a rank's process group (and so outlived the teardown) can keep
+/// that rank's output open indefinitely: after the grace period (at least
+/// [`MIN_OUTPUT_DRAIN`]) tarantella stops waiting for it.
+fn drain_output(procs: &[Proc], grace: Duration) {
+    let deadline = Instant::now() + grace.max(MIN_OUTPUT_DRAIN);
+    for p in procs {
+        if !p.open_streams.wait_closed(deadline) {
+            eprintln!(
+                "tarantella: warning: the output of {} is still open, held by a process \
+                 outside the rank's process group; not waiting for it any longer",
+                p.label()
+            );
         }
     }
 }

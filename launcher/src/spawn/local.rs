@@ -2,10 +2,8 @@
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
 
-use super::{pump, Kind, Proc, Sink};
+use super::{pump, Kind, OpenStreams, Proc, Sink};
 use crate::error::{Error, Result};
 
 /// Starts `argv` with `env` as rank `rank`.
@@ -27,12 +25,12 @@ pub fn spawn(
         what: format!("rank {rank} ({})", argv[0]),
         source,
     })?;
-    let open = Arc::new(AtomicUsize::new(0));
+    let open = OpenStreams::default();
     if let Some(s) = child.stdout.take() {
-        pump(s, out, None, open.clone());
+        pump(s, out, None, &open);
     }
     if let Some(s) = child.stderr.take() {
-        pump(s, err, None, open.clone());
+        pump(s, err, None, &open);
     }
     Ok(Proc {
         rank: Some(rank),

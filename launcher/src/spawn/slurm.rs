@@ -4,10 +4,8 @@
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
 
-use super::{Kind, Proc};
+use super::{Kind, OpenStreams, Proc};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::shell;
@@ -85,7 +83,7 @@ pub fn spawn(plan: &Plan) -> Result<Proc> {
         host: "slurm".into(),
         child,
         kind: Kind::Slurm,
-        open_streams: Arc::new(AtomicUsize::new(0)),
+        open_streams: OpenStreams::default(),
         reaped: None,
         status: None,
     })

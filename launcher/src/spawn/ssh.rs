@@ -8,12 +8,12 @@
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicI32, AtomicUsize};
+use std::sync::atomic::AtomicI32;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{pump, Control, Event, Kind, Proc, Sink};
+use super::{pump, Control, Event, Kind, OpenStreams, Proc, Sink};
 use crate::error::{Error, Result};
 use crate::shell;
 
@@ -88,11 +88,11 @@ pub fn spawn(
         what: format!("ssh to {host} for rank {rank} ({})", line[0]),
         source,
     })?;
-    let open = Arc::new(AtomicUsize::new(0));
+    let open = OpenStreams::default();
     let remote_pid = Arc::new(AtomicI32::new(-1));
     let remote_exit = Arc::new(AtomicI32::new(-1));
     if let Some(s) = child.stdout.take() {
-        pump(s, out, None, open.clone());
+        pump(s, out, None, &open);
     }
     if let Some(s) = child.stderr.take() {
         let control = Control {
@@ -101,7 +101,7 @@ pub fn spawn(
             remote_pid: remote_pid.clone(),
             remote_exit: remote_exit.clone(),
         };
-        pump(s, err, Some(control), open.clone());
+        pump(s, err, Some(control), &open);
     }
     Ok(Proc {
         rank: Some(rank),
