@@ -78,6 +78,9 @@ struct CommonEnv {
     exports: Vec<(String, String)>,
 }
 
+/// What `--dry-run` shows instead of the job token.
+pub const REDACTED: &str = "<redacted>";
+
 /// Set on every rank by `--no-gpu`; never set otherwise.
 const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
 
@@ -256,7 +259,9 @@ impl Plan {
         out
     }
 
-    /// The environment of `rank`, in the order it is applied (later entries win).
+    /// The environment of `rank`, in the order it is applied (later entries win). It holds
+    /// no secret, so it may be shown and put on a command line: the job token is apart, in
+    /// [`Plan::token_var`].
     pub fn rank_env(&self, r: &RankPlan) -> Vec<(String, String)> {
         let e = JobEnv {
             rank: Rank(r.rank as u16),
@@ -275,19 +280,29 @@ impl Plan {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect();
-        if self.nranks == 1 {
-            vars.retain(|(k, _)| k != genv::RENDEZVOUS);
-        }
+        // The token reaches each rank by a way that only its user can read (see the spawners).
+        vars.retain(|(k, _)| k != genv::JOB_TOKEN && !(self.nranks == 1 && k == genv::RENDEZVOUS));
         let loud = r.rank == 0 || self.cli_env.log_on_all;
         self.common_vars(&mut vars, loud);
         vars
     }
 
+    /// The job token, as the variable the ranks read it from. Secret: never to be shown or
+    /// put on a command line (which every user of a host can read in `/proc`).
+    pub fn token_var(&self) -> (&'static str, String) {
+        (genv::JOB_TOKEN, self.token.to_hex())
+    }
+
+    /// The token's variable as `--dry-run` shows it.
+    pub fn redacted_token_var() -> String {
+        format!("{}={REDACTED}", genv::JOB_TOKEN)
+    }
+
     /// Slurm mode: the variables that are the same on every rank (srun passes them on; the
-    /// rank-specific ones are mapped from SLURM_* on each rank).
+    /// rank-specific ones are mapped from SLURM_* on each rank). Without the job token, as
+    /// [`Plan::rank_env`].
     pub fn slurm_env(&self) -> Vec<(String, String)> {
         let mut vars = vec![
-            (genv::JOB_TOKEN.to_string(), self.token.to_hex()),
             (genv::JOB_ID.to_string(), self.job_id.clone()),
             (
                 genv::INIT_TIMEOUT_MS.to_string(),
@@ -353,7 +368,9 @@ impl Plan {
             self.nranks,
             self.run_dir.display()
         );
-        out += "# GASPI_JOB_TOKEN is random per run; GASPI_RENDEZVOUS gets a free port at start.\n";
+        out += "# GASPI_JOB_TOKEN is random per run and never shown: ranks get it in their \
+                environment (ssh ranks through the ssh connection, not its command line).\n\
+                # GASPI_RENDEZVOUS gets a free port at start.\n";
         out += &self.describe_gpus();
         if self.mode == Mode::Slurm {
             out += &crate::spawn::slurm::describe(self);
@@ -375,6 +392,7 @@ impl Plan {
             for (k, v) in self.rank_env(r) {
                 words.push(format!("{k}={v}"));
             }
+            words.push(Plan::redacted_token_var());
             words.extend(self.rank_argv(r));
             out += &shell::join(&words);
             out.push('\n');

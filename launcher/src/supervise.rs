@@ -82,8 +82,9 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
             .and_then(|sinks| {
                 let env = plan.rank_env(&r);
                 let argv = plan.rank_argv(&r);
+                let (token_var, token) = plan.token_var();
                 match &r.host {
-                    None => spawn::local::spawn(r.rank, &argv, &env, sinks),
+                    None => spawn::local::spawn(r.rank, &argv, &env, (token_var, &token), sinks),
                     Some(h) => spawn::ssh::spawn(
                         procs.len(),
                         r.rank,
@@ -91,6 +92,7 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
                         &ssh,
                         &env,
                         &argv,
+                        &token,
                         (JOB_MARK_VAR, &plan.job_id),
                         sinks,
                         tx.clone(),

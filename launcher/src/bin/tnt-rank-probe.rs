@@ -9,6 +9,9 @@
 //! `--rendezvous` (rank 0 listens on GASPI_RENDEZVOUS, the others connect and present the
 //! job token), `--fail-rank R:CODE` (rank R exits with CODE), `--kill-rank R:SIG` (rank R
 //! kills itself with signal SIG), `--sleep` (wait until killed), `--exit CODE`,
+//! `--token-on-cmdlines` (print `token_in_env=0|1 token_on_cmdlines=N pids=P,...`: whether
+//! GASPI_JOB_TOKEN is set, and the processes of this host whose command line, which every
+//! user can read, shows the job token),
 //! `--flood BYTES` (write [`flood_line`]s worth BYTES bytes and the line
 //! `flood done rank=K bytes=BYTES` on stdout, then exit at once; see [`flood`]).
 //! It prints `probe ready rank=K` once set up.
@@ -133,6 +136,20 @@ fn main() -> ExitCode {
                 // Exit at once: the point is output still on its way when the rank ends.
                 return ExitCode::SUCCESS;
             }
+            "--token-on-cmdlines" => {
+                let pids = processes_whose_cmdline_shows(env.token.to_hex().as_bytes());
+                let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+                println!(
+                    "token_in_env={} token_on_cmdlines={} pids={}",
+                    u8::from(std::env::var_os(gaspi::env::JOB_TOKEN).is_some()),
+                    pids.len(),
+                    if list.is_empty() {
+                        "-".to_string()
+                    } else {
+                        list.join(",")
+                    }
+                );
+            }
             "--sleep" => sleep = true,
             "--exit" => {
                 exit = next.parse().unwrap_or(1);
@@ -152,6 +169,22 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::from(exit)
+}
+
+/// The processes of this host whose command line (`/proc/PID/cmdline`, readable by every
+/// user) contains `needle`.
+fn processes_whose_cmdline_shows(needle: &[u8]) -> Vec<u32> {
+    let Ok(proc_dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    proc_dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| cmdline.windows(needle.len()).any(|w| w == needle))
+        })
+        .collect()
 }
 
 /// Line `index` of rank `rank`'s `--flood` output (tests rebuild it to compare every byte).

@@ -6,16 +6,20 @@ use std::process::{Command, Stdio};
 use super::{pump, Kind, OpenStreams, Proc, Sink};
 use crate::error::{Error, Result};
 
-/// Starts `argv` with `env` as rank `rank`.
+/// Starts `argv` with `env` and the job token (`token`: variable, value) as rank `rank`.
 pub fn spawn(
     rank: usize,
     argv: &[String],
     env: &[(String, String)],
+    token: (&str, &str),
     (out, err): (Sink, Sink),
 ) -> Result<Proc> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .envs(env.iter().map(|(k, v)| (k, v)))
+        // A process's environment is readable only by its user (and root), unlike its
+        // command line.
+        .env(token.0, token.1)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -58,6 +58,7 @@ pub fn describe(plan: &Plan) -> String {
             .into_iter()
             .map(|(k, v)| format!("{k}={v}")),
     );
+    words.push(Plan::redacted_token_var());
     words.extend(command_line(plan));
     format!(
         "# one srun step; each rank maps SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID to GASPI_*\n{}\n",
@@ -68,9 +69,12 @@ pub fn describe(plan: &Plan) -> String {
 /// Starts the srun step (output goes straight to the terminal or the rank logs).
 pub fn spawn(plan: &Plan) -> Result<Proc> {
     let line = command_line(plan);
+    let (token_var, token) = plan.token_var();
     let mut cmd = Command::new(&line[0]);
     cmd.args(&line[1..])
         .envs(plan.slurm_env())
+        // In srun's environment, which `--export=ALL` passes on to every rank.
+        .env(token_var, token)
         .stdin(Stdio::null())
         .process_group(0);
     super::local::parent_death_signal(&mut cmd);
