@@ -37,6 +37,12 @@ pub enum Error {
     Invalid(String),
     #[error("bad -x {0:?}: expected VAR=VALUE with VAR made of letters, digits and '_' (not starting with a digit)")]
     BadExport(String),
+    // The value is left out of the message: it may be a token.
+    #[error("-x {var}=...: tarantella sets {var} on every rank itself, it cannot be overridden ({instead})")]
+    LauncherVariable {
+        var: &'static str,
+        instead: &'static str,
+    },
     #[error(
         "{what} needs `numactl`, which is not installed on this host (apt-get install numactl)"
     )]

@@ -457,6 +457,30 @@ fn place(caps: &[(Option<String>, usize)], n: usize) -> Vec<RankPlan> {
     ranks
 }
 
+/// The variables tarantella sets on every rank that `-x` must not replace, each with what to
+/// do instead. They wire the job together (rank numbers, sizes, rendezvous, token, id,
+/// timeout, transport) or mark its processes for `--cleanup`: a value from `-x` would break
+/// the job or its teardown, or put the token on a command line. `GASPI_LOG` stays open to
+/// `-x`: it only filters the runtime's log, finer than `--log-level` can.
+const LAUNCHER_VARIABLES: &[(&str, &str)] = &[
+    (genv::RANK, "tarantella numbers the ranks"),
+    (genv::NRANKS, "use -n"),
+    (
+        genv::LOCAL_RANK,
+        "tarantella numbers the ranks on each host",
+    ),
+    (genv::LOCAL_NRANKS, "use --n-per-node"),
+    (
+        genv::RENDEZVOUS,
+        "tarantella picks a free port on the first host",
+    ),
+    (genv::JOB_TOKEN, "tarantella draws a random one per run"),
+    (genv::JOB_ID, "use --job-id"),
+    (genv::INIT_TIMEOUT_MS, "use --timeout"),
+    (genv::TRANSPORT, "use --transport"),
+    (rundir::JOB_MARK_VAR, "use --job-id"),
+];
+
 fn parse_export(x: &str) -> Result<(String, String)> {
     let (k, v) = x
         .split_once('=')
@@ -466,6 +490,9 @@ fn parse_export(x: &str) -> Result<(String, String)> {
         && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
     if !ok {
         return Err(Error::BadExport(x.to_string()));
+    }
+    if let Some(&(var, instead)) = LAUNCHER_VARIABLES.iter().find(|(var, _)| *var == k) {
+        return Err(Error::LauncherVariable { var, instead });
     }
     Ok((k.to_string(), v.to_string()))
 }

@@ -222,6 +222,42 @@ fn exports_are_validated() {
 }
 
 #[test]
+fn exports_cannot_replace_the_launchers_own_variables() {
+    for var in [
+        "GASPI_RANK",
+        "GASPI_NRANKS",
+        "GASPI_LOCAL_RANK",
+        "GASPI_LOCAL_NRANKS",
+        "GASPI_RENDEZVOUS",
+        "GASPI_JOB_TOKEN",
+        "GASPI_JOB_ID",
+        "GASPI_INIT_TIMEOUT_MS",
+        "GASPI_TRANSPORT",
+        "TARANTELLA_JOB_ID",
+    ] {
+        let secret = "00112233445566778899aabbccddeeff";
+        let export = format!("{var}={secret}");
+        let refused = Plan::for_host(&cli(&["-x", &export]), false, no_gpus);
+        let message = refused.as_ref().err().map(ToString::to_string);
+        assert!(
+            matches!(refused, Err(Error::LauncherVariable { var: v, .. }) if v == var),
+            "{var}: {message:?}"
+        );
+        let message = message.unwrap_or_default();
+        assert!(message.contains(var), "{message}");
+        assert!(!message.contains(secret), "the value is shown: {message}");
+    }
+    // Not the job's wiring: a finer log filter, the GPUs, the user's own variables.
+    for allowed in [
+        "GASPI_LOG=gaspi=debug",
+        "CUDA_VISIBLE_DEVICES=1",
+        "GASPI_X=1",
+    ] {
+        assert!(parse_export(allowed).is_ok(), "{allowed}");
+    }
+}
+
+#[test]
 fn job_ids() {
     assert!(validate_job_id("abc-1.2_x").is_ok());
     for bad in ["", "../x", "a b", ".hidden"] {

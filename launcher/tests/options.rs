@@ -1,0 +1,57 @@
+//! Options that are refused with a clear message instead of doing harm: `-x` on the
+//! launcher's own variables.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+/// Generous: each of these fails at once when all is well.
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// Runs `tarantella ARGS` (bounded) and returns its stderr, asserting that it failed.
+fn refused(args: &[&str]) -> String {
+    let mut job = Job::start(args);
+    let status = job.wait(LIMIT);
+    assert!(!status.success(), "{args:?} was accepted: {:?}", job.out);
+    assert_eq!(status.code(), Some(2), "{args:?}: {}", job.stderr_text());
+    job.stderr_text()
+}
+
+#[test]
+fn exports_of_the_launchers_own_variables_are_refused_by_name() {
+    let secret = "00112233445566778899aabbccddeeff";
+    for var in [
+        "GASPI_RANK",
+        "GASPI_JOB_TOKEN",
+        "GASPI_RENDEZVOUS",
+        "GASPI_NRANKS",
+        "TARANTELLA_JOB_ID",
+    ] {
+        let export = format!("{var}={secret}");
+        let err = refused(&["-n", "2", "-x", &export, "--", PROBE]);
+        assert!(
+            err.contains(&format!("tarantella sets {var} on every rank itself")),
+            "{var}: {err}"
+        );
+        assert!(!err.contains(secret), "{var}: the value is shown: {err}");
+        // Nor does the dry run take it.
+        refused(&["--dry-run", "-x", &export, "--", PROBE]);
+    }
+    // A log filter finer than --log-level may still be given.
+    let mut job = Job::start(&[
+        "-x",
+        "GASPI_LOG=gaspi=info",
+        "--",
+        PROBE,
+        "--env",
+        "GASPI_LOG",
+    ]);
+    assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
+    assert!(
+        job.out.iter().any(|l| l == "env GASPI_LOG=gaspi=info"),
+        "{:?}",
+        job.out
+    );
+}
