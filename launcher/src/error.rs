@@ -19,6 +19,8 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("hostfile {path} is {what}, not a regular file")]
+    HostfileNotRegular { path: PathBuf, what: &'static str },
     #[error("hostfile {path}, line {line}: {msg}")]
     HostfileSyntax {
         path: PathBuf,

@@ -1,9 +1,9 @@
 //! Options that are refused with a clear message instead of doing harm: `-x` on the
-//! launcher's own variables.
+//! launcher's own variables, a hostfile that is not a regular file.
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -54,4 +54,25 @@ fn exports_of_the_launchers_own_variables_are_refused_by_name() {
         "{:?}",
         job.out
     );
+}
+
+#[test]
+fn a_fifo_a_device_or_a_directory_as_hostfile_is_refused_at_once() {
+    let dir = TempDir::new("hostfile-kinds");
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for (path, what) in [
+        (fifo.to_str().unwrap(), "a FIFO"),
+        ("/dev/null", "a character device"),
+        (dir.path().to_str().unwrap(), "a directory"),
+    ] {
+        let started = Instant::now();
+        let err = refused(&["--hostfile", path, "--", "true"]);
+        assert!(
+            err.contains(&format!("hostfile {path} is {what}"))
+                && err.contains("not a regular file"),
+            "{path}: {err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10), "{path}: slow");
+    }
 }
