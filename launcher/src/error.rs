@@ -35,6 +35,13 @@ pub enum Error {
         available: usize,
         detail: String,
     },
+    #[error("{flag} {per_node} is more than the {slots} slots of host {host} in the hostfile; lower {flag} or raise the host's slots=")]
+    PerNodeAboveSlots {
+        flag: &'static str,
+        per_node: usize,
+        host: String,
+        slots: usize,
+    },
     #[error("invalid value: {0}")]
     Invalid(String),
     #[error("bad -x {0:?}: expected VAR=VALUE with VAR made of letters, digits and '_' (not starting with a digit)")]

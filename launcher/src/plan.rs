@@ -152,17 +152,21 @@ impl Plan {
             Mode::Ssh => {
                 let path = cli.hostfile.as_deref().expect("ssh mode has a hostfile");
                 let hosts = hostfile::read(path)?;
+                // More ranks per host than a host's slots is a mistake to report, not a
+                // request to quietly lower (the job would run with fewer ranks than asked).
+                if let Some(k) = per_node {
+                    if let Some(h) = hosts.iter().find(|h| h.slots.is_some_and(|s| s < k)) {
+                        return Err(Error::PerNodeAboveSlots {
+                            flag: cli.ranks_per_node_flag(),
+                            per_node: k,
+                            host: h.name.clone(),
+                            slots: h.slots.unwrap_or_default(),
+                        });
+                    }
+                }
                 let caps: Vec<(Option<String>, usize)> = hosts
                     .iter()
-                    .map(|h| {
-                        let cap = match (h.slots, per_node) {
-                            (Some(s), Some(k)) => s.min(k),
-                            (Some(s), None) => s,
-                            (None, Some(k)) => k,
-                            (None, None) => 1,
-                        };
-                        (Some(h.name.clone()), cap)
-                    })
+                    .map(|h| (Some(h.name.clone()), per_node.or(h.slots).unwrap_or(1)))
                     .collect();
                 let total: usize = caps.iter().map(|c| c.1).sum();
                 let n = cli.nranks.unwrap_or(total);

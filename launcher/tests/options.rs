@@ -1,5 +1,6 @@
 //! Options that are refused with a clear message instead of doing harm: `-x` on the
-//! launcher's own variables, a hostfile that is not a regular file.
+//! launcher's own variables, a hostfile that is not a regular file, more ranks per host
+//! than a host's slots.
 
 mod common;
 
@@ -74,5 +75,21 @@ fn a_fifo_a_device_or_a_directory_as_hostfile_is_refused_at_once() {
             "{path}: {err}"
         );
         assert!(started.elapsed() < Duration::from_secs(10), "{path}: slow");
+    }
+}
+
+#[test]
+fn more_ranks_per_host_than_its_slots_is_refused_not_lowered() {
+    let dir = TempDir::new("per-node");
+    let hosts = dir.path().join("hosts");
+    std::fs::write(&hosts, "big slots=4\nsmall slots=2\n").unwrap();
+    let hosts = hosts.to_str().unwrap();
+    // The dry run would have shown the quietly lowered placement; now it is an error.
+    for flag in ["--n-per-node", "--devices-per-node"] {
+        let err = refused(&["--dry-run", "--hostfile", hosts, flag, "3", "--", "true"]);
+        assert!(
+            err.contains(&format!("{flag} 3 is more than the 2 slots of host small")),
+            "{err}"
+        );
     }
 }

@@ -257,6 +257,50 @@ fn exports_cannot_replace_the_launchers_own_variables() {
     }
 }
 
+/// A plan for `args` with a hostfile of `hosts` (ssh mode; nothing is contacted).
+fn ssh_plan(hosts: &str, args: &[&str]) -> Result<Plan> {
+    let dir = std::env::temp_dir().join(format!(
+        "tnt-plan-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("hosts");
+    std::fs::write(&path, hosts).unwrap();
+    let mut all = vec!["--hostfile", path.to_str().unwrap()];
+    all.extend(args);
+    let plan = Plan::for_host(&cli(&all), false, gpus_must_not_be_looked_for);
+    std::fs::remove_dir_all(&dir).unwrap();
+    plan
+}
+
+#[test]
+fn ranks_per_host_above_a_hosts_slots_is_an_error_naming_the_host() {
+    let hosts = "big slots=4\nsmall slots=2\nopen\n";
+    for flag in ["--n-per-node", "--devices-per-node"] {
+        let err = ssh_plan(hosts, &[flag, "3"]).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("{flag} 3 is more than the 2 slots of host small")),
+            "{err}"
+        );
+        // Also when -n would not need the small host's slots: the request is wrong as such.
+        assert!(ssh_plan(hosts, &[flag, "3", "-n", "3"]).is_err());
+    }
+    // Within every host's slots, or hosts without slots=: block placement as asked.
+    let plan = ssh_plan(hosts, &["--n-per-node", "2"]).unwrap();
+    let per_host: Vec<(String, usize)> = plan
+        .ranks
+        .iter()
+        .filter(|r| r.local_rank == 0)
+        .map(|r| (r.host.clone().unwrap(), r.local_nranks))
+        .collect();
+    assert_eq!(
+        per_host,
+        [("big".into(), 2), ("small".into(), 2), ("open".into(), 2)]
+    );
+    assert_eq!(ssh_plan(hosts, &[]).unwrap().nranks, 4 + 2 + 1);
+}
+
 #[test]
 fn job_ids() {
     assert!(validate_job_id("abc-1.2_x").is_ok());
