@@ -254,7 +254,7 @@ fn drain_output(procs: &[Proc], grace: Duration) {
         if !p.open_streams.wait_closed(deadline) {
             eprintln!(
                 "tarantella: warning: the output of {} is still open, held by a process \
-                 outside the rank's process group; not waiting for it any longer",
+                 that outlived it; not waiting for it any longer",
                 p.label()
             );
         }
