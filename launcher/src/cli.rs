@@ -48,7 +48,9 @@ pub struct Cli {
     #[arg(long)]
     pub no_gpu: bool,
 
-    /// Export VAR=VALUE on every rank (repeatable; applied in the given order).
+    /// Export VAR=VALUE on every rank (repeatable; applied in the given order). The variables
+    /// tarantella sets itself (GASPI_RANK, GASPI_RENDEZVOUS, GASPI_JOB_TOKEN, ...) are
+    /// refused.
     #[arg(short = 'x', value_name = "VAR=VALUE")]
     pub export: Vec<String>,
 

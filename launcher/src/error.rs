@@ -19,6 +19,8 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("hostfile {path} is {what}, not a regular file")]
+    HostfileNotRegular { path: PathBuf, what: &'static str },
     #[error("hostfile {path}, line {line}: {msg}")]
     HostfileSyntax {
         path: PathBuf,
@@ -33,10 +35,23 @@ pub enum Error {
         available: usize,
         detail: String,
     },
+    #[error("{flag} {per_node} is more than the {slots} slots of host {host} in the hostfile; lower {flag} or raise the host's slots=")]
+    PerNodeAboveSlots {
+        flag: &'static str,
+        per_node: usize,
+        host: String,
+        slots: usize,
+    },
     #[error("invalid value: {0}")]
     Invalid(String),
     #[error("bad -x {0:?}: expected VAR=VALUE with VAR made of letters, digits and '_' (not starting with a digit)")]
     BadExport(String),
+    // The value is left out of the message: it may be a token.
+    #[error("-x {var}=...: tarantella sets {var} on every rank itself, it cannot be overridden ({instead})")]
+    LauncherVariable {
+        var: &'static str,
+        instead: &'static str,
+    },
     #[error(
         "{what} needs `numactl`, which is not installed on this host (apt-get install numactl)"
     )]

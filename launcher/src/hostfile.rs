@@ -1,5 +1,8 @@
 //! Hostfile parsing: one host per line, `name [slots=K]`, `#` comments, no duplicates.
 
+use std::fs::{File, FileType, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -14,10 +17,14 @@ pub struct Host {
 
 /// Reads and parses a hostfile.
 pub fn read(path: &Path) -> Result<Vec<Host>> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::HostfileRead {
+    let read_error = |source| Error::HostfileRead {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let mut text = String::new();
+    open_regular_file(path)?
+        .read_to_string(&mut text)
+        .map_err(read_error)?;
     let hosts = parse(&text).map_err(|(line, msg)| Error::HostfileSyntax {
         path: path.to_path_buf(),
         line,
@@ -27,6 +34,54 @@ pub fn read(path: &Path) -> Result<Vec<Host>> {
         return Err(Error::HostfileEmpty(path.to_path_buf()));
     }
     Ok(hosts)
+}
+
+/// Opens `path` for reading if it is a regular file. Anything else is refused before it is
+/// read: a FIFO would block until some writer came along (possibly never), and a device
+/// could be read forever.
+fn open_regular_file(path: &Path) -> Result<File> {
+    let read_error = |source| Error::HostfileRead {
+        path: path.to_path_buf(),
+        source,
+    };
+    let refuse = |file_type: FileType| Error::HostfileNotRegular {
+        path: path.to_path_buf(),
+        what: describe_file_type(file_type),
+    };
+    // Checked before opening, since opening a device may itself do something...
+    let file_type = std::fs::metadata(path).map_err(read_error)?.file_type();
+    if !file_type.is_file() {
+        return Err(refuse(file_type));
+    }
+    // ...and again on what was opened, in case the path was replaced in between; without
+    // blocking, should that be a FIFO.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(read_error)?;
+    let file_type = file.metadata().map_err(read_error)?.file_type();
+    if !file_type.is_file() {
+        return Err(refuse(file_type));
+    }
+    Ok(file)
+}
+
+/// "a FIFO", "a directory", ...: what a file that is not a regular file is, for messages.
+fn describe_file_type(t: FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "an unknown kind of file"
+    }
 }
 
 /// Parses hostfile text; errors carry the 1-based line number.
@@ -113,6 +168,26 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn only_a_regular_file_is_read() {
+        let dir = std::env::temp_dir().join(format!("tnt-hostfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let regular = dir.join("hosts");
+        std::fs::write(&regular, "node1 slots=2\n").unwrap();
+        assert_eq!(read(&regular).unwrap().len(), 1);
+        for (path, what) in [
+            (dir.as_path(), "is a directory"),
+            (Path::new("/dev/null"), "is a character device"),
+        ] {
+            let err = read(path).unwrap_err().to_string();
+            assert!(
+                err.contains(what) && err.contains("not a regular file"),
+                "{err}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -78,6 +78,9 @@ struct CommonEnv {
     exports: Vec<(String, String)>,
 }
 
+/// What `--dry-run` shows instead of the job token.
+pub const REDACTED: &str = "<redacted>";
+
 /// Set on every rank by `--no-gpu`; never set otherwise.
 const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
 
@@ -149,17 +152,21 @@ impl Plan {
             Mode::Ssh => {
                 let path = cli.hostfile.as_deref().expect("ssh mode has a hostfile");
                 let hosts = hostfile::read(path)?;
+                // More ranks per host than a host's slots is a mistake to report, not a
+                // request to quietly lower (the job would run with fewer ranks than asked).
+                if let Some(k) = per_node {
+                    if let Some(h) = hosts.iter().find(|h| h.slots.is_some_and(|s| s < k)) {
+                        return Err(Error::PerNodeAboveSlots {
+                            flag: cli.ranks_per_node_flag(),
+                            per_node: k,
+                            host: h.name.clone(),
+                            slots: h.slots.unwrap_or_default(),
+                        });
+                    }
+                }
                 let caps: Vec<(Option<String>, usize)> = hosts
                     .iter()
-                    .map(|h| {
-                        let cap = match (h.slots, per_node) {
-                            (Some(s), Some(k)) => s.min(k),
-                            (Some(s), None) => s,
-                            (None, Some(k)) => k,
-                            (None, None) => 1,
-                        };
-                        (Some(h.name.clone()), cap)
-                    })
+                    .map(|h| (Some(h.name.clone()), per_node.or(h.slots).unwrap_or(1)))
                     .collect();
                 let total: usize = caps.iter().map(|c| c.1).sum();
                 let n = cli.nranks.unwrap_or(total);
@@ -256,7 +263,9 @@ impl Plan {
         out
     }
 
-    /// The environment of `rank`, in the order it is applied (later entries win).
+    /// The environment of `rank`, in the order it is applied (later entries win). It holds
+    /// no secret, so it may be shown and put on a command line: the job token is apart, in
+    /// [`Plan::token_var`].
     pub fn rank_env(&self, r: &RankPlan) -> Vec<(String, String)> {
         let e = JobEnv {
             rank: Rank(r.rank as u16),
@@ -275,19 +284,29 @@ impl Plan {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect();
-        if self.nranks == 1 {
-            vars.retain(|(k, _)| k != genv::RENDEZVOUS);
-        }
+        // The token reaches each rank by a way that only its user can read (see the spawners).
+        vars.retain(|(k, _)| k != genv::JOB_TOKEN && !(self.nranks == 1 && k == genv::RENDEZVOUS));
         let loud = r.rank == 0 || self.cli_env.log_on_all;
         self.common_vars(&mut vars, loud);
         vars
     }
 
+    /// The job token, as the variable the ranks read it from. Secret: never to be shown or
+    /// put on a command line (which every user of a host can read in `/proc`).
+    pub fn token_var(&self) -> (&'static str, String) {
+        (genv::JOB_TOKEN, self.token.to_hex())
+    }
+
+    /// The token's variable as `--dry-run` shows it.
+    pub fn redacted_token_var() -> String {
+        format!("{}={REDACTED}", genv::JOB_TOKEN)
+    }
+
     /// Slurm mode: the variables that are the same on every rank (srun passes them on; the
-    /// rank-specific ones are mapped from SLURM_* on each rank).
+    /// rank-specific ones are mapped from SLURM_* on each rank). Without the job token, as
+    /// [`Plan::rank_env`].
     pub fn slurm_env(&self) -> Vec<(String, String)> {
         let mut vars = vec![
-            (genv::JOB_TOKEN.to_string(), self.token.to_hex()),
             (genv::JOB_ID.to_string(), self.job_id.clone()),
             (
                 genv::INIT_TIMEOUT_MS.to_string(),
@@ -353,7 +372,9 @@ impl Plan {
             self.nranks,
             self.run_dir.display()
         );
-        out += "# GASPI_JOB_TOKEN is random per run; GASPI_RENDEZVOUS gets a free port at start.\n";
+        out += "# GASPI_JOB_TOKEN is random per run and never shown: ranks get it in their \
+                environment (ssh ranks through the ssh connection, not its command line).\n\
+                # GASPI_RENDEZVOUS gets a free port at start.\n";
         out += &self.describe_gpus();
         if self.mode == Mode::Slurm {
             out += &crate::spawn::slurm::describe(self);
@@ -375,6 +396,7 @@ impl Plan {
             for (k, v) in self.rank_env(r) {
                 words.push(format!("{k}={v}"));
             }
+            words.push(Plan::redacted_token_var());
             words.extend(self.rank_argv(r));
             out += &shell::join(&words);
             out.push('\n');
@@ -439,6 +461,30 @@ fn place(caps: &[(Option<String>, usize)], n: usize) -> Vec<RankPlan> {
     ranks
 }
 
+/// The variables tarantella sets on every rank that `-x` must not replace, each with what to
+/// do instead. They wire the job together (rank numbers, sizes, rendezvous, token, id,
+/// timeout, transport) or mark its processes for `--cleanup`: a value from `-x` would break
+/// the job or its teardown, or put the token on a command line. `GASPI_LOG` stays open to
+/// `-x`: it only filters the runtime's log, finer than `--log-level` can.
+const LAUNCHER_VARIABLES: &[(&str, &str)] = &[
+    (genv::RANK, "tarantella numbers the ranks"),
+    (genv::NRANKS, "use -n"),
+    (
+        genv::LOCAL_RANK,
+        "tarantella numbers the ranks on each host",
+    ),
+    (genv::LOCAL_NRANKS, "use --n-per-node"),
+    (
+        genv::RENDEZVOUS,
+        "tarantella picks a free port on the first host",
+    ),
+    (genv::JOB_TOKEN, "tarantella draws a random one per run"),
+    (genv::JOB_ID, "use --job-id"),
+    (genv::INIT_TIMEOUT_MS, "use --timeout"),
+    (genv::TRANSPORT, "use --transport"),
+    (rundir::JOB_MARK_VAR, "use --job-id"),
+];
+
 fn parse_export(x: &str) -> Result<(String, String)> {
     let (k, v) = x
         .split_once('=')
@@ -448,6 +494,9 @@ fn parse_export(x: &str) -> Result<(String, String)> {
         && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
     if !ok {
         return Err(Error::BadExport(x.to_string()));
+    }
+    if let Some(&(var, instead)) = LAUNCHER_VARIABLES.iter().find(|(var, _)| *var == k) {
+        return Err(Error::LauncherVariable { var, instead });
     }
     Ok((k.to_string(), v.to_string()))
 }
@@ -530,234 +579,4 @@ fn count_numa_nodes() -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    fn cli(args: &[&str]) -> Cli {
-        let line = ["tarantella"].iter().chain(args).chain(&["--", "true"]);
-        Cli::try_parse_from(line).unwrap()
-    }
-
-    /// The plan for `args` on a host outside Slurm with `gpus_here` GPUs.
-    fn local_plan(args: &[&str], gpus_here: fn() -> usize) -> Plan {
-        Plan::for_host(&cli(args), false, gpus_here).unwrap()
-    }
-
-    fn no_gpus() -> usize {
-        0
-    }
-
-    fn four_gpus() -> usize {
-        4
-    }
-
-    fn gpus_must_not_be_looked_for() -> usize {
-        panic!("looked for GPUs although no warning depends on them")
-    }
-
-    /// The values of CUDA_VISIBLE_DEVICES in `vars`, in the order they are applied.
-    fn cuda_visible_devices(vars: &[(String, String)]) -> Vec<&str> {
-        vars.iter()
-            .filter(|(k, _)| k == CUDA_VISIBLE_DEVICES)
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-
-    #[test]
-    fn ranks_get_no_cuda_visible_devices_from_us_so_the_inherited_one_stands() {
-        for gpus in [no_gpus, four_gpus] {
-            let plan = local_plan(&["-n", "3"], gpus);
-            assert_eq!(plan.ranks.len(), 3);
-            for r in &plan.ranks {
-                assert_eq!(
-                    cuda_visible_devices(&plan.rank_env(r)),
-                    Vec::<&str>::new(),
-                    "rank {}",
-                    r.rank
-                );
-            }
-        }
-        let slurm = Plan::for_host(&cli(&[]), true, four_gpus).unwrap();
-        assert_eq!(cuda_visible_devices(&slurm.slurm_env()), Vec::<&str>::new());
-    }
-
-    #[test]
-    fn no_gpu_hides_gpus_from_every_rank() {
-        let plan = local_plan(&["-n", "3", "--no-gpu"], gpus_must_not_be_looked_for);
-        for r in &plan.ranks {
-            assert_eq!(
-                cuda_visible_devices(&plan.rank_env(r)),
-                [""],
-                "rank {}",
-                r.rank
-            );
-        }
-        let slurm = Plan::for_host(&cli(&["--no-gpu"]), true, four_gpus).unwrap();
-        assert_eq!(cuda_visible_devices(&slurm.slurm_env()), [""]);
-    }
-
-    #[test]
-    fn an_exported_cuda_visible_devices_reaches_every_rank_unchanged() {
-        let plan = local_plan(&["-n", "2", "-x", "CUDA_VISIBLE_DEVICES=3,5"], four_gpus);
-        for r in &plan.ranks {
-            assert_eq!(cuda_visible_devices(&plan.rank_env(r)), ["3,5"]);
-        }
-        // -x is applied last, so it also wins over --no-gpu.
-        let plan = local_plan(&["--no-gpu", "-x", "CUDA_VISIBLE_DEVICES=1"], four_gpus);
-        let env = plan.rank_env(&plan.ranks[0]);
-        assert_eq!(cuda_visible_devices(&env).last(), Some(&"1"));
-    }
-
-    #[test]
-    fn default_rank_count_is_one_whatever_the_gpus() {
-        for gpus in [no_gpus, four_gpus] {
-            assert_eq!(local_plan(&[], gpus).nranks, 1);
-        }
-        assert_eq!(
-            local_plan(&["--devices-per-node", "2"], four_gpus).nranks,
-            2
-        );
-        assert_eq!(local_plan(&["--n-per-node", "3"], four_gpus).nranks, 3);
-        assert_eq!(local_plan(&["-n", "5"], four_gpus).nranks, 5);
-        let too_many = Plan::for_host(
-            &cli(&["-n", "3", "--devices-per-node", "2"]),
-            false,
-            no_gpus,
-        );
-        assert!(
-            matches!(too_many, Err(Error::NotEnoughSlots { ref detail, .. })
-                if detail.starts_with("--devices-per-node 2")),
-            "{too_many:?}"
-        );
-        let zero = Plan::for_host(&cli(&["--devices-per-node", "0"]), false, no_gpus);
-        assert!(zero.is_err_and(|e| e
-            .to_string()
-            .contains("--devices-per-node must be at least 1")));
-    }
-
-    #[test]
-    fn devices_per_node_on_a_host_without_gpus_warns_once() {
-        let plan = local_plan(&["--devices-per-node", "2"], no_gpus);
-        assert_eq!(
-            plan.warnings,
-            ["no GPU found on this host; the 2 ranks run on CPU"]
-        );
-        let plan = local_plan(&["-n", "1", "--devices-per-node", "2"], no_gpus);
-        assert_eq!(
-            plan.warnings,
-            ["no GPU found on this host; the rank runs on CPU"]
-        );
-        assert!(local_plan(&["--devices-per-node", "2"], four_gpus)
-            .warnings
-            .is_empty());
-        // No GPU asked for, GPUs hidden on purpose, or ranks on other hosts: nothing to
-        // warn about, and no reason to look for GPUs.
-        for args in [
-            &[][..],
-            &["-n", "2"],
-            &["--n-per-node", "2"],
-            &["--devices-per-node", "2", "--no-gpu"],
-        ] {
-            let plan = local_plan(args, gpus_must_not_be_looked_for);
-            assert!(plan.warnings.is_empty(), "{args:?}: {:?}", plan.warnings);
-        }
-        let slurm = Plan::for_host(
-            &cli(&["--devices-per-node", "2"]),
-            true,
-            gpus_must_not_be_looked_for,
-        )
-        .unwrap();
-        assert!(slurm.warnings.is_empty());
-    }
-
-    #[test]
-    fn dry_run_says_how_ranks_get_their_gpus() {
-        let rank_lines = |text: &str| -> Vec<String> {
-            text.lines()
-                .filter(|l| !l.starts_with('#'))
-                .map(str::to_string)
-                .collect()
-        };
-        let hidden = local_plan(&["-n", "2", "--no-gpu"], no_gpus).describe(&[]);
-        assert!(
-            hidden.contains("# GPUs: hidden by --no-gpu (CUDA_VISIBLE_DEVICES= on every rank)"),
-            "{hidden}"
-        );
-        let lines = rank_lines(&hidden);
-        assert_eq!(lines.len(), 2, "{hidden}");
-        assert!(
-            lines.iter().all(|l| l.contains(" CUDA_VISIBLE_DEVICES= ")),
-            "{hidden}"
-        );
-
-        let shared = local_plan(&["-n", "2"], four_gpus).describe(&[]);
-        assert!(
-            shared.contains("# GPUs: none assigned by tarantella; every rank "),
-            "{shared}"
-        );
-        assert!(
-            shared
-                .contains("the trainer uses visible GPU number (GASPI_LOCAL_RANK mod their count)"),
-            "{shared}"
-        );
-        assert!(
-            rank_lines(&shared)
-                .iter()
-                .all(|l| !l.contains("CUDA_VISIBLE_DEVICES")),
-            "{shared}"
-        );
-
-        let exported =
-            local_plan(&["--no-gpu", "-x", "CUDA_VISIBLE_DEVICES=3,5"], no_gpus).describe(&[]);
-        assert!(
-            exported.contains("every rank gets CUDA_VISIBLE_DEVICES=3,5 from -x"),
-            "{exported}"
-        );
-    }
-
-    #[test]
-    fn block_placement_fills_hosts_in_order() {
-        let caps = vec![(Some("a".to_string()), 2), (Some("b".to_string()), 2)];
-        let r = place(&caps, 3);
-        let v: Vec<_> = r
-            .iter()
-            .map(|r| {
-                (
-                    r.rank,
-                    r.host.clone().unwrap(),
-                    r.local_rank,
-                    r.local_nranks,
-                )
-            })
-            .collect();
-        assert_eq!(
-            v,
-            vec![
-                (0, "a".into(), 0, 2),
-                (1, "a".into(), 1, 2),
-                (2, "b".into(), 0, 1)
-            ]
-        );
-    }
-
-    #[test]
-    fn exports_are_validated() {
-        assert_eq!(
-            parse_export("A_1=x=y").unwrap(),
-            ("A_1".into(), "x=y".into())
-        );
-        assert_eq!(parse_export("E=").unwrap(), ("E".into(), String::new()));
-        for bad in ["noequals", "=v", "1A=v", "A-B=v"] {
-            assert!(parse_export(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn job_ids() {
-        assert!(validate_job_id("abc-1.2_x").is_ok());
-        for bad in ["", "../x", "a b", ".hidden"] {
-            assert!(validate_job_id(bad).is_err(), "{bad:?}");
-        }
-    }
-}
+mod tests;

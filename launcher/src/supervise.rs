@@ -15,6 +15,9 @@ use crate::signals;
 use crate::spawn::{self, Event, Kind, Proc, RankStatus};
 
 const TICK: Duration = Duration::from_millis(25);
+/// The least time the ranks' output gets to arrive once the ranks are gone: what a rank
+/// wrote right before it exited may still be in the pipe, and copying it takes a moment.
+const MIN_OUTPUT_DRAIN: Duration = Duration::from_secs(1);
 
 /// Why the job ends.
 enum Outcome {
@@ -79,8 +82,9 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
             .and_then(|sinks| {
                 let env = plan.rank_env(&r);
                 let argv = plan.rank_argv(&r);
+                let (token_var, token) = plan.token_var();
                 match &r.host {
-                    None => spawn::local::spawn(r.rank, &argv, &env, sinks),
+                    None => spawn::local::spawn(r.rank, &argv, &env, (token_var, &token), sinks),
                     Some(h) => spawn::ssh::spawn(
                         procs.len(),
                         r.rank,
@@ -88,6 +92,7 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
                         &ssh,
                         &env,
                         &argv,
+                        &token,
                         (JOB_MARK_VAR, &plan.job_id),
                         sinks,
                         tx.clone(),
@@ -195,7 +200,7 @@ fn drain(procs: &[Proc], rx: &Receiver<Event>, dir: &mut JobDir, wait: Duration)
 }
 
 /// SIGTERM to every rank's process group, SIGKILL after `grace` (or at a second signal),
-/// then waits (bounded) until the ranks are gone.
+/// then waits (bounded) until the ranks are gone and their output has arrived.
 fn teardown(procs: &mut [Proc], grace: Duration, rx: &Receiver<Event>, dir: &mut JobDir) {
     let signals_at_start = signals::received().map_or(0, |(_, n)| n);
     for p in procs.iter_mut() {
@@ -234,6 +239,24 @@ fn teardown(procs: &mut [Proc], grace: Duration, rx: &Receiver<Event>, dir: &mut
         }
         if let Kind::Ssh { control, .. } = &mut p.kind {
             *control = None;
+        }
+    }
+    drain_output(procs, grace);
+}
+
+/// Waits until everything the ranks wrote has reached the terminal or their logs. Bounded,
+/// since a process that left a rank's process group (and so outlived the teardown) can keep
+/// that rank's output open indefinitely: after the grace period (at least
+/// [`MIN_OUTPUT_DRAIN`]) tarantella stops waiting for it.
+fn drain_output(procs: &[Proc], grace: Duration) {
+    let deadline = Instant::now() + grace.max(MIN_OUTPUT_DRAIN);
+    for p in procs {
+        if !p.open_streams.wait_closed(deadline) {
+            eprintln!(
+                "tarantella: warning: the output of {} is still open, held by a process \
+                 that outlived it; not waiting for it any longer",
+                p.label()
+            );
         }
     }
 }

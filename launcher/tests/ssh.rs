@@ -447,3 +447,47 @@ fn ranks_in_two_network_namespaces() {
     );
     drop(ns);
 }
+
+#[test]
+fn ssh_ranks_get_the_job_token_without_it_showing_on_any_command_line() {
+    let dir = TempDir::new("ssh4");
+    let Some(sshd) = loopback_sshd(&dir) else {
+        return;
+    };
+    let hf = hostfile(&dir, "127.0.0.1 slots=2\n");
+    let mut job = ssh_job(
+        &sshd,
+        &hf,
+        &[
+            "--output-on-all-devices",
+            "--",
+            PROBE,
+            "--rendezvous",
+            "--token-on-cmdlines",
+        ],
+    );
+    assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
+    // Both ranks hold the launcher's token (not one derived from the job id) and presented
+    // it to each other; meanwhile their ssh clients, remote shells and wrappers were alive,
+    // and none showed it on its command line.
+    assert_eq!(
+        job.out
+            .iter()
+            .filter(|l| l.contains("rendezvous ok"))
+            .count(),
+        2,
+        "{:?}",
+        job.out
+    );
+    let seen: Vec<(String, String)> = job
+        .out
+        .iter()
+        .filter_map(|l| Some((field(l, "token_in_env")?, field(l, "token_on_cmdlines")?)))
+        .collect();
+    assert_eq!(
+        seen,
+        [("1".to_string(), "0".to_string()), ("1".into(), "0".into())],
+        "{:?}",
+        job.out
+    );
+}

@@ -4,17 +4,28 @@
 //! Prints `probe rank=K nranks=N local_rank=L local_nranks=M job=ID pid=P ...`, then acts on:
 //! `--env NAME` (print `env NAME=value`), `--touch-shm` (create `/dev/shm/tnt-<job>-<nonce>-rK-probe`, named like a segment file),
 //! `--child` (start a grandchild in the same process group, print `child=PID`),
+//! `--detached-child` (start a grandchild in a process group of its own that keeps this
+//! rank's stdout open and sleeps, print `detached=PID`),
 //! `--rendezvous` (rank 0 listens on GASPI_RENDEZVOUS, the others connect and present the
 //! job token), `--fail-rank R:CODE` (rank R exits with CODE), `--kill-rank R:SIG` (rank R
-//! kills itself with signal SIG), `--sleep` (wait until killed), `--exit CODE`.
+//! kills itself with signal SIG), `--sleep` (wait until killed), `--exit CODE`,
+//! `--token-on-cmdlines` (print `token_in_env=0|1 token_on_cmdlines=N pids=P,...`: whether
+//! GASPI_JOB_TOKEN is set, and the processes of this host whose command line, which every
+//! user can read, shows the job token),
+//! `--flood BYTES` (write [`flood_line`]s worth BYTES bytes and the line
+//! `flood done rank=K bytes=BYTES` on stdout, then exit at once; see [`flood`]).
 //! It prints `probe ready rank=K` once set up.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use gaspi::env::JobEnv;
+
+/// Every line of `--flood` is this long, newline included.
+const FLOOD_LINE_LEN: usize = 64;
 
 fn main() -> ExitCode {
     let env = match JobEnv::from_env() {
@@ -79,6 +90,22 @@ fn main() -> ExitCode {
                     }
                 }
             }
+            "--detached-child" => {
+                let exe = std::env::current_exe().expect("own path");
+                // Inherits stdout, and escapes the rank's process group so that stopping
+                // the rank does not stop it: it holds the rank's output open.
+                match std::process::Command::new(exe)
+                    .arg("--sleep")
+                    .process_group(0)
+                    .spawn()
+                {
+                    Ok(c) => println!("detached={}", c.id()),
+                    Err(e) => {
+                        eprintln!("probe: cannot start a detached child: {e}");
+                        return ExitCode::from(92);
+                    }
+                }
+            }
             "--rendezvous" => {
                 if let Err(e) = rendezvous(&env) {
                     eprintln!("probe: rendezvous failed: {e}");
@@ -100,6 +127,29 @@ fn main() -> ExitCode {
                 }
                 i += 1;
             }
+            "--flood" => {
+                let bytes: usize = next.parse().unwrap_or(0);
+                if let Err(e) = flood(rank, bytes) {
+                    eprintln!("probe: cannot flood stdout: {e}");
+                    return ExitCode::from(95);
+                }
+                // Exit at once: the point is output still on its way when the rank ends.
+                return ExitCode::SUCCESS;
+            }
+            "--token-on-cmdlines" => {
+                let pids = processes_whose_cmdline_shows(env.token.to_hex().as_bytes());
+                let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+                println!(
+                    "token_in_env={} token_on_cmdlines={} pids={}",
+                    u8::from(std::env::var_os(gaspi::env::JOB_TOKEN).is_some()),
+                    pids.len(),
+                    if list.is_empty() {
+                        "-".to_string()
+                    } else {
+                        list.join(",")
+                    }
+                );
+            }
             "--sleep" => sleep = true,
             "--exit" => {
                 exit = next.parse().unwrap_or(1);
@@ -119,6 +169,55 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::from(exit)
+}
+
+/// The processes of this host whose command line (`/proc/PID/cmdline`, readable by every
+/// user) contains `needle`.
+fn processes_whose_cmdline_shows(needle: &[u8]) -> Vec<u32> {
+    let Ok(proc_dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    proc_dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| cmdline.windows(needle.len()).any(|w| w == needle))
+        })
+        .collect()
+}
+
+/// Line `index` of rank `rank`'s `--flood` output (tests rebuild it to compare every byte).
+fn flood_line(rank: u16, index: usize) -> String {
+    let mut line = format!("flood rank={rank} line={index:08} ");
+    line.extend(std::iter::repeat_n('.', FLOOD_LINE_LEN - 1 - line.len()));
+    line.push('\n');
+    line
+}
+
+/// Writes `bytes` (rounded down to whole lines) of [`flood_line`]s and a final marker line
+/// on stdout in one go. When stdout is a pipe it is first grown to hold all of it (as far
+/// as the host allows), so that most of the output is still in the pipe, unread, when the
+/// rank exits: the case where a launcher that does not wait for its readers loses output.
+fn flood(rank: u16, bytes: usize) -> std::io::Result<()> {
+    let lines = bytes / FLOOD_LINE_LEN;
+    let marker = format!("flood done rank={rank} bytes={}\n", lines * FLOOD_LINE_LEN);
+    let mut text = String::with_capacity(lines * FLOOD_LINE_LEN + marker.len());
+    for i in 0..lines {
+        text.push_str(&flood_line(rank, i));
+    }
+    text.push_str(&marker);
+    let stdout = std::io::stdout();
+    let max = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .ok()
+        .and_then(|m| m.trim().parse::<usize>().ok())
+        .unwrap_or(1 << 20);
+    let size = i32::try_from(text.len().min(max)).unwrap_or(i32::MAX);
+    // Not a pipe, or not allowed: the flood still runs, with the pipe as it is.
+    let _ = nix::fcntl::fcntl(&stdout, nix::fcntl::FcntlArg::F_SETPIPE_SZ(size));
+    let mut out = stdout.lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
 }
 
 /// Rank 0 accepts every other rank on the rendezvous address; each presents the token.

@@ -2,22 +2,24 @@
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
 
-use super::{pump, Kind, Proc, Sink};
+use super::{pump, Kind, OpenStreams, Proc, Sink};
 use crate::error::{Error, Result};
 
-/// Starts `argv` with `env` as rank `rank`.
+/// Starts `argv` with `env` and the job token (`token`: variable, value) as rank `rank`.
 pub fn spawn(
     rank: usize,
     argv: &[String],
     env: &[(String, String)],
+    token: (&str, &str),
     (out, err): (Sink, Sink),
 ) -> Result<Proc> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .envs(env.iter().map(|(k, v)| (k, v)))
+        // A process's environment is readable only by its user (and root), unlike its
+        // command line.
+        .env(token.0, token.1)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -27,12 +29,12 @@ pub fn spawn(
         what: format!("rank {rank} ({})", argv[0]),
         source,
     })?;
-    let open = Arc::new(AtomicUsize::new(0));
+    let open = OpenStreams::default();
     if let Some(s) = child.stdout.take() {
-        pump(s, out, None, open.clone());
+        pump(s, out, None, &open);
     }
     if let Some(s) = child.stderr.take() {
-        pump(s, err, None, open.clone());
+        pump(s, err, None, &open);
     }
     Ok(Proc {
         rank: Some(rank),

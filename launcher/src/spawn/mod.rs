@@ -8,10 +8,10 @@ pub mod ssh;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ExitStatus};
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -96,8 +96,8 @@ pub struct Proc {
     pub host: String,
     pub child: Child,
     pub kind: Kind,
-    /// Output threads still running.
-    pub open_streams: Arc<AtomicUsize>,
+    /// Output threads still copying.
+    pub open_streams: OpenStreams,
     /// When the local child (rank or ssh client) was reaped, and its status.
     pub reaped: Option<(Instant, ExitStatus)>,
     /// Final status, once known.
@@ -167,8 +167,8 @@ impl Proc {
             Kind::Ssh { remote_exit, .. } => {
                 // The wrapper's exit line arrives on stderr; wait for that stream to close
                 // (bounded), then decide.
-                let streams_done = self.open_streams.load(Ordering::Acquire) == 0;
-                if !streams_done && at.elapsed().as_millis() < 2000 {
+                let streams_done = self.open_streams.count() == 0;
+                if !streams_done && at.elapsed() < Duration::from_secs(2) {
                     return;
                 }
                 let r = remote_exit.load(Ordering::Acquire);
@@ -186,6 +186,52 @@ impl Proc {
                 });
             }
         }
+    }
+}
+
+/// The output streams of one rank whose threads are still copying, and a way to wait until
+/// the last of them has reached its end.
+#[derive(Clone, Default)]
+pub struct OpenStreams(Arc<(Mutex<usize>, Condvar)>);
+
+impl OpenStreams {
+    /// How many streams are still being copied.
+    pub fn count(&self) -> usize {
+        *self.0 .0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits until every stream has been copied to its end, or until `deadline`; returns
+    /// whether they all were.
+    pub fn wait_closed(&self, deadline: Instant) -> bool {
+        let (open, changed) = &*self.0;
+        let mut open = open.lock().unwrap_or_else(PoisonError::into_inner);
+        while *open > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            open = changed
+                .wait_timeout(open, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        true
+    }
+
+    fn opened(&self) -> StreamGuard {
+        *self.0 .0.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        StreamGuard(self.clone())
+    }
+}
+
+/// Counts its stream as closed when dropped, on every way out of the copying thread.
+struct StreamGuard(OpenStreams);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        let (open, changed) = &*self.0 .0;
+        *open.lock().unwrap_or_else(PoisonError::into_inner) -= 1;
+        changed.notify_all();
     }
 }
 
@@ -229,15 +275,17 @@ pub struct Control {
     pub remote_exit: Arc<AtomicI32>,
 }
 
-/// Copies `stream` line by line into `sink` on a background thread.
+/// Copies `stream` line by line into `sink` on a background thread, counted in `open` until
+/// the stream ends.
 pub fn pump<R: Read + Send + 'static>(
     stream: R,
     sink: Sink,
     control: Option<Control>,
-    open: Arc<AtomicUsize>,
+    open: &OpenStreams,
 ) {
-    open.fetch_add(1, Ordering::AcqRel);
+    let guard = open.opened();
     std::thread::spawn(move || {
+        let _counted_until_the_end = guard;
         let mut r = BufReader::new(stream);
         let mut line = Vec::new();
         loop {
@@ -265,7 +313,6 @@ pub fn pump<R: Read + Send + 'static>(
             }
             sink.write_line(&line);
         }
-        open.fetch_sub(1, Ordering::AcqRel);
     });
 }
 

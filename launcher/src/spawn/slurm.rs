@@ -4,10 +4,8 @@
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
 
-use super::{Kind, Proc};
+use super::{Kind, OpenStreams, Proc};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::shell;
@@ -60,6 +58,7 @@ pub fn describe(plan: &Plan) -> String {
             .into_iter()
             .map(|(k, v)| format!("{k}={v}")),
     );
+    words.push(Plan::redacted_token_var());
     words.extend(command_line(plan));
     format!(
         "# one srun step; each rank maps SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID to GASPI_*\n{}\n",
@@ -70,9 +69,12 @@ pub fn describe(plan: &Plan) -> String {
 /// Starts the srun step (output goes straight to the terminal or the rank logs).
 pub fn spawn(plan: &Plan) -> Result<Proc> {
     let line = command_line(plan);
+    let (token_var, token) = plan.token_var();
     let mut cmd = Command::new(&line[0]);
     cmd.args(&line[1..])
         .envs(plan.slurm_env())
+        // In srun's environment, which `--export=ALL` passes on to every rank.
+        .env(token_var, token)
         .stdin(Stdio::null())
         .process_group(0);
     super::local::parent_death_signal(&mut cmd);
@@ -85,7 +87,7 @@ pub fn spawn(plan: &Plan) -> Result<Proc> {
         host: "slurm".into(),
         child,
         kind: Kind::Slurm,
-        open_streams: Arc::new(AtomicUsize::new(0)),
+        open_streams: OpenStreams::default(),
         reaped: None,
         status: None,
     })

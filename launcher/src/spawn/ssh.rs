@@ -1,25 +1,31 @@
 //! Ranks on other hosts, started through `ssh` (BatchMode, the user's ssh config).
 //!
-//! Each rank runs under a small POSIX-shell wrapper on its host. The wrapper starts the rank
-//! in a new session (so its process group is its PID), reports that PID on stderr, and
-//! watches its stdin, which is the ssh connection: a `term`/`kill` line signals the rank's
-//! process group, and end-of-file (tarantella or the connection is gone) stops it as well.
-//! When the rank ends, the wrapper reports its status and exits with it.
+//! Each rank runs under a small POSIX-shell wrapper on its host. The wrapper reads the job
+//! token from its stdin, which is the ssh connection (a command line is readable by every
+//! user of both hosts; the connection is not), and exports it. It starts the rank in a new
+//! session (so its process group is its PID), reports that PID on stderr, and watches its
+//! stdin: a `term`/`kill` line signals the rank's process group, and end-of-file
+//! (tarantella or the connection is gone) stops it as well. When the rank ends, the wrapper
+//! reports its status and exits with it.
 
+use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicI32, AtomicUsize};
+use std::sync::atomic::AtomicI32;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{pump, Control, Event, Kind, Proc, Sink};
+use super::{pump, Control, Event, Kind, OpenStreams, Proc, Sink};
 use crate::error::{Error, Result};
 use crate::shell;
 
 /// The wrapper (one line, so that any login shell passes it on to `sh -c` intact).
-/// Arguments: working directory, then `VAR=VALUE`... and the command (for `env`).
+/// Arguments: working directory, then `VAR=VALUE`... and the command (for `env`). Its stdin
+/// starts with the job token's line; without one (tarantella went away) it runs nothing.
 const WRAPPER: &str = concat!(
+    "read -r t || { echo 'tarantella: no job token arrived on the ssh connection' >&2; exit 97; }; ",
+    "GASPI_JOB_TOKEN=\"$t\"; export GASPI_JOB_TOKEN; t=; ",
     "cd \"$1\" 2>/dev/null; shift; exec 3<&0; ",
     "setsid env \"$@\" </dev/null 3<&- & c=$!; ",
     "printf '\\036TNT pid %s\\n' \"$c\" >&2; ",
@@ -45,6 +51,18 @@ pub fn command_line(base: &[String], host: &str, remote: &str) -> Vec<String> {
     v
 }
 
+/// The whole ssh command line of one rank: `base`, the options, `host` and the wrapper with
+/// `env` and `argv`. No secret belongs in `env`: every user of either host can read it.
+pub fn rank_command_line(
+    base: &[String],
+    host: &str,
+    cwd: &str,
+    env: &[(String, String)],
+    argv: &[String],
+) -> Vec<String> {
+    command_line(base, host, &remote_rank_command(cwd, env, argv))
+}
+
 /// The remote command that runs `argv` with `env` as one rank.
 pub fn remote_rank_command(cwd: &str, env: &[(String, String)], argv: &[String]) -> String {
     let mut words = vec![
@@ -59,7 +77,7 @@ pub fn remote_rank_command(cwd: &str, env: &[(String, String)], argv: &[String])
     shell::join(&words)
 }
 
-/// Starts rank `rank` on `host`.
+/// Starts rank `rank` on `host`; `token` (hex) goes on the connection, see [`WRAPPER`].
 #[allow(clippy::too_many_arguments)]
 pub fn spawn(
     idx: usize,
@@ -68,6 +86,7 @@ pub fn spawn(
     base: &[String],
     env: &[(String, String)],
     argv: &[String],
+    token: &str,
     mark: (&str, &str),
     (out, err): (Sink, Sink),
     events: Sender<Event>,
@@ -75,7 +94,7 @@ pub fn spawn(
     let cwd = std::env::current_dir()
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_else(|_| ".".into());
-    let line = command_line(base, host, &remote_rank_command(&cwd, env, argv));
+    let line = rank_command_line(base, host, &cwd, env, argv);
     let mut cmd = Command::new(&line[0]);
     cmd.args(&line[1..])
         .env(mark.0, mark.1)
@@ -88,11 +107,22 @@ pub fn spawn(
         what: format!("ssh to {host} for rank {rank} ({})", line[0]),
         source,
     })?;
-    let open = Arc::new(AtomicUsize::new(0));
+    let mut control = child.stdin.take();
+    if let Some(c) = &mut control {
+        // Were ssh gone already, the wrapper never starts the rank, and ssh's own status
+        // says why: nothing to report here.
+        if c.write_all(format!("{token}\n").as_bytes())
+            .and_then(|_| c.flush())
+            .is_err()
+        {
+            control = None;
+        }
+    }
+    let open = OpenStreams::default();
     let remote_pid = Arc::new(AtomicI32::new(-1));
     let remote_exit = Arc::new(AtomicI32::new(-1));
     if let Some(s) = child.stdout.take() {
-        pump(s, out, None, open.clone());
+        pump(s, out, None, &open);
     }
     if let Some(s) = child.stderr.take() {
         let control = Control {
@@ -101,13 +131,13 @@ pub fn spawn(
             remote_pid: remote_pid.clone(),
             remote_exit: remote_exit.clone(),
         };
-        pump(s, err, Some(control), open.clone());
+        pump(s, err, Some(control), &open);
     }
     Ok(Proc {
         rank: Some(rank),
         host: host.to_string(),
         kind: Kind::Ssh {
-            control: child.stdin.take(),
+            control,
             remote_pid,
             remote_exit,
         },
@@ -244,6 +274,122 @@ mod tests {
             let p = pick_port(text).unwrap();
             assert!((10_001..32_768).contains(&p), "{p}");
         }
+    }
+
+    /// The ssh command line of every rank of a two-host job, as `spawn` builds it.
+    fn ssh_job_command_lines() -> (crate::plan::Plan, Vec<Vec<String>>) {
+        use clap::Parser;
+        let dir = std::env::temp_dir().join(format!("tnt-ssh-argv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let hosts = dir.join("hosts");
+        std::fs::write(&hosts, "node1 slots=2\nuser@node2\n").unwrap();
+        let cli = crate::cli::Cli::try_parse_from([
+            "tarantella".as_ref(),
+            "--hostfile".as_ref(),
+            hosts.as_os_str(),
+            "--".as_ref(),
+            "prog".as_ref(),
+        ])
+        .unwrap();
+        let mut plan = crate::plan::Plan::new(&cli).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        plan.rendezvous = Some("node1:12345".into());
+        let base = vec!["ssh".to_string(), "-p".into(), "2222".into()];
+        let lines = plan
+            .ranks
+            .iter()
+            .map(|r| {
+                let host = r.host.as_deref().unwrap();
+                rank_command_line(
+                    &base,
+                    host,
+                    "/home/u",
+                    &plan.rank_env(r),
+                    &plan.rank_argv(r),
+                )
+            })
+            .collect();
+        (plan, lines)
+    }
+
+    #[test]
+    fn the_ssh_command_line_of_a_rank_carries_no_job_token() {
+        let (plan, lines) = ssh_job_command_lines();
+        let token = plan.token.to_hex();
+        assert_eq!(lines.len(), 3);
+        for (rank, line) in lines.iter().enumerate() {
+            assert!(
+                line.iter().all(|w| !w.contains(&token)),
+                "the token is on the command line {line:?}"
+            );
+            let remote = shell::split(line.last().unwrap()).unwrap();
+            assert!(remote.contains(&format!("GASPI_RANK={rank}")), "{remote:?}");
+            let token_var = format!("{}=", gaspi::env::JOB_TOKEN);
+            assert!(
+                remote.iter().all(|w| !w.starts_with(&token_var)),
+                "{remote:?}"
+            );
+        }
+    }
+
+    /// Runs the wrapper here (as the remote shell would) with `stdin` on its stdin, kept open
+    /// until it exits; returns its exit status, stdout and stderr.
+    fn run_wrapper(stdin: Option<&str>, argv: &[&str]) -> (Option<i32>, String, String) {
+        let mut child = Command::new("sh")
+            .args(["-c", WRAPPER, "tarantella-rank", "/"])
+            .args(argv)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take();
+        if let (Some(i), Some(text)) = (&mut input, stdin) {
+            i.write_all(text.as_bytes()).unwrap();
+        }
+        let read_all = |s: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                if let Some(mut s) = s {
+                    let _ = s.read_to_string(&mut text);
+                }
+                text
+            })
+        };
+        let out = read_all(child.stdout.take().map(|s| Box::new(s) as _));
+        let err = read_all(child.stderr.take().map(|s| Box::new(s) as _));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("the wrapper did not exit within 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        drop(input);
+        (status.code(), out.join().unwrap(), err.join().unwrap())
+    }
+
+    #[test]
+    fn the_wrapper_takes_the_token_from_its_stdin_and_runs_nothing_without_one() {
+        let token = "00112233445566778899aabbccddeeff";
+        let show = ["A=1", "sh", "-c", "echo \"token=$GASPI_JOB_TOKEN A=$A\""];
+        let (code, out, err) = run_wrapper(Some(&format!("{token}\n")), &show);
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(out, format!("token={token} A=1\n"), "{err}");
+        assert!(err.contains("\x1eTNT exit 0"), "{err}");
+
+        let (code, out, err) = run_wrapper(None, &show);
+        assert_eq!(code, Some(97), "{err}");
+        assert_eq!(out, "", "ran without a token");
+        assert!(err.contains("no job token"), "{err}");
     }
 
     #[test]

@@ -1,0 +1,310 @@
+//! Unit tests of the plan: placement, environment, GPUs and the dry run.
+
+use super::*;
+use clap::Parser;
+
+fn cli(args: &[&str]) -> Cli {
+    let line = ["tarantella"].iter().chain(args).chain(&["--", "true"]);
+    Cli::try_parse_from(line).unwrap()
+}
+
+/// The plan for `args` on a host outside Slurm with `gpus_here` GPUs.
+fn local_plan(args: &[&str], gpus_here: fn() -> usize) -> Plan {
+    Plan::for_host(&cli(args), false, gpus_here).unwrap()
+}
+
+fn no_gpus() -> usize {
+    0
+}
+
+fn four_gpus() -> usize {
+    4
+}
+
+fn gpus_must_not_be_looked_for() -> usize {
+    panic!("looked for GPUs although no warning depends on them")
+}
+
+/// The values of CUDA_VISIBLE_DEVICES in `vars`, in the order they are applied.
+fn cuda_visible_devices(vars: &[(String, String)]) -> Vec<&str> {
+    vars.iter()
+        .filter(|(k, _)| k == CUDA_VISIBLE_DEVICES)
+        .map(|(_, v)| v.as_str())
+        .collect()
+}
+
+#[test]
+fn ranks_get_no_cuda_visible_devices_from_us_so_the_inherited_one_stands() {
+    for gpus in [no_gpus, four_gpus] {
+        let plan = local_plan(&["-n", "3"], gpus);
+        assert_eq!(plan.ranks.len(), 3);
+        for r in &plan.ranks {
+            assert_eq!(
+                cuda_visible_devices(&plan.rank_env(r)),
+                Vec::<&str>::new(),
+                "rank {}",
+                r.rank
+            );
+        }
+    }
+    let slurm = Plan::for_host(&cli(&[]), true, four_gpus).unwrap();
+    assert_eq!(cuda_visible_devices(&slurm.slurm_env()), Vec::<&str>::new());
+}
+
+#[test]
+fn no_gpu_hides_gpus_from_every_rank() {
+    let plan = local_plan(&["-n", "3", "--no-gpu"], gpus_must_not_be_looked_for);
+    for r in &plan.ranks {
+        assert_eq!(
+            cuda_visible_devices(&plan.rank_env(r)),
+            [""],
+            "rank {}",
+            r.rank
+        );
+    }
+    let slurm = Plan::for_host(&cli(&["--no-gpu"]), true, four_gpus).unwrap();
+    assert_eq!(cuda_visible_devices(&slurm.slurm_env()), [""]);
+}
+
+#[test]
+fn an_exported_cuda_visible_devices_reaches_every_rank_unchanged() {
+    let plan = local_plan(&["-n", "2", "-x", "CUDA_VISIBLE_DEVICES=3,5"], four_gpus);
+    for r in &plan.ranks {
+        assert_eq!(cuda_visible_devices(&plan.rank_env(r)), ["3,5"]);
+    }
+    // -x is applied last, so it also wins over --no-gpu.
+    let plan = local_plan(&["--no-gpu", "-x", "CUDA_VISIBLE_DEVICES=1"], four_gpus);
+    let env = plan.rank_env(&plan.ranks[0]);
+    assert_eq!(cuda_visible_devices(&env).last(), Some(&"1"));
+}
+
+#[test]
+fn default_rank_count_is_one_whatever_the_gpus() {
+    for gpus in [no_gpus, four_gpus] {
+        assert_eq!(local_plan(&[], gpus).nranks, 1);
+    }
+    assert_eq!(
+        local_plan(&["--devices-per-node", "2"], four_gpus).nranks,
+        2
+    );
+    assert_eq!(local_plan(&["--n-per-node", "3"], four_gpus).nranks, 3);
+    assert_eq!(local_plan(&["-n", "5"], four_gpus).nranks, 5);
+    let too_many = Plan::for_host(
+        &cli(&["-n", "3", "--devices-per-node", "2"]),
+        false,
+        no_gpus,
+    );
+    assert!(
+        matches!(too_many, Err(Error::NotEnoughSlots { ref detail, .. })
+            if detail.starts_with("--devices-per-node 2")),
+        "{too_many:?}"
+    );
+    let zero = Plan::for_host(&cli(&["--devices-per-node", "0"]), false, no_gpus);
+    assert!(zero.is_err_and(|e| e
+        .to_string()
+        .contains("--devices-per-node must be at least 1")));
+}
+
+#[test]
+fn devices_per_node_on_a_host_without_gpus_warns_once() {
+    let plan = local_plan(&["--devices-per-node", "2"], no_gpus);
+    assert_eq!(
+        plan.warnings,
+        ["no GPU found on this host; the 2 ranks run on CPU"]
+    );
+    let plan = local_plan(&["-n", "1", "--devices-per-node", "2"], no_gpus);
+    assert_eq!(
+        plan.warnings,
+        ["no GPU found on this host; the rank runs on CPU"]
+    );
+    assert!(local_plan(&["--devices-per-node", "2"], four_gpus)
+        .warnings
+        .is_empty());
+    // No GPU asked for, GPUs hidden on purpose, or ranks on other hosts: nothing to
+    // warn about, and no reason to look for GPUs.
+    for args in [
+        &[][..],
+        &["-n", "2"],
+        &["--n-per-node", "2"],
+        &["--devices-per-node", "2", "--no-gpu"],
+    ] {
+        let plan = local_plan(args, gpus_must_not_be_looked_for);
+        assert!(plan.warnings.is_empty(), "{args:?}: {:?}", plan.warnings);
+    }
+    let slurm = Plan::for_host(
+        &cli(&["--devices-per-node", "2"]),
+        true,
+        gpus_must_not_be_looked_for,
+    )
+    .unwrap();
+    assert!(slurm.warnings.is_empty());
+}
+
+#[test]
+fn dry_run_says_how_ranks_get_their_gpus() {
+    let rank_lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    };
+    let hidden = local_plan(&["-n", "2", "--no-gpu"], no_gpus).describe(&[]);
+    assert!(
+        hidden.contains("# GPUs: hidden by --no-gpu (CUDA_VISIBLE_DEVICES= on every rank)"),
+        "{hidden}"
+    );
+    let lines = rank_lines(&hidden);
+    assert_eq!(lines.len(), 2, "{hidden}");
+    assert!(
+        lines.iter().all(|l| l.contains(" CUDA_VISIBLE_DEVICES= ")),
+        "{hidden}"
+    );
+
+    let shared = local_plan(&["-n", "2"], four_gpus).describe(&[]);
+    assert!(
+        shared.contains("# GPUs: none assigned by tarantella; every rank "),
+        "{shared}"
+    );
+    assert!(
+        shared.contains("the trainer uses visible GPU number (GASPI_LOCAL_RANK mod their count)"),
+        "{shared}"
+    );
+    assert!(
+        rank_lines(&shared)
+            .iter()
+            .all(|l| !l.contains("CUDA_VISIBLE_DEVICES")),
+        "{shared}"
+    );
+
+    let exported =
+        local_plan(&["--no-gpu", "-x", "CUDA_VISIBLE_DEVICES=3,5"], no_gpus).describe(&[]);
+    assert!(
+        exported.contains("every rank gets CUDA_VISIBLE_DEVICES=3,5 from -x"),
+        "{exported}"
+    );
+}
+
+#[test]
+fn block_placement_fills_hosts_in_order() {
+    let caps = vec![(Some("a".to_string()), 2), (Some("b".to_string()), 2)];
+    let r = place(&caps, 3);
+    let v: Vec<_> = r
+        .iter()
+        .map(|r| {
+            (
+                r.rank,
+                r.host.clone().unwrap(),
+                r.local_rank,
+                r.local_nranks,
+            )
+        })
+        .collect();
+    assert_eq!(
+        v,
+        vec![
+            (0, "a".into(), 0, 2),
+            (1, "a".into(), 1, 2),
+            (2, "b".into(), 0, 1)
+        ]
+    );
+}
+
+#[test]
+fn exports_are_validated() {
+    assert_eq!(
+        parse_export("A_1=x=y").unwrap(),
+        ("A_1".into(), "x=y".into())
+    );
+    assert_eq!(parse_export("E=").unwrap(), ("E".into(), String::new()));
+    for bad in ["noequals", "=v", "1A=v", "A-B=v"] {
+        assert!(parse_export(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn exports_cannot_replace_the_launchers_own_variables() {
+    for var in [
+        "GASPI_RANK",
+        "GASPI_NRANKS",
+        "GASPI_LOCAL_RANK",
+        "GASPI_LOCAL_NRANKS",
+        "GASPI_RENDEZVOUS",
+        "GASPI_JOB_TOKEN",
+        "GASPI_JOB_ID",
+        "GASPI_INIT_TIMEOUT_MS",
+        "GASPI_TRANSPORT",
+        "TARANTELLA_JOB_ID",
+    ] {
+        let secret = "00112233445566778899aabbccddeeff";
+        let export = format!("{var}={secret}");
+        let refused = Plan::for_host(&cli(&["-x", &export]), false, no_gpus);
+        let message = refused.as_ref().err().map(ToString::to_string);
+        assert!(
+            matches!(refused, Err(Error::LauncherVariable { var: v, .. }) if v == var),
+            "{var}: {message:?}"
+        );
+        let message = message.unwrap_or_default();
+        assert!(message.contains(var), "{message}");
+        assert!(!message.contains(secret), "the value is shown: {message}");
+    }
+    // Not the job's wiring: a finer log filter, the GPUs, the user's own variables.
+    for allowed in [
+        "GASPI_LOG=gaspi=debug",
+        "CUDA_VISIBLE_DEVICES=1",
+        "GASPI_X=1",
+    ] {
+        assert!(parse_export(allowed).is_ok(), "{allowed}");
+    }
+}
+
+/// A plan for `args` with a hostfile of `hosts` (ssh mode; nothing is contacted).
+fn ssh_plan(hosts: &str, args: &[&str]) -> Result<Plan> {
+    let dir = std::env::temp_dir().join(format!(
+        "tnt-plan-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("hosts");
+    std::fs::write(&path, hosts).unwrap();
+    let mut all = vec!["--hostfile", path.to_str().unwrap()];
+    all.extend(args);
+    let plan = Plan::for_host(&cli(&all), false, gpus_must_not_be_looked_for);
+    std::fs::remove_dir_all(&dir).unwrap();
+    plan
+}
+
+#[test]
+fn ranks_per_host_above_a_hosts_slots_is_an_error_naming_the_host() {
+    let hosts = "big slots=4\nsmall slots=2\nopen\n";
+    for flag in ["--n-per-node", "--devices-per-node"] {
+        let err = ssh_plan(hosts, &[flag, "3"]).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("{flag} 3 is more than the 2 slots of host small")),
+            "{err}"
+        );
+        // Also when -n would not need the small host's slots: the request is wrong as such.
+        assert!(ssh_plan(hosts, &[flag, "3", "-n", "3"]).is_err());
+    }
+    // Within every host's slots, or hosts without slots=: block placement as asked.
+    let plan = ssh_plan(hosts, &["--n-per-node", "2"]).unwrap();
+    let per_host: Vec<(String, usize)> = plan
+        .ranks
+        .iter()
+        .filter(|r| r.local_rank == 0)
+        .map(|r| (r.host.clone().unwrap(), r.local_nranks))
+        .collect();
+    assert_eq!(
+        per_host,
+        [("big".into(), 2), ("small".into(), 2), ("open".into(), 2)]
+    );
+    assert_eq!(ssh_plan(hosts, &[]).unwrap().nranks, 4 + 2 + 1);
+}
+
+#[test]
+fn job_ids() {
+    assert!(validate_job_id("abc-1.2_x").is_ok());
+    for bad in ["", "../x", "a b", ".hidden"] {
+        assert!(validate_job_id(bad).is_err(), "{bad:?}");
+    }
+}
