@@ -9,10 +9,10 @@ mpicc -O2 -o /tmp/mpi_allreduce benches/peers/mpi_allreduce.c
 SWEEP=target/release/allreduce-sweep
 for n in 2 4; do
   echo "=== $n ranks, shared memory"
-  $SWEEP -n $n --transport shm
+  $SWEEP --ranks $n --transport shm
   mpirun --allow-run-as-root --oversubscribe -np $n --mca btl self,vader /tmp/mpi_allreduce
   echo "=== $n ranks, TCP loopback"
-  $SWEEP -n $n --transport tcp
+  $SWEEP --ranks $n --transport tcp
   mpirun --allow-run-as-root --oversubscribe -np $n --mca btl self,tcp --mca btl_tcp_if_include lo /tmp/mpi_allreduce
   "$PY" benches/peers/gloo_allreduce.py -n $n
 done

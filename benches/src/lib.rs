@@ -1,44 +1,47 @@
 //! Benchmarks of the tarantella workspace and the helpers they share.
 //!
 //! - `gaspi-p2p` (binary): point-to-point latency and bandwidth of the runtime.
-//! - `allreduce-sweep` (binary): the nccl-tests table for allreduce or broadcast.
+//! - `allreduce-sweep` (binary): the nccl-tests table for allreduce or broadcast ([`sweep`]).
+//! - `reduce-kernel` (binary): the reduction kernels alone against `copy_from_slice`.
 //! - `benches/collectives.rs` (criterion): allreduce and broadcast at 2 and 4 ranks.
 //!
-//! Multi-rank benchmarks start their peer ranks once through [`gaspi::testing::Job`]: the
-//! process re-executes itself with [`ROLE`] set, and rank 0 reports.
+//! Multi-rank benchmarks start their peer ranks through [`gaspi::testing::Job`] when no
+//! launcher started them: the process re-executes itself as every rank, and rank 0 reports.
 
-use std::sync::Arc;
-use std::time::Instant;
+pub mod sweep;
 
-use allreduce::{Algorithm, Allreduce, Broadcast, Op, Options};
-use gaspi::{Context, Group, Rank, ReduceOp, Timeout};
+use gaspi::{Context, Group, ReduceOp, Timeout};
 
 /// Set in the rank processes a benchmark starts.
 pub const ROLE: &str = "TNT_BENCH_ROLE";
 
-const T: Timeout = Timeout(120_000);
+/// How long one collective step may take before a benchmark gives up on its peers.
+pub const STEP_TIMEOUT: Timeout = Timeout(120_000);
 
-/// `4K`, `64M`, `1G` or plain bytes.
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let (num, mult) = match s.char_indices().last() {
-        Some((i, 'K' | 'k')) => (&s[..i], 1 << 10),
-        Some((i, 'M' | 'm')) => (&s[..i], 1 << 20),
-        Some((i, 'G' | 'g')) => (&s[..i], 1 << 30),
-        _ => (s, 1),
+/// A byte count as nccl-tests writes it: plain bytes, or a whole number with `K`, `M` or
+/// `G` (either case; powers of 1024): `8`, `4K`, `64M`, `1G`.
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let trimmed = text.trim();
+    let (digits, unit): (&str, usize) = match trimmed.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&trimmed[..i], 1 << 10),
+        Some((i, 'M' | 'm')) => (&trimmed[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&trimmed[..i], 1 << 30),
+        _ => (trimmed, 1),
     };
-    num.parse::<usize>()
-        .map(|n| n * mult)
-        .map_err(|_| format!("bad size {s:?} (use e.g. 4K, 64M)"))
+    // Checked by hand: `parse` alone would also take a leading `+`.
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "{text:?} is not a size: use bytes or a whole number with K, M or G (e.g. 8, 4K, 64M)"
+        ));
+    }
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| format!("{text:?} is too large a size"))
 }
 
-/// `algbw` and `busbw` in GB/s, as nccl-tests computes them for allreduce.
-pub fn allreduce_bw(bytes: usize, secs: f64, ranks: usize) -> (f64, f64) {
-    let alg = bytes as f64 / secs / 1e9;
-    (alg, alg * 2.0 * (ranks as f64 - 1.0) / ranks as f64)
-}
-
-/// Iterations that keep one measurement near `budget_bytes` of traffic (at least 5).
+/// Iterations that keep one measurement near `budget_bytes` of traffic (5 to 2000).
 pub fn iterations(bytes: usize, budget_bytes: usize) -> usize {
     (budget_bytes / bytes.max(1)).clamp(5, 2000)
 }
@@ -46,85 +49,41 @@ pub fn iterations(bytes: usize, budget_bytes: usize) -> usize {
 /// The largest of every rank's `v`.
 pub fn max_over_ranks(ctx: &Context, v: f64) -> gaspi::Result<f64> {
     let mut out = [0f64];
-    ctx.allreduce(&[v], &mut out, ReduceOp::Max, Group::ALL, T)?;
+    ctx.allreduce(&[v], &mut out, ReduceOp::Max, Group::ALL, STEP_TIMEOUT)?;
     Ok(out[0])
 }
 
-/// Rank `r`'s input element `j`: small integers, so the exact sum is known.
-fn input(rank: usize, j: usize) -> f32 {
-    ((rank + 1) * (j % 7 + 1)) as f32
+/// The sum of every rank's `v`.
+pub fn sum_over_ranks(ctx: &Context, v: u64) -> gaspi::Result<u64> {
+    let mut out = [0u64];
+    ctx.allreduce(&[v], &mut out, ReduceOp::Sum, Group::ALL, STEP_TIMEOUT)?;
+    Ok(out[0])
 }
 
-/// One timed allreduce measurement, the same on every rank.
-pub struct Timed {
-    /// Seconds per operation, the maximum over ranks of each rank's median batch.
-    pub secs: f64,
-    /// Largest absolute error against the exact sum, over all ranks.
-    pub max_err: f64,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Times `iters` in-place f32 SUM allreduces of `count` elements (after a warm-up), in
-/// `batches` batches; returns the max over ranks of the median batch.
-pub fn time_allreduce(
-    ctx: &Arc<Context>,
-    count: usize,
-    algorithm: Algorithm,
-    iters: usize,
-    batches: usize,
-) -> Result<Timed, allreduce::Error> {
-    let me = ctx.rank().0 as usize;
-    let p = ctx.num_ranks() as usize;
-    let o = Options {
-        algorithm,
-        ..Options::default()
-    };
-    let mut ar = Allreduce::<f32>::new(ctx, Group::ALL, count, Op::Sum, o)?;
-    let fill = |ar: &mut Allreduce<f32>| -> Result<(), allreduce::Error> {
-        for (j, x) in ar.input_mut()?.iter_mut().enumerate() {
-            *x = input(me, j);
+    #[test]
+    fn sizes_take_nccl_tests_suffixes() {
+        assert_eq!(parse_size("8"), Ok(8));
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size(" 2g "), Ok(2 << 30));
+        assert_eq!(parse_size("0"), Ok(0));
+    }
+
+    #[test]
+    fn sizes_reject_what_is_not_a_whole_count() {
+        for bad in ["", "K", "-4K", "+4", "1.5M", "4KB", "4T", "M4", "0x10"] {
+            let err = parse_size(bad).expect_err(bad);
+            assert!(err.contains("not a size"), "{bad:?}: {err}");
         }
-        Ok(())
-    };
-    fill(&mut ar)?;
-    ar.start()?;
-    let mut max_err = 0f64;
-    for (j, x) in ar.wait(T)?.iter().enumerate() {
-        let want: f32 = (0..p).map(|r| input(r, j)).sum();
-        max_err = max_err.max((f64::from(*x) - f64::from(want)).abs());
+        let err = parse_size("99999999999999999999G").unwrap_err();
+        assert!(err.contains("too large"), "{err}");
+        let err = parse_size(&format!("{}G", usize::MAX / 2)).unwrap_err();
+        assert!(err.contains("too large"), "{err}");
     }
-    let mut samples = Vec::with_capacity(batches);
-    for _ in 0..batches {
-        ctx.barrier(Group::ALL, T)?;
-        let t = Instant::now();
-        for _ in 0..iters {
-            // In place, as nccl-tests: each run reduces the previous result.
-            ar.start()?;
-            ar.wait(T)?;
-        }
-        samples.push(t.elapsed().as_secs_f64() / iters as f64);
-    }
-    samples.sort_by(f64::total_cmp);
-    let secs = max_over_ranks(ctx, samples[samples.len() / 2])?;
-    let max_err = max_over_ranks(ctx, max_err)?;
-    Ok(Timed { secs, max_err })
-}
-
-/// Times `iters` f32 broadcasts of `count` elements from rank 0 (max over ranks).
-pub fn time_broadcast(
-    ctx: &Arc<Context>,
-    count: usize,
-    iters: usize,
-) -> Result<f64, allreduce::Error> {
-    let mut b = Broadcast::<f32>::new(ctx, Group::ALL, count, Rank(0), Options::default())?;
-    b.buffer_mut()?.fill(1.5);
-    b.start()?;
-    b.wait(T)?;
-    ctx.barrier(Group::ALL, T)?;
-    let t = Instant::now();
-    for _ in 0..iters {
-        b.start()?;
-        b.wait(T)?;
-    }
-    let secs = t.elapsed().as_secs_f64() / iters as f64;
-    Ok(max_over_ranks(ctx, secs)?)
 }

@@ -1,158 +1,136 @@
-//! The nccl-tests table for allreduce over gaspi:
+//! nccl-tests' `all_reduce_perf` for the tarantella collectives:
 //!
 //! ```text
-//! cargo run --release -p tarantella-benches --bin allreduce-sweep -- -n 4 --transport shm
+//! cargo run --release -p tarantella-benches --bin allreduce-sweep -- -b 8 -e 128M -f 2
+//! tarantella --hostfile hosts -- target/release/allreduce-sweep -b 8 -e 1G -f 2
 //! ```
 //!
-//! prints `size count type time_us algbw busbw maxerr` for f32 SUM over a size sweep, with
-//! `algbw = bytes / time` and `busbw = algbw * 2(n-1)/n`. `time_us` is the maximum over
-//! ranks of each rank's median batch. `--collective broadcast` times broadcast from rank 0
-//! (busbw = algbw, as nccl-tests reports it).
+//! Run by hand, it starts `--ranks` ranks on this host (this program again, through
+//! [`Job`]) and prints rank 0's table. Run by a launcher (`GASPI_RANK` or `GASPI_NRANKS`
+//! set, as `tarantella` sets them), it is one of the job's ranks. `--help` lists the flags;
+//! [`tarantella_benches::sweep`] describes the table.
 
-use std::sync::Arc;
+use std::process::ExitCode;
 use std::time::Duration;
 
-use allreduce::Algorithm;
-use clap::{Parser, ValueEnum};
-use gaspi::env::TransportChoice;
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
+use gaspi::env::{JobEnv, NRANKS, RANK};
 use gaspi::testing::Job;
-use gaspi::Context;
-use tarantella_benches::{
-    allreduce_bw, iterations, parse_size, time_allreduce, time_broadcast, ROLE,
-};
+use tarantella_benches::sweep::cli::{SweepArgs, Transport, DEFAULT_LOCAL_RANKS};
+use tarantella_benches::sweep::run_rank;
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Transport {
-    Tcp,
-    Shm,
+/// Exits with clap's usage error (status 2), like any other bad flag.
+fn usage_error(message: String) -> ! {
+    SweepArgs::command()
+        .error(ErrorKind::ValueValidation, message)
+        .exit()
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Algo {
-    Auto,
-    Ring,
-    Rd,
-    Rabenseifner,
+/// Whether a launcher started this process as one rank of a job.
+fn started_by_launcher() -> bool {
+    std::env::var_os(RANK).is_some() || std::env::var_os(NRANKS).is_some()
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Collective {
-    Allreduce,
-    Broadcast,
-}
-
-#[derive(Parser, Debug)]
-#[command(about = "nccl-tests style sweep of tarantella collectives")]
-struct Args {
-    /// Ranks (processes on this host).
-    #[arg(short = 'n', long, default_value_t = 2)]
-    ranks: u16,
-    #[arg(long, value_enum, default_value_t = Transport::Shm)]
-    transport: Transport,
-    #[arg(long, value_enum, default_value_t = Algo::Auto)]
-    algorithm: Algo,
-    #[arg(long, value_enum, default_value_t = Collective::Allreduce)]
-    collective: Collective,
-    /// Smallest message (bytes; K/M/G suffixes).
-    #[arg(short = 'b', long, default_value = "4K", value_parser = parse_size)]
-    min_bytes: usize,
-    /// Largest message.
-    #[arg(short = 'e', long, default_value = "64M", value_parser = parse_size)]
-    max_bytes: usize,
-    /// Size factor between steps.
-    #[arg(short = 'f', long, default_value_t = 4)]
-    factor: usize,
-    /// Bytes of traffic per timed batch (sets the iteration count per size).
-    #[arg(long, default_value = "256M", value_parser = parse_size)]
-    budget: usize,
-    /// Timed batches per size (the median is reported).
-    #[arg(long, default_value_t = 5)]
-    batches: usize,
-}
-
-fn rank_main(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
-    let ctx = Arc::new(Context::init()?);
-    let algorithm = match args.algorithm {
-        Algo::Auto => Algorithm::Auto,
-        Algo::Ring => Algorithm::Ring,
-        Algo::Rd => Algorithm::RecursiveDoubling,
-        Algo::Rabenseifner => Algorithm::Rabenseifner,
-    };
-    let n = ctx.num_ranks() as usize;
-    let master = ctx.rank().0 == 0;
-    if master {
-        println!(
-            "# {:?} f32 sum, {n} ranks, transport {:?}, algorithm {:?}",
-            args.collective, args.transport, args.algorithm
-        );
-        println!(
-            "{:>12} {:>10} {:>6} {:>10} {:>8} {:>8} {:>8}",
-            "size", "count", "type", "time_us", "algbw", "busbw", "maxerr"
-        );
+fn main() -> ExitCode {
+    let args = SweepArgs::parse();
+    if let Err(message) = args.validate() {
+        usage_error(message);
     }
-    let mut bytes = args.min_bytes.max(4);
-    while bytes <= args.max_bytes {
-        let count = bytes / 4;
-        let iters = iterations(bytes, args.budget);
-        let (us, algbw, busbw, err) = match args.collective {
-            Collective::Allreduce => {
-                let t = time_allreduce(&ctx, count, algorithm, iters, args.batches)?;
-                let (a, b) = allreduce_bw(count * 4, t.secs, n);
-                (t.secs * 1e6, a, b, format!("{:.0e}", t.max_err))
-            }
-            Collective::Broadcast => {
-                let secs = time_broadcast(&ctx, count, iters)?;
-                let a = (count * 4) as f64 / secs / 1e9;
-                (secs * 1e6, a, a, "-".into())
-            }
-        };
-        if master {
-            println!(
-                "{:>12} {:>10} {:>6} {:>10.1} {:>8.2} {:>8.2} {:>8}",
-                count * 4,
-                count,
-                "float",
-                us,
-                algbw,
-                busbw,
-                err
-            );
+    if started_by_launcher() {
+        run_as_rank(&args)
+    } else {
+        run_local_job(&args)
+    }
+}
+
+/// This process is one rank: run the sweep; rank 0 prints.
+fn run_as_rank(args: &SweepArgs) -> ExitCode {
+    let env = match JobEnv::from_env() {
+        Ok(env) => env,
+        Err(e) => {
+            eprintln!("allreduce-sweep: the job environment is not usable: {e}");
+            return ExitCode::FAILURE;
         }
-        bytes *= args.factor.max(2);
+    };
+    match args.ranks {
+        Some(asked) if asked != env.nranks => usage_error(format!(
+            "--ranks {asked}, but the launcher started {} ranks: leave --ranks out under a \
+             launcher",
+            env.nranks
+        )),
+        _ => {}
     }
-    ctx.barrier(gaspi::Group::ALL, gaspi::Timeout::BLOCK)?;
-    Ok(())
+    if let Err(message) = args.validate_for_job(env.nranks) {
+        usage_error(message);
+    }
+    let rank = env.rank;
+    match run_rank(args, env) {
+        Ok(summary) => match summary.wrong {
+            Some(wrong) if wrong > 0 => {
+                if rank.0 == 0 {
+                    eprintln!("allreduce-sweep: {wrong} wrong elements");
+                }
+                ExitCode::FAILURE
+            }
+            _ => ExitCode::SUCCESS,
+        },
+        Err(e) => {
+            eprintln!("allreduce-sweep: rank {}: {e}", rank.0);
+            ExitCode::FAILURE
+        }
+    }
 }
 
-fn main() {
-    let args = Args::parse();
-    if std::env::var(ROLE).is_ok() {
-        if let Err(e) = rank_main(&args) {
-            eprintln!("rank failed: {e}");
-            std::process::exit(1);
+/// No launcher: start the ranks on this host, each running this program with the same
+/// flags, and show what they print.
+fn run_local_job(args: &SweepArgs) -> ExitCode {
+    let ranks = args.ranks.unwrap_or(DEFAULT_LOCAL_RANKS);
+    if let Err(message) = args.validate_for_job(ranks) {
+        usage_error(message);
+    }
+    let program = match std::env::current_exe() {
+        Ok(path) => path,
+        Err(e) => {
+            eprintln!("allreduce-sweep: cannot find this program to start its ranks: {e}");
+            return ExitCode::FAILURE;
         }
-        return;
-    }
-    let mut job = Job::new(args.ranks, std::env::current_exe().expect("own path"));
-    job.args = std::env::args().skip(1).collect();
-    job.transport = match args.transport {
-        Transport::Tcp => TransportChoice::Tcp,
-        Transport::Shm => TransportChoice::Shm,
     };
-    job.env.push((ROLE.into(), "rank".into()));
-    job.timeout = Duration::from_secs(3600);
-    let out = job.run();
-    let master = out.ranks.iter().find(|r| r.rank == 0);
-    if let Some(m) = master {
-        print!("{}", m.stdout);
+    let mut job = Job::new(ranks, program);
+    // The ranks parse the same flags; the job's variables make them ranks.
+    job.args = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    job.transport = args.transport.unwrap_or(Transport::Shm).into();
+    job.timeout = Duration::from_secs(args.timeout);
+    let outcome = job.run();
+    // Only rank 0 prints the table; the other ranks speak only when something went wrong.
+    for rank in &outcome.ranks {
+        let failed = !rank.status.is_some_and(|s| s.success());
+        if rank.rank == 0 {
+            print!("{}", rank.stdout);
+            eprint!("{}", rank.stderr);
+        } else if failed && !rank.stderr.is_empty() {
+            for line in rank.stderr.lines() {
+                eprintln!("[rank {}] {line}", rank.rank);
+            }
+        }
     }
-    if out.timed_out
-        || out
-            .ranks
-            .iter()
-            .any(|r| !r.status.is_some_and(|s| s.success()))
-    {
-        eprintln!("{}", out.report());
-        std::process::exit(1);
+    let all_succeeded = outcome
+        .ranks
+        .iter()
+        .all(|r| r.status.is_some_and(|s| s.success()));
+    if outcome.timed_out {
+        eprintln!(
+            "allreduce-sweep: the ranks did not finish within --timeout {} s and were killed",
+            args.timeout
+        );
+        return ExitCode::FAILURE;
+    }
+    if all_succeeded {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }

@@ -9,12 +9,17 @@
 //!
 //! `cargo run --release -p tarantella-benches --bin gaspi-p2p [-- --quick]`
 //! Every figure is the median over several batches.
+//!
+//! The rank processes and the raw TCP peer are this program re-executed with [`ROLE`] set;
+//! they take their settings from the environment, not from the command line.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use gaspi::env::TransportChoice;
 use gaspi::testing::Job;
 use gaspi::{
@@ -22,6 +27,8 @@ use gaspi::{
 };
 
 const ROLE: &str = "TNT_P2P_ROLE";
+/// Set in the rank processes of a `--quick` run (also honoured in the parent).
+const QUICK_ENV: &str = "TNT_P2P_QUICK";
 const PINGPONG: [usize; 2] = [8, 4096];
 const BANDWIDTH: [usize; 2] = [1 << 20, 64 << 20];
 const T: Timeout = Timeout(60_000);
@@ -31,8 +38,24 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+#[derive(Parser, Debug)]
+#[command(
+    name = "gaspi-p2p",
+    about = "Point-to-point latency and bandwidth of the gaspi runtime (2 ranks on this \
+             host, over TCP and shared memory), measured beside raw TCP and memcpy"
+)]
+struct Args {
+    /// Fewer iterations and shorter streams: rough figures in seconds (also TNT_P2P_QUICK=1)
+    #[arg(long)]
+    quick: bool,
+}
+
+/// Whether this run is a `--quick` one; decided once in `main` (command line in the
+/// parent, [`QUICK_ENV`] in the rank processes).
+static QUICK: OnceLock<bool> = OnceLock::new();
+
 fn quick() -> bool {
-    std::env::args().any(|a| a == "--quick") || std::env::var("TNT_P2P_QUICK").is_ok()
+    QUICK.get().copied().unwrap_or(false)
 }
 
 fn iters(size: usize) -> usize {
@@ -333,7 +356,7 @@ fn run_gaspi(transport: TransportChoice) -> Vec<(String, usize, f64)> {
     job.transport = transport;
     job.env.push((ROLE.into(), "rank".into()));
     if quick() {
-        job.env.push(("TNT_P2P_QUICK".into(), "1".into()));
+        job.env.push((QUICK_ENV.into(), "1".into()));
     }
     job.timeout = Duration::from_secs(600);
     let out = job.run();
@@ -360,8 +383,10 @@ fn human(size: usize) -> String {
 }
 
 fn main() {
+    let quick_from_env = std::env::var_os(QUICK_ENV).is_some();
     match std::env::var(ROLE).ok().as_deref() {
         Some("rank") => {
+            QUICK.get_or_init(|| quick_from_env);
             if let Err(e) = gaspi_rank() {
                 eprintln!("rank failed: {e}");
                 std::process::exit(1);
@@ -374,6 +399,8 @@ fn main() {
         }
         _ => {}
     }
+    let args = Args::parse();
+    QUICK.get_or_init(|| args.quick || quick_from_env);
     let mut raw = Raw::start();
     let raw_pp: Vec<f64> = PINGPONG.iter().map(|s| raw.pingpong(*s)).collect();
     let raw_bw = raw.stream(if quick() { 64 << 20 } else { 512 << 20 });
