@@ -89,7 +89,6 @@ impl Context {
         if INITIALIZED.swap(true, Ordering::SeqCst) {
             return Err(Error::AlreadyInitialized);
         }
-        crate::log::init_from_env();
         crate::clock::start();
         Self::start(config, env).inspect_err(|_| INITIALIZED.store(false, Ordering::SeqCst))
     }

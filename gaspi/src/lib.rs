@@ -44,7 +44,7 @@ mod context;
 pub mod env;
 pub mod error;
 mod group;
-mod log;
+pub mod log;
 mod mem;
 mod notify;
 mod onesided;

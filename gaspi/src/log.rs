@@ -1,7 +1,12 @@
-//! The runtime's own log: off unless `GASPI_LOG` is set (a `tracing` filter such as `info`
-//! or `gaspi=debug`), so that applications keep control of their subscriber.
+//! The runtime's own log, for programs that have no `tracing` subscriber of their own: C
+//! programs through the C ABI (`gaspi_proc_init` calls [`init_from_env`]) and binaries that
+//! opt in. The library itself never installs a subscriber, so an application that sets up its
+//! own logging, before or after `Context::init`, keeps control of it.
 
-pub(crate) fn init_from_env() {
+/// Installs a stderr subscriber with the filter in `GASPI_LOG` (a `tracing` filter such as
+/// `info` or `gaspi=debug`; the launcher sets it per rank from `--log-level`). Does nothing
+/// when `GASPI_LOG` is unset or a subscriber is already installed.
+pub fn init_from_env() {
     if let Ok(filter) = std::env::var(crate::env::LOG) {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))

@@ -58,11 +58,12 @@ pub struct Cli {
     #[arg(long, value_name = "KB", default_value_t = 32)]
     pub fusion_threshold: u64,
 
-    /// Log level of the runtime on the ranks (exported as GASPI_LOG and TNT_LOG_LEVEL).
+    /// Log level on the ranks, for the runtime and the trainer alike (exported as GASPI_LOG
+    /// and TNT_LOG); ranks other than 0 log errors only unless --log-on-all-devices.
     #[arg(long, value_enum, default_value_t = LogLevel::Warn)]
     pub log_level: LogLevel,
 
-    /// Log on every rank, not only on rank 0 (exported as TNT_LOG_ON_ALL_DEVICES=1).
+    /// Log at --log-level on every rank, not only on rank 0.
     #[arg(long)]
     pub log_on_all_devices: bool,
 

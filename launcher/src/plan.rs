@@ -83,6 +83,8 @@ pub const REDACTED: &str = "<redacted>";
 
 /// Set on every rank by `--no-gpu`; never set otherwise.
 const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
+/// The trainer's log filter (`train` reads it; it gets the same level as the runtime).
+const TRAINER_LOG: &str = "TNT_LOG";
 
 impl Plan {
     /// Builds the plan from the options and what this host offers.
@@ -324,12 +326,11 @@ impl Plan {
     fn common_vars(&self, vars: &mut Vec<(String, String)>, loud: bool) {
         let c = &self.cli_env;
         let mut push = |k: &str, v: String| vars.push((k.to_string(), v));
-        push(
-            genv::LOG,
-            if loud { c.log_level } else { "error" }.to_string(),
-        );
-        push("TNT_LOG_LEVEL", c.log_level.to_string());
-        push("TNT_LOG_ON_ALL_DEVICES", u8::from(c.log_on_all).to_string());
+        // One level for the runtime (GASPI_LOG) and the trainer (TNT_LOG); quiet ranks log
+        // errors only.
+        let level = if loud { c.log_level } else { "error" };
+        push(genv::LOG, level.to_string());
+        push(TRAINER_LOG, level.to_string());
         push("TNT_FUSION_THRESHOLD_KB", c.fusion_kb.to_string());
         // No per-rank GPU here: every rank of a host sees the same GPUs and the program
         // picks its own by local rank, as with torchrun. A per-rank CUDA_VISIBLE_DEVICES

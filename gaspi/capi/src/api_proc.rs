@@ -14,6 +14,8 @@ gaspi_api! { PROC_API;
     /// (as does `GASPI_INIT_TIMEOUT_MS`; the smaller wins).
     fn gaspi_proc_init(timeout_ms: gaspi_timeout_t) {
         install(|| {
+            // A C program has no subscriber of its own: the runtime's log goes to stderr.
+            rt::log::init_from_env();
             let (_, cfg) = config::pending()?;
             let mut env = JobEnv::from_env()?;
             if timeout_ms != GASPI_BLOCK {

@@ -308,3 +308,27 @@ fn job_ids() {
         assert!(validate_job_id(bad).is_err(), "{bad:?}");
     }
 }
+
+#[test]
+fn one_log_level_reaches_runtime_and_trainer_on_rank_zero_and_errors_elsewhere() {
+    let level_of = |vars: &[(String, String)], key: &str| -> Vec<String> {
+        vars.iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    let plan = local_plan(&["-n", "2", "--log-level", "info"], no_gpus);
+    for (r, want) in [(0, "info"), (1, "error")] {
+        let vars = plan.rank_env(&plan.ranks[r]);
+        assert_eq!(level_of(&vars, genv::LOG), [want], "rank {r}");
+        assert_eq!(level_of(&vars, TRAINER_LOG), [want], "rank {r}");
+        assert!(vars.iter().all(|(k, _)| !k.starts_with("TNT_LOG_")));
+    }
+    let plan = local_plan(&["-n", "2", "--log-on-all-devices"], no_gpus);
+    let vars = plan.rank_env(&plan.ranks[1]);
+    assert_eq!(
+        level_of(&vars, TRAINER_LOG),
+        ["warn"],
+        "the default level, on every rank"
+    );
+}

@@ -8,6 +8,8 @@ use gaspi::{
 };
 
 fn main() -> gaspi::Result<()> {
+    // A binary chooses its logging; this one shows the runtime's at GASPI_LOG's level.
+    gaspi::log::init_from_env();
     let ctx = Context::init()?;
     let (me, n) = (ctx.rank(), ctx.num_ranks());
     let seg = SegmentId(0);
