@@ -8,9 +8,9 @@ use gaspi::env::TransportChoice;
 /// Starts PROGRAM as N cooperating ranks (processes) of one GASPI job, supervises them, and
 /// stops all of them when one fails or when you press Ctrl-C.
 ///
-/// Without --hostfile all ranks run on this host. With --hostfile ranks are started on the
-/// listed hosts through ssh. Inside a Slurm allocation (SLURM_JOB_ID set, no --hostfile)
-/// ranks are started with srun.
+/// Without --hostfile or -H all ranks run on this host. With them, ranks are started on the
+/// listed hosts through ssh. Inside a Slurm allocation (SLURM_JOB_ID set, no --hostfile or
+/// -H) ranks are started with srun.
 #[derive(Debug, Parser)]
 #[command(
     name = "tarantella",
@@ -28,9 +28,21 @@ pub struct Cli {
     #[arg(short = 'n', long = "np", value_name = "N")]
     pub nranks: Option<usize>,
 
-    /// File with one host per line: `name [slots=K]`; `#` starts a comment.
-    #[arg(long, value_name = "FILE")]
+    /// File with one host per line: `name [slots=N] [max_slots=M]` or `name:N`; `#` starts
+    /// a comment; a host on several lines gets a slot per line (GPI-2 machine files).
+    #[arg(
+        short = 'm',
+        long,
+        visible_alias = "machinefile",
+        value_name = "FILE",
+        conflicts_with = "hosts"
+    )]
     pub hostfile: Option<PathBuf>,
+
+    /// Hosts instead of a hostfile, as mpirun takes them: `-H node1:2,node2:2` (N slots
+    /// each; a host without `:N` has one, and naming it again adds one). Repeatable.
+    #[arg(short = 'H', long = "host", value_name = "HOST[:N],...")]
+    pub hosts: Vec<String>,
 
     /// Ranks per host (at most the host's slots).
     #[arg(long, value_name = "K")]
@@ -125,6 +137,11 @@ pub struct Cli {
 }
 
 impl Cli {
+    /// Whether hosts were given (`--hostfile` or `-H`): the ranks then start through ssh.
+    pub fn names_hosts(&self) -> bool {
+        self.hostfile.is_some() || !self.hosts.is_empty()
+    }
+
     /// Ranks per host from `--n-per-node` or `--devices-per-node` (clap allows only one).
     pub fn ranks_per_node(&self) -> Option<usize> {
         self.n_per_node.or(self.devices_per_node)

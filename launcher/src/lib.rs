@@ -27,6 +27,7 @@ pub mod cleanup;
 pub mod cli;
 pub mod error;
 pub mod hostfile;
+pub mod hostlist;
 pub mod plan;
 pub mod rundir;
 pub mod shell;

@@ -9,14 +9,14 @@ use gaspi::Rank;
 
 use crate::cli::Cli;
 use crate::error::{Error, Result};
-use crate::{hostfile, rundir, shell};
+use crate::{hostfile, hostlist, rundir, shell};
 
 /// How ranks are started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// All ranks are children of `tarantella` on this host.
     Local,
-    /// Ranks are started through `ssh` on the hostfile's hosts.
+    /// Ranks are started through `ssh` on the hosts of `--hostfile` or `-H`.
     Ssh,
     /// One `srun` starts all ranks inside a Slurm allocation.
     Slurm,
@@ -125,7 +125,7 @@ impl Plan {
             Some(id) => validate_job_id(id)?,
             None => JobToken::random()?.to_hex()[..12].to_string(),
         };
-        let mode = if cli.hostfile.is_some() {
+        let mode = if cli.names_hosts() {
             Mode::Ssh
         } else if in_slurm_allocation {
             Mode::Slurm
@@ -150,17 +150,24 @@ impl Plan {
                 (place(&[(None, n)], n), n)
             }
             Mode::Ssh => {
-                let path = cli.hostfile.as_deref().expect("ssh mode has a hostfile");
-                let hosts = hostfile::read(path)?;
+                let hosts = match &cli.hostfile {
+                    Some(path) => hostfile::read(path)?,
+                    None => hostlist::parse(&cli.hosts)?,
+                };
                 // More ranks per host than a host's slots is a mistake to report, not a
                 // request to quietly lower (the job would run with fewer ranks than asked).
                 if let Some(k) = per_node {
-                    if let Some(h) = hosts.iter().find(|h| h.slots.is_some_and(|s| s < k)) {
+                    if let Some(h) = hosts.iter().find(|h| h.limit().is_some_and(|l| l < k)) {
                         return Err(Error::PerNodeAboveSlots {
                             flag: cli.ranks_per_node_flag(),
                             per_node: k,
                             host: h.name.clone(),
-                            slots: h.slots.unwrap_or_default(),
+                            limit: h.limit().unwrap_or_default(),
+                            limit_name: if h.max_slots.is_some() {
+                                "max_slots"
+                            } else {
+                                "slots"
+                            },
                         });
                     }
                 }

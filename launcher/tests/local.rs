@@ -442,7 +442,7 @@ fn fails_with(args: &[&str], needle: &str) {
 fn clear_errors() {
     let dir = TempDir::new("hf");
     let dup = dir.path().join("dup");
-    std::fs::write(&dup, "a\nb\na\n").unwrap();
+    std::fs::write(&dup, "a\nb\na slots=x\n").unwrap();
     let two = dir.path().join("two");
     std::fs::write(&two, "h1 slots=1 # one\nh2 slots=1\n").unwrap();
     let bad = dir.path().join("bad");

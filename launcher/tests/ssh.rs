@@ -491,3 +491,41 @@ fn ssh_ranks_get_the_job_token_without_it_showing_on_any_command_line() {
         job.out
     );
 }
+
+#[test]
+fn ssh_ranks_from_a_host_list_on_the_command_line() {
+    let dir = TempDir::new("ssh-H");
+    let Some(sshd) = loopback_sshd(&dir) else {
+        return;
+    };
+    let run = TempDir::new("sshrun");
+    let mut cmd = tarantella(run.path());
+    cmd.env("TARANTELLA_SSH", &sshd.ssh).args([
+        "-H",
+        "127.0.0.1:2",
+        "--output-on-all-devices",
+        "--",
+        PROBE,
+        "--rendezvous",
+    ]);
+    let mut job = Job::spawn(cmd, run);
+    assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
+    assert_eq!(
+        job.out
+            .iter()
+            .filter(|l| l.contains("rendezvous ok"))
+            .count(),
+        2,
+        "{:?}",
+        job.out
+    );
+    let rdv: Vec<String> = job
+        .out
+        .iter()
+        .filter_map(|l| field(l, "rendezvous"))
+        .collect();
+    assert!(
+        rdv.len() == 2 && rdv.iter().all(|r| r.starts_with("127.0.0.1:")),
+        "{rdv:?}"
+    );
+}

@@ -259,6 +259,11 @@ fn exports_cannot_replace_the_launchers_own_variables() {
 
 /// A plan for `args` with a hostfile of `hosts` (ssh mode; nothing is contacted).
 fn ssh_plan(hosts: &str, args: &[&str]) -> Result<Plan> {
+    ssh_plan_via("--hostfile", hosts, args)
+}
+
+/// [`ssh_plan`] with the hostfile given by `flag` (`--hostfile`, `-m`, `--machinefile`).
+fn ssh_plan_via(flag: &str, hosts: &str, args: &[&str]) -> Result<Plan> {
     let dir = std::env::temp_dir().join(format!(
         "tnt-plan-{}-{:?}",
         std::process::id(),
@@ -267,7 +272,7 @@ fn ssh_plan(hosts: &str, args: &[&str]) -> Result<Plan> {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("hosts");
     std::fs::write(&path, hosts).unwrap();
-    let mut all = vec!["--hostfile", path.to_str().unwrap()];
+    let mut all = vec![flag, path.to_str().unwrap()];
     all.extend(args);
     let plan = Plan::for_host(&cli(&all), false, gpus_must_not_be_looked_for);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -299,6 +304,86 @@ fn ranks_per_host_above_a_hosts_slots_is_an_error_naming_the_host() {
         [("big".into(), 2), ("small".into(), 2), ("open".into(), 2)]
     );
     assert_eq!(ssh_plan(hosts, &[]).unwrap().nranks, 4 + 2 + 1);
+}
+
+/// (host, local rank, local ranks) of every rank, in rank order.
+fn placement(plan: &Plan) -> Vec<(String, usize, usize)> {
+    plan.ranks
+        .iter()
+        .map(|r| (r.host.clone().unwrap(), r.local_rank, r.local_nranks))
+        .collect()
+}
+
+#[test]
+fn hosts_on_the_command_line_are_placed_like_a_hostfile_and_start_through_ssh() {
+    let plan = Plan::for_host(
+        &cli(&["-H", "a:2,b", "-H", "a"]),
+        true,
+        gpus_must_not_be_looked_for,
+    )
+    .unwrap();
+    assert_eq!(plan.mode, Mode::Ssh, "-H wins over a Slurm allocation");
+    assert_eq!(
+        placement(&plan),
+        [
+            ("a".into(), 0, 3),
+            ("a".into(), 1, 3),
+            ("a".into(), 2, 3),
+            ("b".into(), 0, 1)
+        ]
+    );
+    let err = Plan::for_host(&cli(&["-H", "a:1", "--n-per-node", "2"]), false, no_gpus)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--n-per-node 2 is more than the 1 slots of host a"),
+        "{err}"
+    );
+    let conflict = Cli::try_parse_from(["tarantella", "-H", "a", "--hostfile", "h", "--", "p"]);
+    assert_eq!(
+        conflict.unwrap_err().kind(),
+        clap::error::ErrorKind::ArgumentConflict
+    );
+}
+
+#[test]
+fn a_gpi2_machine_file_places_a_rank_per_line() {
+    for flag in ["--hostfile", "-m", "--machinefile"] {
+        let plan = ssh_plan_via(flag, "n1\nn1\nn2\nn2\n", &[]).unwrap();
+        assert_eq!(
+            placement(&plan),
+            [
+                ("n1".into(), 0, 2),
+                ("n1".into(), 1, 2),
+                ("n2".into(), 0, 2),
+                ("n2".into(), 1, 2)
+            ],
+            "{flag}"
+        );
+    }
+}
+
+#[test]
+fn max_slots_is_the_limit_for_ranks_per_host() {
+    let hosts = "a slots=2 max_slots=4\nb slots=2\n";
+    let err = ssh_plan(hosts, &["--n-per-node", "5"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--n-per-node 5 is more than the 4 max_slots of host a"),
+        "{err}"
+    );
+    let err = ssh_plan(hosts, &["--n-per-node", "3"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--n-per-node 3 is more than the 2 slots of host b"),
+        "{err}"
+    );
+    let plan = ssh_plan("a slots=2 max_slots=4\n", &["--n-per-node", "3"]).unwrap();
+    assert_eq!(plan.nranks, 3);
+    // Without --n-per-node a host gets its slots, not its max_slots.
+    assert_eq!(ssh_plan(hosts, &[]).unwrap().nranks, 4);
 }
 
 #[test]
