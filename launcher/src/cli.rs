@@ -17,7 +17,9 @@ use gaspi::env::TransportChoice;
     version,
     after_help = "Examples:\n  \
         tarantella -n 4 -- ./train --epochs 3\n  \
-        tarantella --hostfile hosts --n-per-node 2 -x OMP_NUM_THREADS=4 -- python3 train.py\n  \
+        tarantella -np 4 ./train --epochs 3            (as with mpirun: no `--` needed)\n  \
+        tarantella --hostfile hosts --n-per-node 2 -x OMP_NUM_THREADS=4 -- train.py\n  \
+        tarantella -H node1:2,node2:2 -x PATH -- ./train\n  \
         tarantella --dry-run -n 2 -- ./train\n  \
         tarantella --cleanup --job-id 1a2b3c4d5e6f\n\n\
         Environment: TARANTELLA_SSH overrides the ssh command (e.g. \"ssh -p 2222 -i key\"),\n\
@@ -60,10 +62,10 @@ pub struct Cli {
     #[arg(long)]
     pub no_gpu: bool,
 
-    /// Export VAR=VALUE on every rank (repeatable; applied in the given order). The variables
-    /// tarantella sets itself (GASPI_RANK, GASPI_RENDEZVOUS, GASPI_JOB_TOKEN, ...) are
-    /// refused.
-    #[arg(short = 'x', value_name = "VAR=VALUE")]
+    /// Export VAR=VALUE on every rank; `-x VAR` exports this shell's value of VAR (repeatable,
+    /// one variable each; applied in the given order). The variables tarantella sets itself
+    /// (GASPI_RANK, RANK, GASPI_RENDEZVOUS, GASPI_JOB_TOKEN, ...) are refused.
+    #[arg(short = 'x', value_name = "VAR[=VALUE]")]
     pub export: Vec<String>,
 
     /// Tensor fusion threshold in KiB for the trainer (exported as TNT_FUSION_THRESHOLD_KB).
@@ -91,14 +93,10 @@ pub struct Cli {
     #[arg(long)]
     pub pin_memory_to_socket: bool,
 
-    /// Run PROGRAM through this command, e.g. "python3" or "valgrind --leak-check=yes".
-    #[arg(
-        long,
-        visible_alias = "python-interpreter",
-        value_name = "CMD",
-        default_value = ""
-    )]
-    pub interpreter: String,
+    /// Run PROGRAM through this command, e.g. "python3 -u" or "valgrind --leak-check=yes"
+    /// [default: python3 for a PROGRAM ending in .py, else none].
+    #[arg(long, visible_alias = "python-interpreter", value_name = "CMD")]
+    pub interpreter: Option<String>,
 
     /// Print what would run on each host, with its environment, and start nothing.
     #[arg(long)]
@@ -131,7 +129,11 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = Transport::Auto)]
     pub transport: Transport,
 
-    /// The program to run on every rank, then its arguments (after `--`).
+    /// The program to run on every rank, then its arguments. The program starts at the
+    /// first word that is not an option of tarantella (or after `--`); every word from
+    /// there on is the program's.
+    // `last`: the program's words reach clap only after a `--`, which `argv::normalize`
+    // puts before the program when the user did not.
     #[arg(last = true, value_name = "PROGRAM [ARGS]")]
     pub command: Vec<String>,
 }

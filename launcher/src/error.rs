@@ -52,8 +52,10 @@ pub enum Error {
     },
     #[error("invalid value: {0}")]
     Invalid(String),
-    #[error("bad -x {0:?}: expected VAR=VALUE with VAR made of letters, digits and '_' (not starting with a digit)")]
+    #[error("bad -x {0:?}: expected VAR=VALUE or VAR, with VAR made of letters, digits and '_' (not starting with a digit)")]
     BadExport(String),
+    #[error("-x {0}: {0} is not set in tarantella's environment; set it, or give the value with -x {0}=VALUE")]
+    ExportUnset(String),
     // The value is left out of the message: it may be a token.
     #[error("-x {var}=...: tarantella sets {var} on every rank itself, it cannot be overridden ({instead})")]
     LauncherVariable {

@@ -23,6 +23,7 @@
 //! assert_eq!(status, 0);
 //! ```
 
+pub mod argv;
 pub mod cleanup;
 pub mod cli;
 pub mod error;

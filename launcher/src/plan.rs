@@ -1,7 +1,7 @@
 //! What runs where: the ranks of a job, their hosts, environment and command line. Built
 //! once from the options, printed by `--dry-run` and executed by the spawners.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use gaspi::env::{self as genv, JobEnv, JobToken};
@@ -100,7 +100,7 @@ impl Plan {
         let exports = cli
             .export
             .iter()
-            .map(|x| parse_export(x))
+            .map(|x| env::parse_export(x, |var| std::env::var(var).ok()))
             .collect::<Result<Vec<_>>>()?;
         if !(cli.timeout.is_finite() && cli.timeout > 0.0) {
             return Err(Error::Invalid(format!(
@@ -199,18 +199,9 @@ impl Plan {
             )));
         }
 
-        let mut argv = shell::split(&cli.interpreter)?;
-        argv.extend(cli.command.iter().cloned());
+        let argv = program::command_line(cli.interpreter.as_deref(), &cli.command)?;
         if mode == Mode::Local {
-            check_program(&argv[0])?;
-            if argv.len() > cli.command.len() {
-                // With an interpreter, PROGRAM is usually a script path: check it when it
-                // looks like one.
-                let prog = &cli.command[0];
-                if prog.contains('/') && !Path::new(prog).exists() {
-                    return Err(Error::ProgramNotFound(prog.clone()));
-                }
-            }
+            program::check(&argv, &cli.command)?;
         }
         let pin = (cli.pin_to_socket || cli.pin_memory_to_socket).then(|| Pinning {
             cpus: cli.pin_to_socket,
@@ -468,46 +459,6 @@ fn place(caps: &[(Option<String>, usize)], n: usize) -> Vec<RankPlan> {
     ranks
 }
 
-/// The variables tarantella sets on every rank that `-x` must not replace, each with what to
-/// do instead. They wire the job together (rank numbers, sizes, rendezvous, token, id,
-/// timeout, transport) or mark its processes for `--cleanup`: a value from `-x` would break
-/// the job or its teardown, or put the token on a command line. `GASPI_LOG` stays open to
-/// `-x`: it only filters the runtime's log, finer than `--log-level` can.
-const LAUNCHER_VARIABLES: &[(&str, &str)] = &[
-    (genv::RANK, "tarantella numbers the ranks"),
-    (genv::NRANKS, "use -n"),
-    (
-        genv::LOCAL_RANK,
-        "tarantella numbers the ranks on each host",
-    ),
-    (genv::LOCAL_NRANKS, "use --n-per-node"),
-    (
-        genv::RENDEZVOUS,
-        "tarantella picks a free port on the first host",
-    ),
-    (genv::JOB_TOKEN, "tarantella draws a random one per run"),
-    (genv::JOB_ID, "use --job-id"),
-    (genv::INIT_TIMEOUT_MS, "use --timeout"),
-    (genv::TRANSPORT, "use --transport"),
-    (rundir::JOB_MARK_VAR, "use --job-id"),
-];
-
-fn parse_export(x: &str) -> Result<(String, String)> {
-    let (k, v) = x
-        .split_once('=')
-        .ok_or_else(|| Error::BadExport(x.to_string()))?;
-    let ok = !k.is_empty()
-        && !k.as_bytes()[0].is_ascii_digit()
-        && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if !ok {
-        return Err(Error::BadExport(x.to_string()));
-    }
-    if let Some(&(var, instead)) = LAUNCHER_VARIABLES.iter().find(|(var, _)| *var == k) {
-        return Err(Error::LauncherVariable { var, instead });
-    }
-    Ok((k.to_string(), v.to_string()))
-}
-
 /// Checks a job id against the characters gaspi allows.
 pub fn validate_job_id(id: &str) -> Result<String> {
     let ok = !id.is_empty()
@@ -523,31 +474,6 @@ pub fn validate_job_id(id: &str) -> Result<String> {
             "job id {id:?}: use 1 to 64 letters, digits, '-', '_' or '.' (not starting with '.')"
         )))
     }
-}
-
-fn check_program(prog: &str) -> Result<()> {
-    let path = if prog.contains('/') {
-        PathBuf::from(prog)
-    } else {
-        find_on_path(prog).ok_or_else(|| Error::ProgramNotFound(prog.to_string()))?
-    };
-    let meta = std::fs::metadata(&path).map_err(|_| Error::ProgramNotFound(prog.to_string()))?;
-    use std::os::unix::fs::PermissionsExt;
-    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-        return Err(Error::ProgramNotExecutable(path));
-    }
-    Ok(())
-}
-
-/// The first executable `name` on PATH.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
 }
 
 /// NVIDIA GPUs on this host (0 when none or no driver).
@@ -584,6 +510,10 @@ fn count_numa_nodes() -> usize {
         .unwrap_or(1)
         .max(1)
 }
+
+mod env;
+mod program;
+pub use program::find_on_path;
 
 #[cfg(test)]
 mod tests;

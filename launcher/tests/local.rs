@@ -477,7 +477,10 @@ fn clear_errors() {
         &["--n-per-node", "1", "--devices-per-node", "1", "--", "true"],
         "cannot be used with",
     );
-    fails_with(&["-x", "NOEQUALS", "--", "true"], "bad -x");
+    fails_with(
+        &["-x", "TNT_NOT_SET_ANYWHERE", "--", "true"],
+        "TNT_NOT_SET_ANYWHERE is not set",
+    );
     fails_with(&["-x", "1X=2", "--", "true"], "bad -x");
     fails_with(&["--frobnicate", "--", "true"], "unexpected argument");
     fails_with(&["--log-level", "loud", "--", "true"], "invalid value");

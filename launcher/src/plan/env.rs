@@ -1,0 +1,99 @@
+//! The environment of the ranks that the user adds: `-x`, and the variables it may not
+//! replace.
+
+use gaspi::env as genv;
+
+use crate::error::{Error, Result};
+use crate::rundir;
+
+/// The variables tarantella sets on every rank that `-x` must not replace, each with what to
+/// do instead. They wire the job together (rank numbers, sizes, rendezvous, token, id,
+/// timeout, transport) or mark its processes for `--cleanup`: a value from `-x` would break
+/// the job or its teardown, or put the token on a command line. `GASPI_LOG` stays open to
+/// `-x`: it only filters the runtime's log, finer than `--log-level` can.
+const LAUNCHER_VARIABLES: &[(&str, &str)] = &[
+    (genv::RANK, "tarantella numbers the ranks"),
+    (genv::NRANKS, "use -n"),
+    (
+        genv::LOCAL_RANK,
+        "tarantella numbers the ranks on each host",
+    ),
+    (genv::LOCAL_NRANKS, "use --n-per-node"),
+    (
+        genv::RENDEZVOUS,
+        "tarantella picks a free port on the first host",
+    ),
+    (genv::JOB_TOKEN, "tarantella draws a random one per run"),
+    (genv::JOB_ID, "use --job-id"),
+    (genv::INIT_TIMEOUT_MS, "use --timeout"),
+    (genv::TRANSPORT, "use --transport"),
+    (rundir::JOB_MARK_VAR, "use --job-id"),
+];
+
+/// One `-x`: `VAR=VALUE`, or `VAR` for the value `lookup` (tarantella's environment) gives
+/// it, as mpirun's `-x VAR` forwards the launcher's value.
+pub fn parse_export(x: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<(String, String)> {
+    let (var, value) = match x.split_once('=') {
+        Some((var, value)) => (var, Some(value.to_string())),
+        None => (x, None),
+    };
+    let ok = !var.is_empty()
+        && !var.as_bytes()[0].is_ascii_digit()
+        && var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !ok {
+        return Err(Error::BadExport(x.to_string()));
+    }
+    if let Some(&(var, instead)) = LAUNCHER_VARIABLES.iter().find(|(name, _)| *name == var) {
+        return Err(Error::LauncherVariable { var, instead });
+    }
+    let value = match value {
+        Some(v) => v,
+        None => lookup(var).ok_or_else(|| Error::ExportUnset(var.to_string()))?,
+    };
+    Ok((var.to_string(), value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_environment(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn exports_are_validated() {
+        assert_eq!(
+            parse_export("A_1=x=y", no_environment).unwrap(),
+            ("A_1".into(), "x=y".into())
+        );
+        assert_eq!(
+            parse_export("E=", no_environment).unwrap(),
+            ("E".into(), String::new())
+        );
+        for bad in ["=v", "1A=v", "A-B=v", "", "A-B"] {
+            assert!(
+                matches!(parse_export(bad, no_environment), Err(Error::BadExport(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bare_name_exports_the_launchers_value_or_says_it_is_unset() {
+        let shell = |var: &str| (var == "OMP_NUM_THREADS").then(|| "4".to_string());
+        assert_eq!(
+            parse_export("OMP_NUM_THREADS", shell).unwrap(),
+            ("OMP_NUM_THREADS".into(), "4".into())
+        );
+        let err = parse_export("NOT_SET_HERE", shell).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "-x NOT_SET_HERE: NOT_SET_HERE is not set in tarantella's environment; \
+             set it, or give the value with -x NOT_SET_HERE=VALUE"
+        );
+        // The launcher's own variables are refused in this form too, before any lookup.
+        let err = parse_export("GASPI_RANK", |_| panic!("looked up")).unwrap_err();
+        assert!(matches!(err, Error::LauncherVariable { .. }), "{err}");
+    }
+}
