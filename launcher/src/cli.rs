@@ -27,7 +27,7 @@ use gaspi::env::TransportChoice;
 )]
 pub struct Cli {
     /// Number of ranks to start [default: hostfile slots, else --devices-per-node, else 1].
-    #[arg(short = 'n', long = "np", value_name = "N")]
+    #[arg(short = 'n', long = "np", visible_alias = "ntasks", value_name = "N")]
     pub nranks: Option<usize>,
 
     /// File with one host per line: `name [slots=N] [max_slots=M]` or `name:N`; `#` starts
@@ -46,9 +46,19 @@ pub struct Cli {
     #[arg(short = 'H', long = "host", value_name = "HOST[:N],...")]
     pub hosts: Vec<String>,
 
-    /// Ranks per host (at most the host's slots).
-    #[arg(long, value_name = "K")]
+    /// Ranks per host (at most the host's slots; at most its max_slots when given).
+    #[arg(
+        long,
+        value_name = "K",
+        visible_aliases = ["npernode", "ntasks-per-node", "nproc-per-node"],
+        alias = "nproc_per_node"
+    )]
     pub n_per_node: Option<usize>,
+
+    /// How ranks are spread over the hosts: fill each host in turn (slot), or deal them
+    /// round-robin, one per host at a time (node), as mpirun's --map-by.
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = MapBy::Slot)]
+    pub map_by: MapBy,
 
     /// Ranks per host, one per GPU to use (Tarantella's name for --n-per-node). Every rank
     /// sees the GPUs that CUDA_VISIBLE_DEVICES exposes; the trainer on local rank L uses the
@@ -157,6 +167,16 @@ impl Cli {
             "--n-per-node"
         }
     }
+}
+
+/// `--map-by`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum MapBy {
+    /// Fill each host up to its ranks, then the next.
+    #[default]
+    Slot,
+    /// One rank per host in turn, skipping hosts that are full.
+    Node,
 }
 
 /// `--log-level`.

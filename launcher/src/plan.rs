@@ -7,7 +7,7 @@ use std::time::Duration;
 use gaspi::env::{self as genv, JobEnv, JobToken};
 use gaspi::Rank;
 
-use crate::cli::Cli;
+use crate::cli::{Cli, MapBy};
 use crate::error::{Error, Result};
 use crate::{hostfile, hostlist, rundir, shell};
 
@@ -30,6 +30,8 @@ pub struct RankPlan {
     pub host: Option<String>,
     pub local_rank: usize,
     pub local_nranks: usize,
+    /// Index of the rank's host among the hosts that run ranks, in host order.
+    pub node_rank: usize,
 }
 
 /// The whole job.
@@ -43,8 +45,12 @@ pub struct Plan {
     pub ranks: Vec<RankPlan>,
     /// Slurm mode: `--ntasks-per-node`.
     pub slurm_per_node: Option<usize>,
+    /// `--map-by`: how the ranks were (or, for Slurm, are to be) spread over the hosts.
+    pub map_by: MapBy,
     /// `host:port` of rank 0's bootstrap listener, once known.
     pub rendezvous: Option<String>,
+    /// `MASTER_PORT`: a free port on rank 0's host for the program's own use, once known.
+    pub master_port: Option<u16>,
     /// Command line of each rank before the per-rank numactl prefix.
     pub argv: Vec<String>,
     /// numactl binding per local rank: `Some(sockets)` when pinning is asked for.
@@ -147,7 +153,7 @@ impl Plan {
                         ),
                     });
                 }
-                (place(&[(None, n)], n), n)
+                (place(&[(None, n)], n, cli.map_by), n)
             }
             Mode::Ssh => {
                 let hosts = match &cli.hostfile {
@@ -189,7 +195,7 @@ impl Plan {
                         detail,
                     });
                 }
-                (place(&caps, n), n)
+                (place(&caps, n, cli.map_by), n)
             }
             Mode::Slurm => (Vec::new(), cli.nranks.unwrap_or(0)),
         };
@@ -232,7 +238,9 @@ impl Plan {
             nranks,
             ranks,
             slurm_per_node: per_node,
+            map_by: cli.map_by,
             rendezvous: None,
+            master_port: None,
             argv,
             pin,
             show_all_output: cli.output_on_all_devices,
@@ -248,6 +256,15 @@ impl Plan {
                 exports,
             },
         })
+    }
+
+    /// Rank 0's host as the ranks reach it: `127.0.0.1` when the ranks run here, else its
+    /// name or address from the hostfile (without a `user@`).
+    pub fn master_addr(&self) -> String {
+        match self.ranks.first().and_then(|r| r.host.as_deref()) {
+            Some(host) => host_address(host).to_string(),
+            None => "127.0.0.1".to_string(),
+        }
     }
 
     /// Distinct hosts in rank order (`None` = this host).
@@ -284,6 +301,7 @@ impl Plan {
             .collect();
         // The token reaches each rank by a way that only its user can read (see the spawners).
         vars.retain(|(k, _)| k != genv::JOB_TOKEN && !(self.nranks == 1 && k == genv::RENDEZVOUS));
+        vars.extend(self.convention_vars(r));
         let loud = r.rank == 0 || self.cli_env.log_on_all;
         self.common_vars(&mut vars, loud);
         vars
@@ -372,7 +390,7 @@ impl Plan {
         );
         out += "# GASPI_JOB_TOKEN is random per run and never shown: ranks get it in their \
                 environment (ssh ranks through the ssh connection, not its command line).\n\
-                # GASPI_RENDEZVOUS gets a free port at start.\n";
+                # GASPI_RENDEZVOUS and MASTER_PORT get free ports on rank 0's host at start.\n";
         out += &self.describe_gpus();
         if self.mode == Mode::Slurm {
             out += &crate::spawn::slurm::describe(self);
@@ -442,21 +460,9 @@ fn cpu_fallback_warning(ranks: usize) -> String {
     format!("no GPU found on this host; {ranks} on CPU")
 }
 
-/// Block placement: fill each host up to its capacity, in hostfile order.
-fn place(caps: &[(Option<String>, usize)], n: usize) -> Vec<RankPlan> {
-    let mut ranks = Vec::with_capacity(n);
-    for (host, cap) in caps {
-        let here = (*cap).min(n - ranks.len());
-        for l in 0..here {
-            ranks.push(RankPlan {
-                rank: ranks.len(),
-                host: host.clone(),
-                local_rank: l,
-                local_nranks: here,
-            });
-        }
-    }
-    ranks
+/// The host of an ssh destination: `node1` of `user@node1`.
+pub fn host_address(destination: &str) -> &str {
+    destination.rsplit('@').next().unwrap_or(destination)
 }
 
 /// Checks a job id against the characters gaspi allows.
@@ -512,7 +518,9 @@ fn count_numa_nodes() -> usize {
 }
 
 mod env;
+mod placement;
 mod program;
+use placement::place;
 pub use program::find_on_path;
 
 #[cfg(test)]

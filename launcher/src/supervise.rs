@@ -34,22 +34,8 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
     };
     signals::install()?;
     let mut dir = JobDir::create(&plan.run_dir, &ssh)?;
-    if plan.nranks > 1 && plan.mode != Mode::Slurm {
-        plan.rendezvous = Some(match plan.ranks[0].host.as_deref() {
-            None => {
-                let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-                format!("127.0.0.1:{}", l.local_addr()?.port())
-            }
-            Some(h) => {
-                let name = h.rsplit('@').next().unwrap_or(h);
-                let port = spawn::ssh::free_remote_port(&ssh, h)?;
-                if name.contains(':') {
-                    format!("[{name}]:{port}")
-                } else {
-                    format!("{name}:{port}")
-                }
-            }
-        });
+    if plan.mode != Mode::Slurm {
+        choose_ports(plan, &ssh)?;
     }
     if plan.nranks > 1 && !plan.show_all_output {
         eprintln!(
@@ -152,6 +138,35 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
         }
         Outcome::Interrupted(sig) => 128 + sig,
     })
+}
+
+/// Picks free ports on rank 0's host: the rendezvous of our bootstrap (for more than one
+/// rank) and `MASTER_PORT`, which is the program's own (e.g. torch.distributed's).
+fn choose_ports(plan: &mut Plan, ssh: &[String]) -> Result<()> {
+    let wanted = if plan.nranks > 1 { 2 } else { 1 };
+    let ports = match plan.ranks[0].host.as_deref() {
+        None => {
+            // All bound at once, so that they differ; released for the ranks to bind.
+            let listeners = (0..wanted)
+                .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+                .collect::<std::io::Result<Vec<_>>>()?;
+            listeners
+                .iter()
+                .map(|l| l.local_addr().map(|a| a.port()))
+                .collect::<std::io::Result<Vec<_>>>()?
+        }
+        Some(h) => spawn::ssh::free_remote_ports(ssh, h, wanted)?,
+    };
+    plan.master_port = ports.last().copied();
+    if plan.nranks > 1 {
+        let addr = plan.master_addr();
+        plan.rendezvous = Some(if addr.contains(':') {
+            format!("[{addr}]:{}", ports[0])
+        } else {
+            format!("{addr}:{}", ports[0])
+        });
+    }
+    Ok(())
 }
 
 /// Waits until every rank succeeded, one failed, or a signal arrived.

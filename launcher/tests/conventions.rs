@@ -162,3 +162,75 @@ fn a_python_script_runs_with_python3_or_the_given_interpreter() {
     );
     assert!(!job.out.iter().any(|l| l.contains("python3 ran")));
 }
+
+/// Each rank's `env NAME=value` lines of an `--output-on-all-devices` job, by rank.
+fn env_by_rank(job: &Job, nranks: usize) -> Vec<std::collections::BTreeMap<String, String>> {
+    let mut by_rank = vec![std::collections::BTreeMap::new(); nranks];
+    for line in &job.out {
+        let Some(rest) = line.strip_prefix("[rank ") else {
+            continue;
+        };
+        let (rank, rest) = rest.split_once("] ").unwrap();
+        let rank: usize = rank.parse().unwrap();
+        if let Some((name, value)) = rest.strip_prefix("env ").and_then(|e| e.split_once('=')) {
+            by_rank[rank].insert(name.to_string(), value.to_string());
+        }
+        if let Some(rendezvous) = field(rest, "rendezvous") {
+            by_rank[rank].insert("rendezvous".into(), rendezvous);
+        }
+    }
+    by_rank
+}
+
+const TORCHRUN: [&str; 7] = [
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+];
+
+/// `PROBE --env NAME` for every name.
+fn probe_showing(names: &[&str]) -> Vec<String> {
+    let mut argv = vec![PROBE.to_string()];
+    for n in names {
+        argv.extend(["--env".to_string(), n.to_string()]);
+    }
+    argv
+}
+
+#[test]
+fn local_ranks_get_torchruns_variables_and_a_master_port_of_their_own() {
+    let mut args = vec!["-n", "3", "--output-on-all-devices", "--"];
+    let probe = probe_showing(&TORCHRUN);
+    args.extend(probe.iter().map(String::as_str));
+    let mut job = Job::start(&args);
+    assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
+    let seen = env_by_rank(&job, 3);
+    let port = &seen[0]["MASTER_PORT"];
+    assert!(port.parse::<u16>().is_ok_and(|p| p > 0), "{port}");
+    assert_ne!(
+        seen[0]["rendezvous"],
+        format!("127.0.0.1:{port}"),
+        "MASTER_PORT is not our rendezvous"
+    );
+    for (rank, vars) in seen.iter().enumerate() {
+        let got: Vec<&str> = TORCHRUN.iter().map(|n| vars[*n].as_str()).collect();
+        let r = rank.to_string();
+        assert_eq!(
+            got,
+            [
+                r.as_str(),
+                "3",
+                r.as_str(),
+                "3",
+                "0",
+                "127.0.0.1",
+                port.as_str()
+            ],
+            "rank {rank}"
+        );
+    }
+}

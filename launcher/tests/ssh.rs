@@ -529,3 +529,91 @@ fn ssh_ranks_from_a_host_list_on_the_command_line() {
         "{rdv:?}"
     );
 }
+
+/// A hostfile naming this host twice, as two hosts: `127.0.0.1` (`slots` ranks) and
+/// `USER@localhost` (one rank), both reaching the private sshd.
+fn two_names_for_this_host(dir: &TempDir, slots: usize) -> PathBuf {
+    let user = std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+                .unwrap_or_else(|| "root".into())
+        });
+    hostfile(dir, &format!("127.0.0.1 slots={slots}\n{user}@localhost\n"))
+}
+
+/// Each rank's `env NAME=value` lines (and its rendezvous), by rank.
+fn env_by_rank(job: &Job, nranks: usize) -> Vec<std::collections::BTreeMap<String, String>> {
+    let mut by_rank = vec![std::collections::BTreeMap::new(); nranks];
+    for line in &job.out {
+        let Some(rest) = line.strip_prefix("[rank ") else {
+            continue;
+        };
+        let (rank, rest) = rest.split_once("] ").unwrap();
+        let rank: usize = rank.parse().unwrap();
+        if let Some((name, value)) = rest.strip_prefix("env ").and_then(|e| e.split_once('=')) {
+            by_rank[rank].insert(name.to_string(), value.to_string());
+        }
+        if let Some(rendezvous) = field(rest, "rendezvous") {
+            by_rank[rank].insert("rendezvous".into(), rendezvous);
+        }
+    }
+    by_rank
+}
+
+#[test]
+fn ssh_ranks_get_torchruns_variables() {
+    let dir = TempDir::new("ssh-torchrun");
+    let Some(sshd) = loopback_sshd(&dir) else {
+        return;
+    };
+    let hf = two_names_for_this_host(&dir, 2);
+    let mut args = vec!["--output-on-all-devices", "--", PROBE, "--rendezvous"];
+    for var in [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "NODE_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    ] {
+        args.extend(["--env", var]);
+    }
+    let mut job = ssh_job(&sshd, &hf, &args);
+    assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
+    let seen = env_by_rank(&job, 3);
+    let port = seen[0]["MASTER_PORT"].clone();
+    assert!(port.parse::<u16>().is_ok(), "{port}");
+    assert_ne!(seen[0]["rendezvous"], format!("127.0.0.1:{port}"));
+    let row = |r: usize| -> Vec<&str> {
+        [
+            "RANK",
+            "WORLD_SIZE",
+            "LOCAL_RANK",
+            "LOCAL_WORLD_SIZE",
+            "NODE_RANK",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+        ]
+        .iter()
+        .map(|v| seen[r][*v].as_str())
+        .collect()
+    };
+    assert_eq!(
+        row(0),
+        ["0", "3", "0", "2", "0", "127.0.0.1", port.as_str()]
+    );
+    assert_eq!(
+        row(1),
+        ["1", "3", "1", "2", "0", "127.0.0.1", port.as_str()]
+    );
+    assert_eq!(
+        row(2),
+        ["2", "3", "0", "1", "1", "127.0.0.1", port.as_str()]
+    );
+}

@@ -1,16 +1,53 @@
-//! The environment of the ranks that the user adds: `-x`, and the variables it may not
-//! replace.
+//! The environment of the ranks beyond gaspi's own variables: the names other launchers
+//! give the same facts (torchrun's `RANK`, `WORLD_SIZE`, ...), and what the user adds with
+//! `-x`, which may not replace any variable tarantella sets.
 
 use gaspi::env as genv;
 
+use super::{Plan, RankPlan};
 use crate::error::{Error, Result};
 use crate::rundir;
+
+/// torchrun's variables, which PyTorch programs read (`torch.distributed`'s `env://`,
+/// Lightning, ...). Our own bootstrap uses `GASPI_RENDEZVOUS`: `MASTER_ADDR` and
+/// `MASTER_PORT` are for the program's own use, a free port of their own.
+pub const RANK: &str = "RANK";
+pub const WORLD_SIZE: &str = "WORLD_SIZE";
+pub const LOCAL_RANK: &str = "LOCAL_RANK";
+pub const LOCAL_WORLD_SIZE: &str = "LOCAL_WORLD_SIZE";
+pub const NODE_RANK: &str = "NODE_RANK";
+pub const MASTER_ADDR: &str = "MASTER_ADDR";
+pub const MASTER_PORT: &str = "MASTER_PORT";
+
+impl Plan {
+    /// The variables other launchers set, under their names, so that programs written for
+    /// them run unchanged.
+    pub(super) fn convention_vars(&self, r: &RankPlan) -> Vec<(String, String)> {
+        let mut vars: Vec<(String, String)> = [
+            (RANK, r.rank),
+            (WORLD_SIZE, self.nranks),
+            (LOCAL_RANK, r.local_rank),
+            (LOCAL_WORLD_SIZE, r.local_nranks),
+            (NODE_RANK, r.node_rank),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        vars.push((MASTER_ADDR.to_string(), self.master_addr()));
+        if let Some(port) = self.master_port {
+            vars.push((MASTER_PORT.to_string(), port.to_string()));
+        }
+        vars
+    }
+}
 
 /// The variables tarantella sets on every rank that `-x` must not replace, each with what to
 /// do instead. They wire the job together (rank numbers, sizes, rendezvous, token, id,
 /// timeout, transport) or mark its processes for `--cleanup`: a value from `-x` would break
-/// the job or its teardown, or put the token on a command line. `GASPI_LOG` stays open to
-/// `-x`: it only filters the runtime's log, finer than `--log-level` can.
+/// the job or its teardown, or put the token on a command line. The other launchers' names
+/// for the same facts are refused too: a rank whose `RANK` disagrees with its `GASPI_RANK`
+/// is a job at odds with itself. `GASPI_LOG` stays open to `-x`: it only filters the
+/// runtime's log, finer than `--log-level` can.
 const LAUNCHER_VARIABLES: &[(&str, &str)] = &[
     (genv::RANK, "tarantella numbers the ranks"),
     (genv::NRANKS, "use -n"),
@@ -28,6 +65,13 @@ const LAUNCHER_VARIABLES: &[(&str, &str)] = &[
     (genv::INIT_TIMEOUT_MS, "use --timeout"),
     (genv::TRANSPORT, "use --transport"),
     (rundir::JOB_MARK_VAR, "use --job-id"),
+    (RANK, "tarantella numbers the ranks"),
+    (WORLD_SIZE, "use -n"),
+    (LOCAL_RANK, "tarantella numbers the ranks on each host"),
+    (LOCAL_WORLD_SIZE, "use --n-per-node"),
+    (NODE_RANK, "tarantella numbers the hosts"),
+    (MASTER_ADDR, "it is rank 0's host"),
+    (MASTER_PORT, "tarantella picks a free port on rank 0's host"),
 ];
 
 /// One `-x`: `VAR=VALUE`, or `VAR` for the value `lookup` (tarantella's environment) gives

@@ -185,31 +185,6 @@ fn dry_run_says_how_ranks_get_their_gpus() {
 }
 
 #[test]
-fn block_placement_fills_hosts_in_order() {
-    let caps = vec![(Some("a".to_string()), 2), (Some("b".to_string()), 2)];
-    let r = place(&caps, 3);
-    let v: Vec<_> = r
-        .iter()
-        .map(|r| {
-            (
-                r.rank,
-                r.host.clone().unwrap(),
-                r.local_rank,
-                r.local_nranks,
-            )
-        })
-        .collect();
-    assert_eq!(
-        v,
-        vec![
-            (0, "a".into(), 0, 2),
-            (1, "a".into(), 1, 2),
-            (2, "b".into(), 0, 1)
-        ]
-    );
-}
-
-#[test]
 fn exports_cannot_replace_the_launchers_own_variables() {
     for var in [
         "GASPI_RANK",
@@ -379,5 +354,75 @@ fn job_ids() {
     assert!(validate_job_id("abc-1.2_x").is_ok());
     for bad in ["", "../x", "a b", ".hidden"] {
         assert!(validate_job_id(bad).is_err(), "{bad:?}");
+    }
+}
+
+/// The value of `var` in `vars` (the last one, as applied).
+fn value<'a>(vars: &'a [(String, String)], var: &str) -> Option<&'a str> {
+    vars.iter()
+        .rev()
+        .find(|(k, _)| k == var)
+        .map(|(_, v)| v.as_str())
+}
+
+/// `vars`' values of `names`, `-` for an unset one.
+fn values(vars: &[(String, String)], names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .map(|n| value(vars, n).unwrap_or("-").to_string())
+        .collect()
+}
+
+const TORCHRUN: [&str; 7] = [
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+];
+
+#[test]
+fn ranks_get_torchruns_variables() {
+    let mut plan = local_plan(&["-n", "3"], no_gpus);
+    let env = plan.rank_env(&plan.ranks[2]);
+    assert_eq!(
+        values(&env, &TORCHRUN),
+        ["2", "3", "2", "3", "0", "127.0.0.1", "-"],
+        "MASTER_PORT is only known at start"
+    );
+    plan.master_port = Some(23456);
+    let env = plan.rank_env(&plan.ranks[0]);
+    assert_eq!(
+        values(&env, &TORCHRUN),
+        ["0", "3", "0", "3", "0", "127.0.0.1", "23456"]
+    );
+
+    let mut plan = ssh_plan("user@a slots=2\nb slots=2\n", &["-n", "3"]).unwrap();
+    plan.master_port = Some(23456);
+    let env = plan.rank_env(&plan.ranks[2]);
+    assert_eq!(
+        values(&env, &TORCHRUN),
+        ["2", "3", "0", "1", "1", "a", "23456"]
+    );
+    let plan = ssh_plan("a slots=2\nb slots=2\n", &["--map-by", "node"]).unwrap();
+    let nodes: Vec<String> = plan
+        .ranks
+        .iter()
+        .map(|r| values(&plan.rank_env(r), &["RANK", "LOCAL_RANK", "NODE_RANK"]).join(" "))
+        .collect();
+    assert_eq!(nodes, ["0 0 0", "1 0 1", "2 1 0", "3 1 1"]);
+}
+
+#[test]
+fn torchruns_variables_cannot_be_exported_over() {
+    for var in TORCHRUN {
+        let export = format!("{var}=7");
+        let refused = Plan::for_host(&cli(&["-x", &export]), false, no_gpus);
+        assert!(
+            matches!(refused, Err(Error::LauncherVariable { var: v, .. }) if v == var),
+            "{var}: {refused:?}"
+        );
     }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use super::{Kind, OpenStreams, Proc};
+use crate::cli::MapBy;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::shell;
@@ -13,13 +14,27 @@ use crate::shell;
 /// Arguments: run directory, `1` when every rank's output is shown, then the command.
 /// Ranks other than 0 write to `rank-K.log` unless shown; a failing rank leaves
 /// `status-K` (`<status> <host>`) so tarantella can name it.
+///
+/// The ranks per node come from `SLURM_STEP_TASKS_PER_NODE` (`2(x3),1`: 2, 2, 2 and 1), the
+/// local count being this node's entry (`SLURM_NODEID`). Rank 0's host (the rendezvous and
+/// `MASTER_ADDR`) is the first of the step's nodes. The ports are drawn from the job and
+/// step ids, so that every rank computes the same ones: the rendezvous from 20000 on, and
+/// `MASTER_PORT` half the range (20000) further, clear of the rendezvous ports of this step
+/// and of the job's other steps.
 const WRAPPER: &str = concat!(
     "d=$1; a=$2; shift 2; ",
     "export GASPI_RANK=\"$SLURM_PROCID\" GASPI_NRANKS=\"$SLURM_NTASKS\" GASPI_LOCAL_RANK=\"${SLURM_LOCALID:-0}\"; ",
-    "t=\"${SLURM_STEP_TASKS_PER_NODE:-${SLURM_TASKS_PER_NODE:-1}}\"; t=\"${t%%,*}\"; export GASPI_LOCAL_NRANKS=\"${t%%(*}\"; ",
-    "if [ -z \"$GASPI_RENDEZVOUS\" ]; then nl=\"${SLURM_STEP_NODELIST:-$SLURM_JOB_NODELIST}\"; ",
-    "h=$(scontrol show hostnames \"$nl\" 2>/dev/null | head -n 1); [ -n \"$h\" ] || h=\"${nl%%[,[]*}\"; ",
-    "export GASPI_RENDEZVOUS=\"$h:$((20000 + (SLURM_JOB_ID * 16 + ${SLURM_STEP_ID:-0}) % 40000))\"; fi; ",
+    "c=$(printf '%s\\n' \"${SLURM_STEP_TASKS_PER_NODE:-${SLURM_TASKS_PER_NODE:-1}}\" | tr ',' '\\n' ",
+    "| sed 's/^\\([0-9]*\\)(x\\([0-9]*\\))$/\\1 \\2/' | awk '{ for (i = 0; i < ($2 == \"\" ? 1 : $2); i++) print $1 }'); ",
+    "t=$(printf '%s\\n' \"$c\" | sed -n \"$((${SLURM_NODEID:-0} + 1))p\"); export GASPI_LOCAL_NRANKS=\"${t:-1}\"; ",
+    "nl=\"${SLURM_STEP_NODELIST:-$SLURM_JOB_NODELIST}\"; hs=$(scontrol show hostnames \"$nl\" 2>/dev/null); ",
+    "case \"$nl\" in *'['*) ;; *) [ -n \"$hs\" ] || hs=$(printf '%s\\n' \"$nl\" | tr ',' '\\n');; esac; ",
+    "h=$(printf '%s\\n' \"$hs\" | head -n 1); [ -n \"$h\" ] || h=\"${nl%%[,[]*}\"; ",
+    "s=$(((SLURM_JOB_ID * 16 + ${SLURM_STEP_ID:-0}) % 40000)); ",
+    "[ -n \"$GASPI_RENDEZVOUS\" ] || export GASPI_RENDEZVOUS=\"$h:$((20000 + s))\"; ",
+    "export RANK=\"$GASPI_RANK\" WORLD_SIZE=\"$GASPI_NRANKS\" LOCAL_RANK=\"$GASPI_LOCAL_RANK\" ",
+    "LOCAL_WORLD_SIZE=\"$GASPI_LOCAL_NRANKS\" NODE_RANK=\"${SLURM_NODEID:-0}\" ",
+    "MASTER_ADDR=\"$h\" MASTER_PORT=\"$((20000 + (s + 20000) % 40000))\"; ",
     "if [ \"$a\" != 1 ] && [ \"$SLURM_PROCID\" != 0 ]; then mkdir -p \"$d\"; exec >\"$d/rank-$SLURM_PROCID.log\" 2>&1; fi; ",
     "\"$@\"; r=$?; [ \"$r\" = 0 ] || echo \"$r $(hostname)\" >\"$d/status-$SLURM_PROCID\"; exit \"$r\""
 );
@@ -33,6 +48,11 @@ pub fn command_line(plan: &Plan) -> Vec<String> {
     if let Some(k) = plan.slurm_per_node {
         v.push(format!("--ntasks-per-node={k}"));
     }
+    // Said even for srun's default (block), since the ranks' machine file follows it.
+    v.push(match plan.map_by {
+        MapBy::Slot => "--distribution=block".to_string(),
+        MapBy::Node => "--distribution=cyclic".to_string(),
+    });
     v.extend(["--kill-on-bad-exit=1", "--export=ALL"].map(String::from));
     if plan.show_all_output {
         v.push("--label".into());
@@ -45,6 +65,7 @@ pub fn command_line(plan: &Plan) -> Vec<String> {
         host: None,
         local_rank: 0,
         local_nranks: 1,
+        node_rank: 0,
     };
     v.extend(plan.rank_argv(&rank0));
     v
@@ -61,7 +82,9 @@ pub fn describe(plan: &Plan) -> String {
     words.push(Plan::redacted_token_var());
     words.extend(command_line(plan));
     format!(
-        "# one srun step; each rank maps SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID to GASPI_*\n{}\n",
+        "# one srun step; each rank maps SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_NODEID to \
+         GASPI_* and torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, \
+         MASTER_ADDR, MASTER_PORT\n{}\n",
         shell::join(&words)
     )
 }
@@ -113,4 +136,137 @@ pub fn first_failure(run_dir: &Path) -> Option<(usize, String, i32)> {
     }
     found.sort();
     found.into_iter().next().map(|(_, r, h, c)| (r, h, c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
+
+    /// A scratch directory for one test, removed on drop.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            let dir = std::env::temp_dir().join(format!("tnt-slurm-{tag}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Runs the wrapper here, as srun would on a node, with only `slurm` (and PATH, with
+    /// `bin` in front when given) in its environment; returns the `VAR=value` lines that
+    /// `show` prints.
+    fn rank_sees(slurm: &[(&str, &str)], bin: Option<&Path>, show: &[&str]) -> Vec<String> {
+        let scratch = Scratch::new("run");
+        let mut path = std::env::var("PATH").unwrap();
+        if let Some(bin) = bin {
+            path = format!("{}:{path}", bin.display());
+        }
+        let script: String = show.iter().map(|v| format!("echo {v}=${v}; ")).collect();
+        let out = Command::new("sh")
+            .args(["-c", WRAPPER, "tarantella-rank"])
+            .arg(&scratch.0)
+            .args(["1", "sh", "-c", &script])
+            .env_clear()
+            .env("PATH", path)
+            .envs(slurm.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    const TORCHRUN: [&str; 7] = [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "NODE_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    ];
+
+    #[test]
+    fn a_slurm_rank_gets_torchruns_variables_and_its_nodes_rank_count() {
+        // Rank 3 of 4, alone on the second of two nodes.
+        let seen = rank_sees(
+            &[
+                ("SLURM_PROCID", "3"),
+                ("SLURM_NTASKS", "4"),
+                ("SLURM_LOCALID", "0"),
+                ("SLURM_NODEID", "1"),
+                ("SLURM_STEP_TASKS_PER_NODE", "3,1"),
+                ("SLURM_STEP_NODELIST", "n1,n2"),
+                ("SLURM_JOB_ID", "7"),
+                ("SLURM_STEP_ID", "0"),
+            ],
+            None,
+            &[&TORCHRUN[..], &["GASPI_LOCAL_NRANKS", "GASPI_RENDEZVOUS"]].concat(),
+        );
+        assert_eq!(
+            seen,
+            [
+                "RANK=3",
+                "WORLD_SIZE=4",
+                "LOCAL_RANK=0",
+                "LOCAL_WORLD_SIZE=1",
+                "NODE_RANK=1",
+                "MASTER_ADDR=n1",
+                "MASTER_PORT=40112",
+                "GASPI_LOCAL_NRANKS=1",
+                "GASPI_RENDEZVOUS=n1:20112",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_compressed_node_list_is_expanded_by_scontrol() {
+        let bin = Scratch::new("bin");
+        let scontrol = bin.0.join("scontrol");
+        std::fs::write(
+            &scontrol,
+            "#!/bin/sh\n[ \"$1 $2 $3\" = 'show hostnames node[1-2]' ] && printf 'node1\\nnode2\\n'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&scontrol, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let seen = rank_sees(
+            &[
+                ("SLURM_PROCID", "3"),
+                ("SLURM_NTASKS", "4"),
+                ("SLURM_LOCALID", "1"),
+                ("SLURM_NODEID", "1"),
+                ("SLURM_STEP_TASKS_PER_NODE", "2(x2)"),
+                ("SLURM_STEP_NODELIST", "node[1-2]"),
+                ("SLURM_JOB_ID", "7"),
+            ],
+            Some(&bin.0),
+            &["LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "MASTER_ADDR"],
+        );
+        assert_eq!(
+            seen,
+            [
+                "LOCAL_RANK=1",
+                "LOCAL_WORLD_SIZE=2",
+                "NODE_RANK=1",
+                "MASTER_ADDR=node1"
+            ]
+        );
+    }
 }

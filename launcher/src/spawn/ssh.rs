@@ -204,8 +204,8 @@ pub fn run_remote(
     }
 }
 
-/// Picks a port on `host` that nothing uses, from the host's TCP tables.
-pub fn free_remote_port(base: &[String], host: &str) -> Result<u16> {
+/// Picks `count` distinct ports on `host` that nothing uses, from the host's TCP tables.
+pub fn free_remote_ports(base: &[String], host: &str, count: usize) -> Result<Vec<u16>> {
     let out = run_remote(
         base,
         host,
@@ -216,15 +216,16 @@ pub fn free_remote_port(base: &[String], host: &str) -> Result<u16> {
         host: host.to_string(),
         msg,
     })?;
-    pick_port(&out).ok_or_else(|| Error::NoPort {
+    pick_ports(&out, count).ok_or_else(|| Error::NoPort {
         host: host.to_string(),
         msg: "every candidate port is in use".into(),
     })
 }
 
-/// From `ip_local_port_range` followed by `/proc/net/tcp*` text: a random port below the
-/// ephemeral range (so no outgoing connection takes it) that no socket uses.
-fn pick_port(text: &str) -> Option<u16> {
+/// From `ip_local_port_range` followed by `/proc/net/tcp*` text: `count` ports below the
+/// ephemeral range (so no outgoing connection takes them), from a random start, that no
+/// socket uses.
+fn pick_ports(text: &str, count: usize) -> Option<Vec<u16>> {
     let mut lines = text.lines();
     let range: Vec<u32> = lines
         .next()?
@@ -244,10 +245,13 @@ fn pick_port(text: &str) -> Option<u16> {
     let seed = gaspi::env::JobToken::random().ok()?.0;
     let span = eph_low - 10_000;
     let start = u32::from_le_bytes([seed[0], seed[1], seed[2], seed[3]]) % span;
-    (0..span)
+    let ports: Vec<u16> = (0..span)
         .map(|i| 10_000 + (start + i) % span)
-        .find(|p| !used.contains(p))
-        .and_then(|p| u16::try_from(p).ok())
+        .filter(|p| !used.contains(p))
+        .filter_map(|p| u16::try_from(p).ok())
+        .take(count)
+        .collect();
+    (ports.len() == count).then_some(ports)
 }
 
 /// Removes the job's shared-memory files on `host`.
@@ -271,9 +275,15 @@ mod tests {
     fn picks_an_unused_port_below_the_ephemeral_range() {
         let text = "32768\t60999\n  sl  local_address rem_address   st\n   0: 0100007F:2710 00000000:0000 0A\n";
         for _ in 0..50 {
-            let p = pick_port(text).unwrap();
+            let p = pick_ports(text, 1).unwrap()[0];
             assert!((10_001..32_768).contains(&p), "{p}");
         }
+        let two = pick_ports(text, 2).unwrap();
+        assert_ne!(two[0], two[1]);
+        // Only 10000 and 10001 lie below this range, and 10001 is taken.
+        let crowded = "10002\t60999\n  sl  local_address\n   0: 0100007F:2711 00000000:0000 0A\n";
+        assert_eq!(pick_ports(crowded, 1), Some(vec![10_000]));
+        assert_eq!(pick_ports(crowded, 2), None);
     }
 
     /// The ssh command line of every rank of a two-host job, as `spawn` builds it.
