@@ -99,6 +99,16 @@ pub struct Cli {
     #[arg(long)]
     pub pin_to_socket: bool,
 
+    /// gaspi_run's -N (NUMA): --pin-to-socket, and GASPI_SET_NUMA_SOCKET=1 so that programs
+    /// linked against GPI-2 bind themselves to socket GASPI_SOCKET as well.
+    #[arg(short = 'N', long = "NUMA")]
+    pub numa: bool,
+
+    /// Debug run, gaspi_run's -d: the same as --output-on-all-devices --log-level debug.
+    /// (gaspi_run starts rank 0 under gdb instead; a rank of tarantella has no terminal.)
+    #[arg(short = 'd', long)]
+    pub debug: bool,
+
     /// Bind each rank's memory to one socket (NUMA node), round-robin by local rank (numactl).
     #[arg(long)]
     pub pin_memory_to_socket: bool,
@@ -157,6 +167,25 @@ impl Cli {
     /// Ranks per host from `--n-per-node` or `--devices-per-node` (clap allows only one).
     pub fn ranks_per_node(&self) -> Option<usize> {
         self.n_per_node.or(self.devices_per_node)
+    }
+
+    /// Whether every rank's output is shown: `--output-on-all-devices` or `-d`.
+    pub fn shows_all_output(&self) -> bool {
+        self.output_on_all_devices || self.debug
+    }
+
+    /// `--log-level`, or `debug` with `-d`.
+    pub fn effective_log_level(&self) -> LogLevel {
+        if self.debug {
+            LogLevel::Debug
+        } else {
+            self.log_level
+        }
+    }
+
+    /// Whether ranks are bound to sockets by CPU: `--pin-to-socket` or `-N`.
+    pub fn pins_cpus(&self) -> bool {
+        self.pin_to_socket || self.numa
     }
 
     /// The spelling the user gave for the ranks per host, for messages.

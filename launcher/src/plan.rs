@@ -53,6 +53,9 @@ pub struct Plan {
     pub master_port: Option<u16>,
     /// Command line of each rank before the per-rank numactl prefix.
     pub argv: Vec<String>,
+    /// The machine file (`GASPI_MFILE`): rank r's host on line r, as GPI-2 programs read it.
+    /// Local and ssh modes; empty for Slurm (each rank writes its own from `SLURM_*`).
+    pub machine_file: Vec<String>,
     /// numactl binding per local rank: `Some(sockets)` when pinning is asked for.
     pub pin: Option<Pinning>,
     pub run_dir: PathBuf,
@@ -81,6 +84,8 @@ struct CommonEnv {
     fusion_kb: u64,
     /// `--no-gpu`. Otherwise `CUDA_VISIBLE_DEVICES` is left as the ranks inherit it.
     hide_gpus: bool,
+    /// `-N`: `GASPI_SET_NUMA_SOCKET=1`, GPI-2 programs bind themselves to their socket.
+    gpi2_binds_sockets: bool,
     exports: Vec<(String, String)>,
 }
 
@@ -209,8 +214,8 @@ impl Plan {
         if mode == Mode::Local {
             program::check(&argv, &cli.command)?;
         }
-        let pin = (cli.pin_to_socket || cli.pin_memory_to_socket).then(|| Pinning {
-            cpus: cli.pin_to_socket,
+        let pin = (cli.pins_cpus() || cli.pin_memory_to_socket).then(|| Pinning {
+            cpus: cli.pins_cpus(),
             memory: cli.pin_memory_to_socket,
             sockets: count_numa_nodes(),
         });
@@ -218,6 +223,8 @@ impl Plan {
             return Err(Error::NumactlMissing {
                 what: if cli.pin_to_socket {
                     "--pin-to-socket"
+                } else if cli.numa {
+                    "-N/--NUMA"
                 } else {
                     "--pin-memory-to-socket"
                 },
@@ -230,6 +237,7 @@ impl Plan {
         } else {
             Vec::new()
         };
+        let machine_file = env::machine_file(&ranks);
         Ok(Plan {
             mode,
             run_dir: rundir::base().join(&job_id),
@@ -242,17 +250,19 @@ impl Plan {
             rendezvous: None,
             master_port: None,
             argv,
+            machine_file,
             pin,
-            show_all_output: cli.output_on_all_devices,
+            show_all_output: cli.shows_all_output(),
             grace: Duration::from_secs_f64(cli.grace),
             warnings,
             cli_env: CommonEnv {
                 init_timeout_ms: (cli.timeout * 1000.0).round() as u64,
                 transport: cli.transport.into(),
-                log_level: cli.log_level.as_str(),
+                log_level: cli.effective_log_level().as_str(),
                 log_on_all: cli.log_on_all_devices,
                 fusion_kb: cli.fusion_threshold,
                 hide_gpus: cli.no_gpu,
+                gpi2_binds_sockets: cli.numa,
                 exports,
             },
         })
@@ -353,6 +363,9 @@ impl Plan {
         if c.hide_gpus {
             push(CUDA_VISIBLE_DEVICES, String::new());
         }
+        if c.gpi2_binds_sockets {
+            push(env::GASPI_SET_NUMA_SOCKET, "1".to_string());
+        }
         push(rundir::JOB_MARK_VAR, self.job_id.clone());
         vars.extend(c.exports.iter().cloned());
     }
@@ -395,6 +408,17 @@ impl Plan {
         if self.mode == Mode::Slurm {
             out += &crate::spawn::slurm::describe(self);
             return out;
+        }
+        out += &format!(
+            "# machine file (GASPI_MFILE, rank r's host on line r): {}\n",
+            self.machine_file.join(" ")
+        );
+        if self.mode == Mode::Ssh {
+            out += &format!(
+                "# each ssh rank's wrapper writes it on the rank's host, as \
+                 $TMPDIR/tnt-{}-machines.XXXXXX, and sets GASPI_MFILE\n",
+                self.job_id
+            );
         }
         for r in &self.ranks {
             let host = r.host.as_deref().unwrap_or("localhost (this host)");

@@ -34,8 +34,9 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
     };
     signals::install()?;
     let mut dir = JobDir::create(&plan.run_dir, &ssh)?;
-    if plan.mode != Mode::Slurm {
-        choose_ports(plan, &ssh)?;
+    if let Err(e) = prepare(plan, &ssh, &dir) {
+        finish(plan, &ssh, &dir);
+        return Err(e);
     }
     if plan.nranks > 1 && !plan.show_all_output {
         eprintln!(
@@ -79,6 +80,7 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
                         &env,
                         &argv,
                         &token,
+                        &plan.machine_file,
                         (JOB_MARK_VAR, &plan.job_id),
                         sinks,
                         tx.clone(),
@@ -138,6 +140,18 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
         }
         Outcome::Interrupted(sig) => 128 + sig,
     })
+}
+
+/// What the ranks need before they start: their machine file and free ports.
+fn prepare(plan: &mut Plan, ssh: &[String], dir: &JobDir) -> Result<()> {
+    if plan.mode == Mode::Local {
+        // GASPI_MFILE of the local ranks; ssh ranks get theirs from their wrapper.
+        dir.write_machine_file(&plan.machine_file)?;
+    }
+    if plan.mode != Mode::Slurm {
+        choose_ports(plan, ssh)?;
+    }
+    Ok(())
 }
 
 /// Picks free ports on rank 0's host: the rendezvous of our bootstrap (for more than one
@@ -284,8 +298,11 @@ fn finish(plan: &Plan, ssh: &[String], dir: &JobDir) {
             s.spawn(move || match h {
                 None => cleanup::remove_local_shm(&plan.job_id),
                 Some(h) => {
-                    if let Err(e) = spawn::ssh::remove_shm(ssh, h, &plan.job_id) {
-                        eprintln!("tarantella: warning: shared memory on {h} not removed: {e}");
+                    if let Err(e) = spawn::ssh::remove_leftovers(ssh, h, &plan.job_id) {
+                        eprintln!(
+                            "tarantella: warning: shared memory and machine files on {h} \
+                             not removed: {e}"
+                        );
                     }
                 }
             });

@@ -1,5 +1,6 @@
-//! `tarantella` typed as people type mpirun, srun, torchrun and gaspi_run: no `--` before
-//! the program, `-np`, `-x VAR`, a `.py` program.
+//! `tarantella` typed as people type mpirun, srun, torchrun and gaspi_run (no `--` before
+//! the program, `-np`, `-x VAR`, a `.py` program, `-d`), and ranks that see the variables
+//! torchrun and gaspi_run set.
 
 mod common;
 
@@ -233,4 +234,72 @@ fn local_ranks_get_torchruns_variables_and_a_master_port_of_their_own() {
             "rank {rank}"
         );
     }
+}
+
+/// The fields of each rank's `gpi2 ...` line (from `PROBE --gpi2`), by rank.
+fn gpi2_view_by_rank(job: &Job, nranks: usize) -> Vec<std::collections::BTreeMap<String, String>> {
+    let mut by_rank = vec![std::collections::BTreeMap::new(); nranks];
+    for line in job
+        .out
+        .iter()
+        .filter_map(|l| l.split_once("] gpi2 ").map(|(_, v)| v))
+    {
+        let fields: std::collections::BTreeMap<String, String> = line
+            .split_whitespace()
+            .filter_map(|w| w.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let rank: usize = fields["rank"].parse().unwrap();
+        by_rank[rank] = fields;
+    }
+    by_rank
+}
+
+#[test]
+fn local_ranks_see_the_job_as_gaspi_run_shows_it_to_a_gpi2_program() {
+    let id = job_id("machinefile");
+    let mut job = Job::start(&[
+        "-n",
+        "3",
+        "--output-on-all-devices",
+        "--job-id",
+        &id,
+        "--",
+        PROBE,
+        "--gpi2",
+    ]);
+    assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
+    let here = nix::unistd::gethostname()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let machines = job.run_dir.path().join(&id).join("machines");
+    for (rank, view) in gpi2_view_by_rank(&job, 3).iter().enumerate() {
+        assert_eq!(view.get("socket"), Some(&rank.to_string()), "{view:?}");
+        assert_eq!(view["host"], here, "{view:?}");
+        assert_eq!(view["master"], here, "{view:?}");
+        assert_eq!(view["lines"], "3", "{view:?}");
+        assert_eq!(view["mfile"], machines.to_str().unwrap(), "{view:?}");
+    }
+    assert!(!machines.exists(), "the machine file outlived the job");
+    assert!(!job.run_dir.path().join(&id).exists());
+}
+
+#[test]
+fn gaspi_runs_debug_flag_shows_every_rank_at_debug_level() {
+    let mut job = Job::start(&["-n", "2", "-d", PROBE, "--env", "GASPI_LOG"]);
+    assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
+    let logs: Vec<&str> = job
+        .out
+        .iter()
+        .filter_map(|l| l.split_once("env GASPI_LOG="))
+        .map(|(prefix, v)| {
+            assert!(prefix.starts_with("[rank "), "not prefixed: {prefix}");
+            v
+        })
+        .collect();
+    // Both ranks are shown; rank 0 logs at debug level (the others log errors only unless
+    // --log-on-all-devices).
+    assert_eq!(logs.len(), 2, "{:?}", job.out);
+    assert!(logs.contains(&"debug"), "{logs:?}");
 }

@@ -617,3 +617,66 @@ fn ssh_ranks_get_torchruns_variables() {
         ["2", "3", "0", "1", "1", "127.0.0.1", port.as_str()]
     );
 }
+
+/// `PROBE --gpi2`'s view of each rank, by rank: (socket, host, master, mfile).
+fn gpi2_views(job: &Job, nranks: usize) -> Vec<(String, String, String, String)> {
+    let mut views = vec![Default::default(); nranks];
+    for line in job
+        .out
+        .iter()
+        .filter_map(|l| l.split_once("] gpi2 ").map(|(_, v)| v))
+    {
+        let f = |k: &str| field(line, k).unwrap_or_default();
+        let rank: usize = f("rank").parse().unwrap();
+        views[rank] = (f("socket"), f("host"), f("master"), f("mfile"));
+    }
+    views
+}
+
+#[test]
+fn ssh_ranks_see_the_job_as_gaspi_run_shows_it_to_a_gpi2_program() {
+    let dir = TempDir::new("ssh-gpi2");
+    let Some(sshd) = loopback_sshd(&dir) else {
+        return;
+    };
+    let two_hosts = two_names_for_this_host(&dir, 2);
+    // A GPI-2 machine file: a line per rank.
+    let machines = dir.path().join("machines");
+    std::fs::write(&machines, "127.0.0.1\n127.0.0.1\nlocalhost\n").unwrap();
+    let (a, b) = ("127.0.0.1", "localhost");
+    for (hosts_flag, hosts, map_by, expected) in [
+        ("--hostfile", &two_hosts, "slot", [(0, a), (1, a), (0, b)]),
+        ("-m", &machines, "slot", [(0, a), (1, a), (0, b)]),
+        ("--hostfile", &two_hosts, "node", [(0, a), (0, b), (1, a)]),
+    ] {
+        let run = TempDir::new("sshrun");
+        let mut cmd = tarantella(run.path());
+        cmd.env("TARANTELLA_SSH", &sshd.ssh)
+            .arg(hosts_flag)
+            .arg(hosts)
+            .args([
+                "--map-by",
+                map_by,
+                "--output-on-all-devices",
+                "--",
+                PROBE,
+                "--rendezvous",
+                "--gpi2",
+            ]);
+        let mut job = Job::spawn(cmd, run);
+        let what = format!("{hosts_flag} --map-by {map_by}");
+        assert!(job.wait(LIMIT).success(), "{what}: {}", job.stderr_text());
+        let views = gpi2_views(&job, 3);
+        let seen: Vec<(usize, &str)> = views
+            .iter()
+            .map(|(socket, host, _, _)| (socket.parse().unwrap(), host.as_str()))
+            .collect();
+        assert_eq!(seen, expected, "{what}: {:?}", job.out);
+        for (_, _, master, mfile) in &views {
+            assert_eq!(master, a, "{what}");
+            // Each rank's wrapper wrote its own copy, and removed it when the rank ended.
+            assert!(mfile.contains("-machines."), "{what}: {mfile}");
+            assert!(!Path::new(mfile).exists(), "{what}: {mfile} left behind");
+        }
+    }
+}

@@ -1,10 +1,11 @@
 //! The environment of the ranks beyond gaspi's own variables: the names other launchers
-//! give the same facts (torchrun's `RANK`, `WORLD_SIZE`, ...), and what the user adds with
-//! `-x`, which may not replace any variable tarantella sets.
+//! give the same facts (torchrun's `RANK`, `WORLD_SIZE`, ..., GPI-2's `GASPI_SOCKET`,
+//! `GASPI_MFILE`, `GASPI_MASTER`), and what the user adds with `-x`, which may not replace
+//! any variable tarantella sets.
 
 use gaspi::env as genv;
 
-use super::{Plan, RankPlan};
+use super::{host_address, Mode, Plan, RankPlan};
 use crate::error::{Error, Result};
 use crate::rundir;
 
@@ -18,6 +19,26 @@ pub const LOCAL_WORLD_SIZE: &str = "LOCAL_WORLD_SIZE";
 pub const NODE_RANK: &str = "NODE_RANK";
 pub const MASTER_ADDR: &str = "MASTER_ADDR";
 pub const MASTER_PORT: &str = "MASTER_PORT";
+
+/// Set with `-N`: a GPI-2 program binds itself to the CPUs of socket `GASPI_SOCKET`.
+pub const GASPI_SET_NUMA_SOCKET: &str = "GASPI_SET_NUMA_SOCKET";
+
+/// The machine file of `ranks`: rank r's host on line r, as GPI-2's `gaspi_run` passes it in
+/// `GASPI_MFILE`. Ranks on this host get its name (what `hostname` prints), as `gaspi_run`
+/// names the host it runs on; ranks on other hosts their hostfile name, without `user@`.
+pub fn machine_file(ranks: &[RankPlan]) -> Vec<String> {
+    let here = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "localhost".into());
+    ranks
+        .iter()
+        .map(|r| {
+            r.host
+                .as_deref()
+                .map_or(here.clone(), |h| host_address(h).to_string())
+        })
+        .collect()
+}
 
 impl Plan {
     /// The variables other launchers set, under their names, so that programs written for
@@ -36,6 +57,21 @@ impl Plan {
         vars.push((MASTER_ADDR.to_string(), self.master_addr()));
         if let Some(port) = self.master_port {
             vars.push((MASTER_PORT.to_string(), port.to_string()));
+        }
+        // GPI-2's `gaspi_run` numbers the ranks of a host 0..k-1 in GASPI_SOCKET (the socket
+        // they bind to under -N). GPI-2 allows at most 256 ranks per host, and gaspi reads
+        // it as a byte: a rank beyond gets none rather than one that fails its start.
+        if let Ok(socket) = u8::try_from(r.local_rank) {
+            vars.push((genv::SOCKET.to_string(), socket.to_string()));
+        }
+        if let Some(master) = self.machine_file.first() {
+            vars.push((genv::MASTER.to_string(), master.clone()));
+        }
+        // For an ssh rank the file must be on its own host: its wrapper writes a copy there
+        // and sets GASPI_MFILE itself (see spawn::ssh).
+        if self.mode == Mode::Local {
+            let path = self.run_dir.join(rundir::MACHINE_FILE);
+            vars.push((genv::MFILE.to_string(), path.to_string_lossy().into_owned()));
         }
         vars
     }
@@ -72,6 +108,10 @@ const LAUNCHER_VARIABLES: &[(&str, &str)] = &[
     (NODE_RANK, "tarantella numbers the hosts"),
     (MASTER_ADDR, "it is rank 0's host"),
     (MASTER_PORT, "tarantella picks a free port on rank 0's host"),
+    (genv::SOCKET, "tarantella numbers the ranks on each host"),
+    (genv::MASTER, "it is rank 0's host"),
+    (genv::MFILE, "tarantella writes the machine file of the job"),
+    (GASPI_SET_NUMA_SOCKET, "use -N"),
 ];
 
 /// One `-x`: `VAR=VALUE`, or `VAR` for the value `lookup` (tarantella's environment) gives

@@ -426,3 +426,97 @@ fn torchruns_variables_cannot_be_exported_over() {
         );
     }
 }
+
+const GPI2: [&str; 5] = [
+    "GASPI_RANK",
+    "GASPI_NRANKS",
+    "GASPI_SOCKET",
+    "GASPI_MASTER",
+    "GASPI_MFILE",
+];
+
+#[test]
+fn ranks_get_gpi2s_variables_and_the_machine_file_names_each_ranks_host() {
+    let plan = local_plan(&["-n", "2"], no_gpus);
+    let here = nix::unistd::gethostname()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(plan.machine_file, [here.clone(), here.clone()]);
+    let mfile = plan.run_dir.join("machines").to_string_lossy().into_owned();
+    let env = plan.rank_env(&plan.ranks[1]);
+    assert_eq!(values(&env, &GPI2), ["1", "2", "1", &here, &mfile]);
+
+    // ssh ranks: each wrapper writes the file on its host and sets GASPI_MFILE itself.
+    let plan = ssh_plan("user@a slots=2\nb\n", &[]).unwrap();
+    assert_eq!(plan.machine_file, ["a", "a", "b"]);
+    let env = plan.rank_env(&plan.ranks[2]);
+    assert_eq!(values(&env, &GPI2), ["2", "3", "0", "a", "-"]);
+    let plan = ssh_plan("a slots=2\nb slots=2\n", &["--map-by", "node"]).unwrap();
+    assert_eq!(plan.machine_file, ["a", "b", "a", "b"]);
+    let sockets: Vec<String> = plan
+        .ranks
+        .iter()
+        .map(|r| values(&plan.rank_env(r), &["GASPI_SOCKET"]).join(""))
+        .collect();
+    assert_eq!(sockets, ["0", "0", "1", "1"]);
+}
+
+#[test]
+fn a_rank_beyond_gpi2s_256_per_host_gets_no_socket() {
+    let plan = local_plan(&["-n", "257"], no_gpus);
+    let env = plan.rank_env(&plan.ranks[255]);
+    assert_eq!(value(&env, "GASPI_SOCKET"), Some("255"));
+    let env = plan.rank_env(&plan.ranks[256]);
+    assert_eq!(value(&env, "GASPI_SOCKET"), None);
+}
+
+#[test]
+fn gaspi_runs_numa_flag_pins_ranks_and_tells_gpi2_programs() {
+    let plan = ssh_plan("a slots=2\n", &["-N"]).unwrap();
+    for r in &plan.ranks {
+        let argv = plan.rank_argv(r);
+        assert_eq!(argv[0], "numactl", "{argv:?}");
+        assert!(argv[1].starts_with("--cpunodebind="), "{argv:?}");
+        assert_eq!(value(&plan.rank_env(r), "GASPI_SET_NUMA_SOCKET"), Some("1"));
+    }
+    let plan = ssh_plan("a slots=2\n", &[]).unwrap();
+    assert_eq!(
+        value(&plan.rank_env(&plan.ranks[0]), "GASPI_SET_NUMA_SOCKET"),
+        None
+    );
+    assert_ne!(plan.rank_argv(&plan.ranks[0])[0], "numactl");
+}
+
+#[test]
+fn gaspi_runs_debug_flag_shows_all_output_at_debug_level() {
+    let plan = local_plan(&["-n", "2", "-d"], no_gpus);
+    assert!(plan.show_all_output);
+    let env = plan.rank_env(&plan.ranks[0]);
+    assert_eq!(
+        values(&env, &["GASPI_LOG", "TNT_LOG_LEVEL"]),
+        ["debug", "debug"]
+    );
+    let plan = local_plan(&["-n", "2", "-d", "--log-level", "error"], no_gpus);
+    assert_eq!(
+        value(&plan.rank_env(&plan.ranks[0]), "GASPI_LOG"),
+        Some("debug")
+    );
+}
+
+#[test]
+fn gpi2s_variables_cannot_be_exported_over() {
+    for var in [
+        "GASPI_SOCKET",
+        "GASPI_MFILE",
+        "GASPI_MASTER",
+        "GASPI_SET_NUMA_SOCKET",
+    ] {
+        let export = format!("{var}=x");
+        let refused = Plan::for_host(&cli(&["-x", &export]), false, no_gpus);
+        assert!(
+            matches!(refused, Err(Error::LauncherVariable { var: v, .. }) if v == var),
+            "{var}: {refused:?}"
+        );
+    }
+}
