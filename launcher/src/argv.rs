@@ -152,6 +152,9 @@ fn normalize(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
                 out.push(format!("-{text}").into());
                 !short.contains('=') && options.long(name) == Some(true)
             } else {
+                if short.ends_with('N') {
+                    refuse_a_count_after_numa(words.as_slice().first())?;
+                }
                 out.push(word);
                 exports_given |= short.starts_with('x');
                 short_cluster_takes_next(short, &options)
@@ -182,6 +185,22 @@ fn normalize(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
         }
     }
     Ok(out)
+}
+
+/// `-N` is gaspi_run's NUMA flag and takes no value; mpirun's `-N K` (K ranks per node) and
+/// srun's `-N K` (K nodes) do. A number after it is one of those, not the program.
+fn refuse_a_count_after_numa(next: Option<&OsString>) -> Result<(), String> {
+    let Some(count) = next
+        .and_then(|w| w.to_str())
+        .filter(|w| w.parse::<u64>().is_ok())
+    else {
+        return Ok(());
+    };
+    Err(format!(
+        "-N {count}: tarantella's -N is gaspi_run's NUMA flag and takes no value; for \
+         {count} ranks per host (mpirun's -N {count}) use --n-per-node {count}; the hosts \
+         (srun's -N) come from --hostfile, -H or the Slurm allocation"
+    ))
 }
 
 /// Whether the short option cluster `cluster` (after its `-`) ends with an option whose
@@ -319,6 +338,21 @@ mod tests {
         // After the program, or after `--`, assignments are the program's business.
         assert!(normalized(&["env", "A=1", "prog"]).is_ok());
         assert!(normalized(&["-x", "A=1", "--", "B=2", "prog"]).is_ok());
+    }
+
+    #[test]
+    fn a_count_after_dash_capital_n_is_explained() {
+        let err = normalized(&["-N", "2", "prog"]).unwrap_err();
+        assert!(
+            err.contains("gaspi_run's NUMA flag") && err.contains("use --n-per-node 2"),
+            "{err}"
+        );
+        assert!(normalized(&["-dN", "4", "prog"]).is_err());
+        assert!(parsed(&["-N", "prog"]).numa);
+        assert!(
+            parsed(&["-N", "--", "4"]).numa,
+            "a program named 4 after --"
+        );
     }
 
     #[test]

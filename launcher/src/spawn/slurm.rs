@@ -17,7 +17,8 @@ use crate::shell;
 /// `status-K` (`<status> <host>`) so tarantella can name it.
 ///
 /// The ranks per node come from `SLURM_STEP_TASKS_PER_NODE` (`2(x3),1`: 2, 2, 2 and 1), the
-/// local count being this node's entry (`SLURM_NODEID`). Rank 0's host (the rendezvous and
+/// local count being this node's entry (`SLURM_NODEID`; the first entry should that be
+/// out of range). Rank 0's host (the rendezvous and
 /// `MASTER_ADDR`) is the first of the step's nodes. The ports are drawn from the job and
 /// step ids, so that every rank computes the same ones: the rendezvous from 20000 on, and
 /// `MASTER_PORT` half the range (20000) further, clear of the rendezvous ports of this step
@@ -32,7 +33,8 @@ const WRAPPER: &str = concat!(
     "export GASPI_RANK=\"$SLURM_PROCID\" GASPI_NRANKS=\"$SLURM_NTASKS\" GASPI_LOCAL_RANK=\"${SLURM_LOCALID:-0}\"; ",
     "c=$(printf '%s\\n' \"${SLURM_STEP_TASKS_PER_NODE:-${SLURM_TASKS_PER_NODE:-1}}\" | tr ',' '\\n' ",
     "| sed 's/^\\([0-9]*\\)(x\\([0-9]*\\))$/\\1 \\2/' | awk '{ for (i = 0; i < ($2 == \"\" ? 1 : $2); i++) print $1 }'); ",
-    "t=$(printf '%s\\n' \"$c\" | sed -n \"$((${SLURM_NODEID:-0} + 1))p\"); export GASPI_LOCAL_NRANKS=\"${t:-1}\"; ",
+    "t=$(printf '%s\\n' \"$c\" | sed -n \"$((${SLURM_NODEID:-0} + 1))p\"); [ -n \"$t\" ] || t=$(printf '%s\\n' \"$c\" | head -n 1); ",
+    "export GASPI_LOCAL_NRANKS=\"$t\"; ",
     "nl=\"${SLURM_STEP_NODELIST:-$SLURM_JOB_NODELIST}\"; hs=$(scontrol show hostnames \"$nl\" 2>/dev/null); ",
     "case \"$nl\" in *'['*) ;; *) [ -n \"$hs\" ] || hs=$(printf '%s\\n' \"$nl\" | tr ',' '\\n');; esac; ",
     "h=$(printf '%s\\n' \"$hs\" | head -n 1); [ -n \"$h\" ] || h=\"${nl%%[,[]*}\"; ",
