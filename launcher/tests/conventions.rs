@@ -164,25 +164,6 @@ fn a_python_script_runs_with_python3_or_the_given_interpreter() {
     assert!(!job.out.iter().any(|l| l.contains("python3 ran")));
 }
 
-/// Each rank's `env NAME=value` lines of an `--output-on-all-devices` job, by rank.
-fn env_by_rank(job: &Job, nranks: usize) -> Vec<std::collections::BTreeMap<String, String>> {
-    let mut by_rank = vec![std::collections::BTreeMap::new(); nranks];
-    for line in &job.out {
-        let Some(rest) = line.strip_prefix("[rank ") else {
-            continue;
-        };
-        let (rank, rest) = rest.split_once("] ").unwrap();
-        let rank: usize = rank.parse().unwrap();
-        if let Some((name, value)) = rest.strip_prefix("env ").and_then(|e| e.split_once('=')) {
-            by_rank[rank].insert(name.to_string(), value.to_string());
-        }
-        if let Some(rendezvous) = field(rest, "rendezvous") {
-            by_rank[rank].insert("rendezvous".into(), rendezvous);
-        }
-    }
-    by_rank
-}
-
 const TORCHRUN: [&str; 7] = [
     "RANK",
     "WORLD_SIZE",
