@@ -15,6 +15,8 @@ use gaspi::env::TransportChoice;
 #[command(
     name = "tarantella",
     version,
+    // clap would write `[-- <PROGRAM [ARGS]>...]`, but the `--` is optional (argv.rs).
+    override_usage = "tarantella [OPTIONS] [--] PROGRAM [ARGS]...",
     after_help = "Examples:\n  \
         tarantella -n 4 -- ./train --epochs 3\n  \
         tarantella -np 4 ./train --epochs 3            (as with mpirun: no `--` needed)\n  \

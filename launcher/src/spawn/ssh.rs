@@ -89,7 +89,7 @@ pub fn remote_rank_command(rank: &RemoteRank) -> String {
 }
 
 /// Starts rank `rank` on `host`; `token` (hex) and the `machine_file` lines go on the
-/// connection, see [`WRAPPER`].
+/// connection, read by the remote wrapper (`WRAPPER`).
 #[allow(clippy::too_many_arguments)]
 pub fn spawn(
     idx: usize,
