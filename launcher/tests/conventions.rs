@@ -78,13 +78,12 @@ fn command_line_mistakes_are_explained() {
         "{err}"
     );
     let run = TempDir::new("unset");
-    let out = tarantella(run.path())
-        .env_remove("TNT_SURELY_UNSET")
-        .args(["-x", "TNT_SURELY_UNSET", PROBE])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let mut cmd = tarantella(run.path());
+    cmd.env_remove("TNT_SURELY_UNSET")
+        .args(["-x", "TNT_SURELY_UNSET", PROBE]);
+    let mut job = Job::spawn(cmd, run);
+    assert_eq!(job.wait(LIMIT).code(), Some(2));
+    let err = job.stderr_text();
     assert!(
         err.contains(
             "-x TNT_SURELY_UNSET: TNT_SURELY_UNSET is not set in tarantella's environment"

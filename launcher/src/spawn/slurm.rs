@@ -205,7 +205,7 @@ mod tests {
         if let Some(bin) = bin {
             path = format!("{}:{path}", bin.display());
         }
-        let out = Command::new("sh")
+        let mut child = Command::new("sh")
             .args(["-c", WRAPPER, "tarantella-rank"])
             .arg(&scratch.0)
             .args(["1", if cyclic { "1" } else { "0" }, "sh", "-c", script])
@@ -213,8 +213,21 @@ mod tests {
             .env("PATH", path)
             .envs(slurm.iter().copied())
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .unwrap();
+        // Bounded: a wrapper that hangs fails the test instead of holding it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("the wrapper did not exit within 20 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // The few lines it printed fit in the pipes, so they can be read after the exit.
+        let out = child.wait_with_output().unwrap();
         assert!(
             out.status.success(),
             "{}",
