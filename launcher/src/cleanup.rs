@@ -1,5 +1,6 @@
 //! `--cleanup`: stop a job's leftover processes by their recorded PIDs (checked against the
-//! job id in their environment, so a reused PID is never hit) and remove its shared memory.
+//! job id in their environment, so a reused PID is never hit) and remove its shared memory
+//! and machine files.
 
 use std::time::{Duration, Instant};
 
@@ -79,6 +80,7 @@ pub fn run(cli: &Cli) -> Result<i32> {
         remove_local_shm(id);
         let _ = std::fs::remove_file(dir.join("pids"));
         let _ = std::fs::remove_file(dir.join("job"));
+        let _ = std::fs::remove_file(dir.join(rundir::MACHINE_FILE));
         println!(
             "tarantella: job {id}: stopped {stopped} local process(es), cleaned {} remote host(s)",
             hosts.len()
@@ -157,7 +159,7 @@ fn remote_script(job_id: &str, groups: &[i32], first: Signal, grace: Duration) -
          tr '\\0' '\\n' </proc/$p/environ 2>/dev/null | grep -qxF \"GASPI_JOB_ID=$id\" && kill -$1 $p; \
          done; done; }}; s {sig}; sleep {}; s KILL; {}; true",
         grace.as_secs_f64(),
-        crate::spawn::ssh::shm_rm_command(job_id)
+        crate::spawn::ssh::leftovers_rm_command(job_id)
     )
 }
 
@@ -171,5 +173,9 @@ mod tests {
         assert!(s.contains("for g in 10 20"));
         assert!(s.contains("s TERM"));
         assert!(s.contains("rm -f /dev/shm/tnt-j1-[0-9a-f][0-9a-f]"));
+        assert!(
+            s.contains("\"${TMPDIR:-/tmp}\"/tnt-j1-machines.??????"),
+            "{s}"
+        );
     }
 }

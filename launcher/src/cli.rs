@@ -8,16 +8,20 @@ use gaspi::env::TransportChoice;
 /// Starts PROGRAM as N cooperating ranks (processes) of one GASPI job, supervises them, and
 /// stops all of them when one fails or when you press Ctrl-C.
 ///
-/// Without --hostfile all ranks run on this host. With --hostfile ranks are started on the
-/// listed hosts through ssh. Inside a Slurm allocation (SLURM_JOB_ID set, no --hostfile)
-/// ranks are started with srun.
+/// Without --hostfile or -H all ranks run on this host. With them, ranks are started on the
+/// listed hosts through ssh. Inside a Slurm allocation (SLURM_JOB_ID set, no --hostfile or
+/// -H) ranks are started with srun.
 #[derive(Debug, Parser)]
 #[command(
     name = "tarantella",
     version,
+    // clap would write `[-- <PROGRAM [ARGS]>...]`, but the `--` is optional (argv.rs).
+    override_usage = "tarantella [OPTIONS] [--] PROGRAM [ARGS]...",
     after_help = "Examples:\n  \
         tarantella -n 4 -- ./train --epochs 3\n  \
-        tarantella --hostfile hosts --n-per-node 2 -x OMP_NUM_THREADS=4 -- python3 train.py\n  \
+        tarantella -np 4 ./train --epochs 3            (as with mpirun: no `--` needed)\n  \
+        tarantella --hostfile hosts --n-per-node 2 -x OMP_NUM_THREADS=4 -- train.py\n  \
+        tarantella -H node1:2,node2:2 -x PATH -- ./train\n  \
         tarantella --dry-run -n 2 -- ./train\n  \
         tarantella --cleanup --job-id 1a2b3c4d5e6f\n\n\
         Environment: TARANTELLA_SSH overrides the ssh command (e.g. \"ssh -p 2222 -i key\"),\n\
@@ -25,16 +29,38 @@ use gaspi::env::TransportChoice;
 )]
 pub struct Cli {
     /// Number of ranks to start [default: hostfile slots, else --devices-per-node, else 1].
-    #[arg(short = 'n', long = "np", value_name = "N")]
+    #[arg(short = 'n', long = "np", visible_alias = "ntasks", value_name = "N")]
     pub nranks: Option<usize>,
 
-    /// File with one host per line: `name [slots=K]`; `#` starts a comment.
-    #[arg(long, value_name = "FILE")]
+    /// File with one host per line: `name [slots=N] [max_slots=M]` or `name:N`; `#` starts
+    /// a comment; a host on several lines gets a slot per line (GPI-2 machine files).
+    #[arg(
+        short = 'm',
+        long,
+        visible_alias = "machinefile",
+        value_name = "FILE",
+        conflicts_with = "hosts"
+    )]
     pub hostfile: Option<PathBuf>,
 
-    /// Ranks per host (at most the host's slots).
-    #[arg(long, value_name = "K")]
+    /// Hosts instead of a hostfile, as mpirun takes them: `-H node1:2,node2:2` (N slots
+    /// each; a host without `:N` has one, and naming it again adds one). Repeatable.
+    #[arg(short = 'H', long = "host", value_name = "HOST[:N],...")]
+    pub hosts: Vec<String>,
+
+    /// Ranks per host (at most the host's slots; at most its max_slots when given).
+    #[arg(
+        long,
+        value_name = "K",
+        visible_aliases = ["npernode", "ntasks-per-node", "nproc-per-node"],
+        alias = "nproc_per_node"
+    )]
     pub n_per_node: Option<usize>,
+
+    /// How ranks are spread over the hosts: fill each host in turn (slot), or deal them
+    /// round-robin, one per host at a time (node), as mpirun's --map-by.
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = MapBy::Slot)]
+    pub map_by: MapBy,
 
     /// Ranks per host, one per GPU to use (Tarantella's name for --n-per-node). Every rank
     /// sees the GPUs that CUDA_VISIBLE_DEVICES exposes; the trainer on local rank L uses the
@@ -48,10 +74,10 @@ pub struct Cli {
     #[arg(long)]
     pub no_gpu: bool,
 
-    /// Export VAR=VALUE on every rank (repeatable; applied in the given order). The variables
-    /// tarantella sets itself (GASPI_RANK, GASPI_RENDEZVOUS, GASPI_JOB_TOKEN, ...) are
-    /// refused.
-    #[arg(short = 'x', value_name = "VAR=VALUE")]
+    /// Export VAR=VALUE on every rank; `-x VAR` exports this shell's value of VAR (repeatable,
+    /// one variable each; applied in the given order). The variables tarantella sets itself
+    /// (GASPI_RANK, RANK, GASPI_RENDEZVOUS, GASPI_JOB_TOKEN, ...) are refused.
+    #[arg(short = 'x', value_name = "VAR[=VALUE]")]
     pub export: Vec<String>,
 
     /// Tensor fusion threshold in KiB for the trainer (exported as TNT_FUSION_THRESHOLD_KB).
@@ -76,18 +102,24 @@ pub struct Cli {
     #[arg(long)]
     pub pin_to_socket: bool,
 
+    /// gaspi_run's -N (NUMA): --pin-to-socket, and GASPI_SET_NUMA_SOCKET=1 so that programs
+    /// linked against GPI-2 bind themselves to socket GASPI_SOCKET as well.
+    #[arg(short = 'N', long = "NUMA")]
+    pub numa: bool,
+
+    /// Debug run, gaspi_run's -d: the same as --output-on-all-devices --log-level debug.
+    /// (gaspi_run starts rank 0 under gdb instead; a rank of tarantella has no terminal.)
+    #[arg(short = 'd', long)]
+    pub debug: bool,
+
     /// Bind each rank's memory to one socket (NUMA node), round-robin by local rank (numactl).
     #[arg(long)]
     pub pin_memory_to_socket: bool,
 
-    /// Run PROGRAM through this command, e.g. "python3" or "valgrind --leak-check=yes".
-    #[arg(
-        long,
-        visible_alias = "python-interpreter",
-        value_name = "CMD",
-        default_value = ""
-    )]
-    pub interpreter: String,
+    /// Run PROGRAM through this command, e.g. "python3 -u" or "valgrind --leak-check=yes"
+    /// [default: python3 for a PROGRAM ending in .py, else none].
+    #[arg(long, visible_alias = "python-interpreter", value_name = "CMD")]
+    pub interpreter: Option<String>,
 
     /// Print what would run on each host, with its environment, and start nothing.
     #[arg(long)]
@@ -120,15 +152,43 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = Transport::Auto)]
     pub transport: Transport,
 
-    /// The program to run on every rank, then its arguments (after `--`).
+    /// The program to run on every rank, then its arguments. The program starts at the
+    /// first word that is not an option of tarantella (or after `--`); every word from
+    /// there on is the program's.
+    // `last`: the program's words reach clap only after a `--`, which `argv::normalize`
+    // puts before the program when the user did not.
     #[arg(last = true, value_name = "PROGRAM [ARGS]")]
     pub command: Vec<String>,
 }
 
 impl Cli {
+    /// Whether hosts were given (`--hostfile` or `-H`): the ranks then start through ssh.
+    pub fn names_hosts(&self) -> bool {
+        self.hostfile.is_some() || !self.hosts.is_empty()
+    }
+
     /// Ranks per host from `--n-per-node` or `--devices-per-node` (clap allows only one).
     pub fn ranks_per_node(&self) -> Option<usize> {
         self.n_per_node.or(self.devices_per_node)
+    }
+
+    /// Whether every rank's output is shown: `--output-on-all-devices` or `-d`.
+    pub fn shows_all_output(&self) -> bool {
+        self.output_on_all_devices || self.debug
+    }
+
+    /// `--log-level`, or `debug` with `-d`.
+    pub fn effective_log_level(&self) -> LogLevel {
+        if self.debug {
+            LogLevel::Debug
+        } else {
+            self.log_level
+        }
+    }
+
+    /// Whether ranks are bound to sockets by CPU: `--pin-to-socket` or `-N`.
+    pub fn pins_cpus(&self) -> bool {
+        self.pin_to_socket || self.numa
     }
 
     /// The spelling the user gave for the ranks per host, for messages.
@@ -139,6 +199,16 @@ impl Cli {
             "--n-per-node"
         }
     }
+}
+
+/// `--map-by`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum MapBy {
+    /// Fill each host up to its ranks, then the next.
+    #[default]
+    Slot,
+    /// One rank per host in turn, skipping hosts that are full.
+    Node,
 }
 
 /// `--log-level`.

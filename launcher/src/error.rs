@@ -29,23 +29,33 @@ pub enum Error {
     },
     #[error("hostfile {0} lists no hosts")]
     HostfileEmpty(PathBuf),
+    #[error("-H item {item:?} (in {list:?}): {msg}")]
+    HostListItem {
+        item: String,
+        list: String,
+        msg: String,
+    },
     #[error("-n {requested} is larger than the {available} slots available ({detail})")]
     NotEnoughSlots {
         requested: usize,
         available: usize,
         detail: String,
     },
-    #[error("{flag} {per_node} is more than the {slots} slots of host {host} in the hostfile; lower {flag} or raise the host's slots=")]
+    #[error("{flag} {per_node} is more than the {limit} {limit_name} of host {host}; lower {flag} or give the host more {limit_name}")]
     PerNodeAboveSlots {
         flag: &'static str,
         per_node: usize,
         host: String,
-        slots: usize,
+        limit: usize,
+        /// `slots` or `max_slots`: which of the host's counts is the limit.
+        limit_name: &'static str,
     },
     #[error("invalid value: {0}")]
     Invalid(String),
-    #[error("bad -x {0:?}: expected VAR=VALUE with VAR made of letters, digits and '_' (not starting with a digit)")]
+    #[error("bad -x {0:?}: expected VAR=VALUE or VAR, with VAR made of letters, digits and '_' (not starting with a digit)")]
     BadExport(String),
+    #[error("-x {0}: {0} is not set in tarantella's environment; set it, or give the value with -x {0}=VALUE")]
+    ExportUnset(String),
     // The value is left out of the message: it may be a token.
     #[error("-x {var}=...: tarantella sets {var} on every rank itself, it cannot be overridden ({instead})")]
     LauncherVariable {

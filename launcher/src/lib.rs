@@ -3,14 +3,18 @@
 //!
 //! ```text
 //! tarantella -n 4 -- ./train --epochs 3                 # 4 ranks on this host
+//! tarantella -np 4 ./train --epochs 3                   # the same, typed as for mpirun
 //! tarantella --hostfile hosts -x OMP_NUM_THREADS=2 -- ./train   # through ssh
+//! tarantella -H node1:2,node2:2 train.py                # through ssh, with python3
 //! tarantella --dry-run -n 2 -- ./train                  # show what would run
 //! tarantella --cleanup --job-id 1a2b3c4d5e6f            # stop a crashed job's leftovers
 //! ```
 //!
 //! Each rank gets the variables of [`gaspi::env`] (rank, size, local rank, rendezvous, job
-//! token and id, ...) plus `TNT_*` settings for the trainer. Ranks run locally, through ssh
-//! (with `--hostfile`) or through `srun` (inside a Slurm allocation). When a rank fails or
+//! token and id, ...), `TNT_*` settings for the trainer, and the names torchrun and GPI-2's
+//! `gaspi_run` give the same facts (`docs/launcher.md`). Ranks run locally, through ssh
+//! (with `--hostfile` or `-H`) or through `srun` (inside a Slurm allocation). The command
+//! line is read as users of mpirun, srun, torchrun and gaspi_run type it ([`argv`]). When a rank fails or
 //! `tarantella` gets SIGINT/SIGTERM, every rank's process group gets SIGTERM, then SIGKILL
 //! after a grace period, and the job's `/dev/shm/tnt-<job>-*` files are removed.
 //!
@@ -23,10 +27,12 @@
 //! assert_eq!(status, 0);
 //! ```
 
+pub mod argv;
 pub mod cleanup;
 pub mod cli;
 pub mod error;
 pub mod hostfile;
+pub mod hostlist;
 pub mod plan;
 pub mod rundir;
 pub mod shell;

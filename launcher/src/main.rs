@@ -1,9 +1,10 @@
-//! `tarantella [OPTIONS] -- PROGRAM [ARGS...]`: see the `launcher` crate docs.
-
-use clap::Parser;
+//! `tarantella [OPTIONS] [--] PROGRAM [ARGS...]`: see the `launcher` crate docs.
 
 fn main() {
-    let cli = launcher::cli::Cli::parse();
+    let cli = match launcher::argv::parse(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(e) => std::process::exit(e.report()),
+    };
     let code = match launcher::run(&cli) {
         Ok(code) => code,
         Err(e) => {

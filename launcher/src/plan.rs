@@ -1,22 +1,22 @@
 //! What runs where: the ranks of a job, their hosts, environment and command line. Built
 //! once from the options, printed by `--dry-run` and executed by the spawners.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use gaspi::env::{self as genv, JobEnv, JobToken};
 use gaspi::Rank;
 
-use crate::cli::Cli;
+use crate::cli::{Cli, MapBy};
 use crate::error::{Error, Result};
-use crate::{hostfile, rundir, shell};
+use crate::{hostfile, hostlist, rundir, shell};
 
 /// How ranks are started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// All ranks are children of `tarantella` on this host.
     Local,
-    /// Ranks are started through `ssh` on the hostfile's hosts.
+    /// Ranks are started through `ssh` on the hosts of `--hostfile` or `-H`.
     Ssh,
     /// One `srun` starts all ranks inside a Slurm allocation.
     Slurm,
@@ -30,6 +30,8 @@ pub struct RankPlan {
     pub host: Option<String>,
     pub local_rank: usize,
     pub local_nranks: usize,
+    /// Index of the rank's host among the hosts that run ranks, in host order.
+    pub node_rank: usize,
 }
 
 /// The whole job.
@@ -43,10 +45,17 @@ pub struct Plan {
     pub ranks: Vec<RankPlan>,
     /// Slurm mode: `--ntasks-per-node`.
     pub slurm_per_node: Option<usize>,
+    /// `--map-by`: how the ranks were (or, for Slurm, are to be) spread over the hosts.
+    pub map_by: MapBy,
     /// `host:port` of rank 0's bootstrap listener, once known.
     pub rendezvous: Option<String>,
+    /// `MASTER_PORT`: a free port on rank 0's host for the program's own use, once known.
+    pub master_port: Option<u16>,
     /// Command line of each rank before the per-rank numactl prefix.
     pub argv: Vec<String>,
+    /// The machine file (`GASPI_MFILE`): rank r's host on line r, as GPI-2 programs read it.
+    /// Local and ssh modes; empty for Slurm (each rank writes its own from `SLURM_*`).
+    pub machine_file: Vec<String>,
     /// numactl binding per local rank: `Some(sockets)` when pinning is asked for.
     pub pin: Option<Pinning>,
     pub run_dir: PathBuf,
@@ -75,6 +84,8 @@ struct CommonEnv {
     fusion_kb: u64,
     /// `--no-gpu`. Otherwise `CUDA_VISIBLE_DEVICES` is left as the ranks inherit it.
     hide_gpus: bool,
+    /// `-N`: `GASPI_SET_NUMA_SOCKET=1`, GPI-2 programs bind themselves to their socket.
+    gpi2_binds_sockets: bool,
     exports: Vec<(String, String)>,
 }
 
@@ -102,7 +113,7 @@ impl Plan {
         let exports = cli
             .export
             .iter()
-            .map(|x| parse_export(x))
+            .map(|x| env::parse_export(x, |var| std::env::var(var).ok()))
             .collect::<Result<Vec<_>>>()?;
         if !(cli.timeout.is_finite() && cli.timeout > 0.0) {
             return Err(Error::Invalid(format!(
@@ -127,7 +138,7 @@ impl Plan {
             Some(id) => validate_job_id(id)?,
             None => JobToken::random()?.to_hex()[..12].to_string(),
         };
-        let mode = if cli.hostfile.is_some() {
+        let mode = if cli.names_hosts() {
             Mode::Ssh
         } else if in_slurm_allocation {
             Mode::Slurm
@@ -149,20 +160,27 @@ impl Plan {
                         ),
                     });
                 }
-                (place(&[(None, n)], n), n)
+                (place(&[(None, n)], n, cli.map_by), n)
             }
             Mode::Ssh => {
-                let path = cli.hostfile.as_deref().expect("ssh mode has a hostfile");
-                let hosts = hostfile::read(path)?;
+                let hosts = match &cli.hostfile {
+                    Some(path) => hostfile::read(path)?,
+                    None => hostlist::parse(&cli.hosts)?,
+                };
                 // More ranks per host than a host's slots is a mistake to report, not a
                 // request to quietly lower (the job would run with fewer ranks than asked).
                 if let Some(k) = per_node {
-                    if let Some(h) = hosts.iter().find(|h| h.slots.is_some_and(|s| s < k)) {
+                    if let Some(h) = hosts.iter().find(|h| h.limit().is_some_and(|l| l < k)) {
                         return Err(Error::PerNodeAboveSlots {
                             flag: cli.ranks_per_node_flag(),
                             per_node: k,
                             host: h.name.clone(),
-                            slots: h.slots.unwrap_or_default(),
+                            limit: h.limit().unwrap_or_default(),
+                            limit_name: if h.max_slots.is_some() {
+                                "max_slots"
+                            } else {
+                                "slots"
+                            },
                         });
                     }
                 }
@@ -184,7 +202,7 @@ impl Plan {
                         detail,
                     });
                 }
-                (place(&caps, n), n)
+                (place(&caps, n, cli.map_by), n)
             }
             Mode::Slurm => (Vec::new(), cli.nranks.unwrap_or(0)),
         };
@@ -194,21 +212,12 @@ impl Plan {
             )));
         }
 
-        let mut argv = shell::split(&cli.interpreter)?;
-        argv.extend(cli.command.iter().cloned());
+        let argv = program::command_line(cli.interpreter.as_deref(), &cli.command)?;
         if mode == Mode::Local {
-            check_program(&argv[0])?;
-            if argv.len() > cli.command.len() {
-                // With an interpreter, PROGRAM is usually a script path: check it when it
-                // looks like one.
-                let prog = &cli.command[0];
-                if prog.contains('/') && !Path::new(prog).exists() {
-                    return Err(Error::ProgramNotFound(prog.clone()));
-                }
-            }
+            program::check(&argv, &cli.command)?;
         }
-        let pin = (cli.pin_to_socket || cli.pin_memory_to_socket).then(|| Pinning {
-            cpus: cli.pin_to_socket,
+        let pin = (cli.pins_cpus() || cli.pin_memory_to_socket).then(|| Pinning {
+            cpus: cli.pins_cpus(),
             memory: cli.pin_memory_to_socket,
             sockets: count_numa_nodes(),
         });
@@ -216,6 +225,8 @@ impl Plan {
             return Err(Error::NumactlMissing {
                 what: if cli.pin_to_socket {
                     "--pin-to-socket"
+                } else if cli.numa {
+                    "-N/--NUMA"
                 } else {
                     "--pin-memory-to-socket"
                 },
@@ -228,6 +239,7 @@ impl Plan {
         } else {
             Vec::new()
         };
+        let machine_file = env::machine_file(&ranks);
         Ok(Plan {
             mode,
             run_dir: rundir::base().join(&job_id),
@@ -236,22 +248,35 @@ impl Plan {
             nranks,
             ranks,
             slurm_per_node: per_node,
+            map_by: cli.map_by,
             rendezvous: None,
+            master_port: None,
             argv,
+            machine_file,
             pin,
-            show_all_output: cli.output_on_all_devices,
+            show_all_output: cli.shows_all_output(),
             grace: Duration::from_secs_f64(cli.grace),
             warnings,
             cli_env: CommonEnv {
                 init_timeout_ms: (cli.timeout * 1000.0).round() as u64,
                 transport: cli.transport.into(),
-                log_level: cli.log_level.as_str(),
+                log_level: cli.effective_log_level().as_str(),
                 log_on_all: cli.log_on_all_devices,
                 fusion_kb: cli.fusion_threshold,
                 hide_gpus: cli.no_gpu,
+                gpi2_binds_sockets: cli.numa,
                 exports,
             },
         })
+    }
+
+    /// Rank 0's host as the ranks reach it: `127.0.0.1` when the ranks run here, else its
+    /// name or address from the hostfile (without a `user@`).
+    pub fn master_addr(&self) -> String {
+        match self.ranks.first().and_then(|r| r.host.as_deref()) {
+            Some(host) => host_address(host).to_string(),
+            None => "127.0.0.1".to_string(),
+        }
     }
 
     /// Distinct hosts in rank order (`None` = this host).
@@ -288,6 +313,7 @@ impl Plan {
             .collect();
         // The token reaches each rank by a way that only its user can read (see the spawners).
         vars.retain(|(k, _)| k != genv::JOB_TOKEN && !(self.nranks == 1 && k == genv::RENDEZVOUS));
+        vars.extend(self.convention_vars(r));
         let loud = r.rank == 0 || self.cli_env.log_on_all;
         self.common_vars(&mut vars, loud);
         vars
@@ -338,6 +364,9 @@ impl Plan {
         if c.hide_gpus {
             push(CUDA_VISIBLE_DEVICES, String::new());
         }
+        if c.gpi2_binds_sockets {
+            push(env::GASPI_SET_NUMA_SOCKET, "1".to_string());
+        }
         push(rundir::JOB_MARK_VAR, self.job_id.clone());
         vars.extend(c.exports.iter().cloned());
     }
@@ -375,11 +404,22 @@ impl Plan {
         );
         out += "# GASPI_JOB_TOKEN is random per run and never shown: ranks get it in their \
                 environment (ssh ranks through the ssh connection, not its command line).\n\
-                # GASPI_RENDEZVOUS gets a free port at start.\n";
+                # GASPI_RENDEZVOUS and MASTER_PORT get free ports on rank 0's host at start.\n";
         out += &self.describe_gpus();
         if self.mode == Mode::Slurm {
             out += &crate::spawn::slurm::describe(self);
             return out;
+        }
+        out += &format!(
+            "# machine file (GASPI_MFILE, rank r's host on line r): {}\n",
+            self.machine_file.join(" ")
+        );
+        if self.mode == Mode::Ssh {
+            out += &format!(
+                "# each ssh rank's wrapper writes it on the rank's host, as \
+                 $TMPDIR/tnt-{}-machines.XXXXXX, and sets GASPI_MFILE\n",
+                self.job_id
+            );
         }
         for r in &self.ranks {
             let host = r.host.as_deref().unwrap_or("localhost (this host)");
@@ -445,61 +485,9 @@ fn cpu_fallback_warning(ranks: usize) -> String {
     format!("no GPU found on this host; {ranks} on CPU")
 }
 
-/// Block placement: fill each host up to its capacity, in hostfile order.
-fn place(caps: &[(Option<String>, usize)], n: usize) -> Vec<RankPlan> {
-    let mut ranks = Vec::with_capacity(n);
-    for (host, cap) in caps {
-        let here = (*cap).min(n - ranks.len());
-        for l in 0..here {
-            ranks.push(RankPlan {
-                rank: ranks.len(),
-                host: host.clone(),
-                local_rank: l,
-                local_nranks: here,
-            });
-        }
-    }
-    ranks
-}
-
-/// The variables tarantella sets on every rank that `-x` must not replace, each with what to
-/// do instead. They wire the job together (rank numbers, sizes, rendezvous, token, id,
-/// timeout, transport) or mark its processes for `--cleanup`: a value from `-x` would break
-/// the job or its teardown, or put the token on a command line. `GASPI_LOG` stays open to
-/// `-x`: it only filters the runtime's log, finer than `--log-level` can.
-const LAUNCHER_VARIABLES: &[(&str, &str)] = &[
-    (genv::RANK, "tarantella numbers the ranks"),
-    (genv::NRANKS, "use -n"),
-    (
-        genv::LOCAL_RANK,
-        "tarantella numbers the ranks on each host",
-    ),
-    (genv::LOCAL_NRANKS, "use --n-per-node"),
-    (
-        genv::RENDEZVOUS,
-        "tarantella picks a free port on the first host",
-    ),
-    (genv::JOB_TOKEN, "tarantella draws a random one per run"),
-    (genv::JOB_ID, "use --job-id"),
-    (genv::INIT_TIMEOUT_MS, "use --timeout"),
-    (genv::TRANSPORT, "use --transport"),
-    (rundir::JOB_MARK_VAR, "use --job-id"),
-];
-
-fn parse_export(x: &str) -> Result<(String, String)> {
-    let (k, v) = x
-        .split_once('=')
-        .ok_or_else(|| Error::BadExport(x.to_string()))?;
-    let ok = !k.is_empty()
-        && !k.as_bytes()[0].is_ascii_digit()
-        && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if !ok {
-        return Err(Error::BadExport(x.to_string()));
-    }
-    if let Some(&(var, instead)) = LAUNCHER_VARIABLES.iter().find(|(var, _)| *var == k) {
-        return Err(Error::LauncherVariable { var, instead });
-    }
-    Ok((k.to_string(), v.to_string()))
+/// The host of an ssh destination: `node1` of `user@node1`.
+pub fn host_address(destination: &str) -> &str {
+    destination.rsplit('@').next().unwrap_or(destination)
 }
 
 /// Checks a job id against the characters gaspi allows.
@@ -517,31 +505,6 @@ pub fn validate_job_id(id: &str) -> Result<String> {
             "job id {id:?}: use 1 to 64 letters, digits, '-', '_' or '.' (not starting with '.')"
         )))
     }
-}
-
-fn check_program(prog: &str) -> Result<()> {
-    let path = if prog.contains('/') {
-        PathBuf::from(prog)
-    } else {
-        find_on_path(prog).ok_or_else(|| Error::ProgramNotFound(prog.to_string()))?
-    };
-    let meta = std::fs::metadata(&path).map_err(|_| Error::ProgramNotFound(prog.to_string()))?;
-    use std::os::unix::fs::PermissionsExt;
-    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-        return Err(Error::ProgramNotExecutable(path));
-    }
-    Ok(())
-}
-
-/// The first executable `name` on PATH.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
 }
 
 /// NVIDIA GPUs on this host (0 when none or no driver).
@@ -578,6 +541,12 @@ fn count_numa_nodes() -> usize {
         .unwrap_or(1)
         .max(1)
 }
+
+mod env;
+mod placement;
+mod program;
+use placement::place;
+pub use program::find_on_path;
 
 #[cfg(test)]
 mod tests;

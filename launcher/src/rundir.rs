@@ -1,5 +1,7 @@
 //! The run directory of a job: `<base>/<job-id>/` holding the job record (`job`), the PIDs
-//! of its ranks (`pids`, removed once the job is torn down) and the per-rank log files.
+//! of its ranks (`pids`, removed once the job is torn down), the machine file of its local
+//! ranks (`machines`, GPI-2's `GASPI_MFILE`, removed with the job) and the per-rank log
+//! files.
 //!
 //! `<base>` is `$TARANTELLA_RUN_DIR`, else `$XDG_RUNTIME_DIR/tarantella`, else
 //! `/tmp/tarantella-<uid>`.
@@ -14,6 +16,9 @@ use crate::error::{Error, Result};
 /// Set on every process `tarantella` starts (ranks and ssh clients), so `--cleanup` can
 /// tell a job's processes from an unrelated process that reused a PID.
 pub const JOB_MARK_VAR: &str = "TARANTELLA_JOB_ID";
+
+/// The machine file in a run directory: one host per rank, in rank order (`GASPI_MFILE`).
+pub const MACHINE_FILE: &str = "machines";
 
 /// Where run directories live.
 pub fn base() -> PathBuf {
@@ -89,6 +94,15 @@ impl JobDir {
         writeln!(self.pids, "{} {} {}", rec.rank, host, rec.pid).map_err(rd_err(&self.path))
     }
 
+    /// Writes the machine file (`lines`, one per rank) and returns its path.
+    pub fn write_machine_file(&self, lines: &[String]) -> Result<PathBuf> {
+        let path = self.path.join(MACHINE_FILE);
+        let mut text = lines.join("\n");
+        text.push('\n');
+        fs::write(&path, text).map_err(rd_err(&self.path))?;
+        Ok(path)
+    }
+
     /// Log file of a rank whose output is not shown.
     pub fn log_path(&self, rank: usize) -> PathBuf {
         self.path.join(format!("rank-{rank}.log"))
@@ -98,6 +112,7 @@ impl JobDir {
     pub fn finish(&self) {
         let _ = fs::remove_file(self.path.join("pids"));
         let _ = fs::remove_file(self.path.join("job"));
+        let _ = fs::remove_file(self.path.join(MACHINE_FILE));
         // Keep the directory only when it holds rank logs.
         let _ = fs::remove_dir(&self.path);
     }
@@ -171,6 +186,11 @@ mod tests {
         };
         jd.record(&a).unwrap();
         jd.record(&b).unwrap();
+        let machines = jd
+            .write_machine_file(&["n1".into(), "n1".into(), "n2".into()])
+            .unwrap();
+        assert_eq!(machines, dir.join("j1").join(MACHINE_FILE));
+        assert_eq!(fs::read_to_string(&machines).unwrap(), "n1\nn1\nn2\n");
         let rec = read(&dir.join("j1")).unwrap().unwrap();
         assert_eq!(rec.supervisor, Some(std::process::id() as i32));
         assert_eq!(rec.ssh, ssh);
@@ -178,6 +198,11 @@ mod tests {
         assert_eq!(list_jobs(&dir), vec!["j1".to_string()]);
         jd.finish();
         assert!(read(&dir.join("j1")).unwrap().is_none());
+        assert!(!machines.exists());
+        assert!(
+            !dir.join("j1").exists(),
+            "nothing but rank logs keeps the directory"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }

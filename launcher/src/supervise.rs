@@ -34,22 +34,9 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
     };
     signals::install()?;
     let mut dir = JobDir::create(&plan.run_dir, &ssh)?;
-    if plan.nranks > 1 && plan.mode != Mode::Slurm {
-        plan.rendezvous = Some(match plan.ranks[0].host.as_deref() {
-            None => {
-                let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-                format!("127.0.0.1:{}", l.local_addr()?.port())
-            }
-            Some(h) => {
-                let name = h.rsplit('@').next().unwrap_or(h);
-                let port = spawn::ssh::free_remote_port(&ssh, h)?;
-                if name.contains(':') {
-                    format!("[{name}]:{port}")
-                } else {
-                    format!("{name}:{port}")
-                }
-            }
-        });
+    if let Err(e) = prepare(plan, &ssh, &dir) {
+        finish(plan, &ssh, &dir);
+        return Err(e);
     }
     if plan.nranks > 1 && !plan.show_all_output {
         eprintln!(
@@ -93,6 +80,7 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
                         &env,
                         &argv,
                         &token,
+                        &plan.machine_file,
                         (JOB_MARK_VAR, &plan.job_id),
                         sinks,
                         tx.clone(),
@@ -152,6 +140,47 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
         }
         Outcome::Interrupted(sig) => 128 + sig,
     })
+}
+
+/// What the ranks need before they start: their machine file and free ports.
+fn prepare(plan: &mut Plan, ssh: &[String], dir: &JobDir) -> Result<()> {
+    if plan.mode == Mode::Local {
+        // GASPI_MFILE of the local ranks; ssh ranks get theirs from their wrapper.
+        dir.write_machine_file(&plan.machine_file)?;
+    }
+    if plan.mode != Mode::Slurm {
+        choose_ports(plan, ssh)?;
+    }
+    Ok(())
+}
+
+/// Picks free ports on rank 0's host: the rendezvous of our bootstrap (for more than one
+/// rank) and `MASTER_PORT`, which is the program's own (e.g. torch.distributed's).
+fn choose_ports(plan: &mut Plan, ssh: &[String]) -> Result<()> {
+    let wanted = if plan.nranks > 1 { 2 } else { 1 };
+    let ports = match plan.ranks[0].host.as_deref() {
+        None => {
+            // All bound at once, so that they differ; released for the ranks to bind.
+            let listeners = (0..wanted)
+                .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+                .collect::<std::io::Result<Vec<_>>>()?;
+            listeners
+                .iter()
+                .map(|l| l.local_addr().map(|a| a.port()))
+                .collect::<std::io::Result<Vec<_>>>()?
+        }
+        Some(h) => spawn::ssh::free_remote_ports(ssh, h, wanted)?,
+    };
+    plan.master_port = ports.last().copied();
+    if plan.nranks > 1 {
+        let addr = plan.master_addr();
+        plan.rendezvous = Some(if addr.contains(':') {
+            format!("[{addr}]:{}", ports[0])
+        } else {
+            format!("{addr}:{}", ports[0])
+        });
+    }
+    Ok(())
 }
 
 /// Waits until every rank succeeded, one failed, or a signal arrived.
@@ -269,8 +298,11 @@ fn finish(plan: &Plan, ssh: &[String], dir: &JobDir) {
             s.spawn(move || match h {
                 None => cleanup::remove_local_shm(&plan.job_id),
                 Some(h) => {
-                    if let Err(e) = spawn::ssh::remove_shm(ssh, h, &plan.job_id) {
-                        eprintln!("tarantella: warning: shared memory on {h} not removed: {e}");
+                    if let Err(e) = spawn::ssh::remove_leftovers(ssh, h, &plan.job_id) {
+                        eprintln!(
+                            "tarantella: warning: shared memory and machine files on {h} \
+                             not removed: {e}"
+                        );
                     }
                 }
             });

@@ -442,7 +442,7 @@ fn fails_with(args: &[&str], needle: &str) {
 fn clear_errors() {
     let dir = TempDir::new("hf");
     let dup = dir.path().join("dup");
-    std::fs::write(&dup, "a\nb\na\n").unwrap();
+    std::fs::write(&dup, "a\nb\na slots=x\n").unwrap();
     let two = dir.path().join("two");
     std::fs::write(&two, "h1 slots=1 # one\nh2 slots=1\n").unwrap();
     let bad = dir.path().join("bad");
@@ -477,7 +477,10 @@ fn clear_errors() {
         &["--n-per-node", "1", "--devices-per-node", "1", "--", "true"],
         "cannot be used with",
     );
-    fails_with(&["-x", "NOEQUALS", "--", "true"], "bad -x");
+    fails_with(
+        &["-x", "TNT_NOT_SET_ANYWHERE", "--", "true"],
+        "TNT_NOT_SET_ANYWHERE is not set",
+    );
     fails_with(&["-x", "1X=2", "--", "true"], "bad -x");
     fails_with(&["--frobnicate", "--", "true"], "unexpected argument");
     fails_with(&["--log-level", "loud", "--", "true"], "invalid value");

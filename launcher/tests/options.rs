@@ -1,6 +1,7 @@
 //! Options that are refused with a clear message instead of doing harm: `-x` on the
 //! launcher's own variables, a hostfile that is not a regular file, more ranks per host
-//! than a host's slots.
+//! than a host's slots, a bad item of `-H`; and hosts written as mpirun and gaspi_run users
+//! write them.
 
 mod common;
 
@@ -92,4 +93,70 @@ fn more_ranks_per_host_than_its_slots_is_refused_not_lowered() {
             "{err}"
         );
     }
+}
+
+/// The `# rank R on HOST` lines of a dry run, as (rank, host).
+fn dry_run_placement(args: &[&str]) -> Vec<(usize, String)> {
+    let mut job = Job::start(args);
+    assert!(job.wait(LIMIT).success(), "{args:?}: {}", job.stderr_text());
+    job.out
+        .iter()
+        .filter_map(|l| l.strip_prefix("# rank "))
+        .map(|l| {
+            let (rank, rest) = l.split_once(" on ").unwrap();
+            let host = rest.split_whitespace().next().unwrap();
+            (rank.parse().unwrap(), host.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn hosts_as_people_write_them_in_hostfiles_and_on_the_command_line() {
+    let dir = TempDir::new("hosts");
+    let machines = dir.path().join("machines");
+    // GPI-2 machine file: a line per rank; Open MPI and MPICH spellings mixed in.
+    std::fs::write(
+        &machines,
+        "# gaspi_run machine file\nn1\nn1\n\nn2 slots=1 max_slots=2\nn3:1\n",
+    )
+    .unwrap();
+    let machines = machines.to_str().unwrap();
+    let expected: Vec<(usize, String)> = ["n1", "n1", "n2", "n3"]
+        .iter()
+        .enumerate()
+        .map(|(r, h)| (r, h.to_string()))
+        .collect();
+    for flag in ["--hostfile", "-m", "--machinefile"] {
+        let placed = dry_run_placement(&["--dry-run", flag, machines, "--", "true"]);
+        assert_eq!(placed, expected, "{flag}");
+    }
+    for hosts in [
+        &["-H", "n1:2,n2,n3"][..],
+        &["--host", "n1,n1,n2", "-H", "n3"],
+    ] {
+        let mut args = vec!["--dry-run"];
+        args.extend(hosts);
+        args.extend(["--", "true"]);
+        assert_eq!(dry_run_placement(&args), expected, "{hosts:?}");
+    }
+}
+
+#[test]
+fn a_bad_host_is_named_by_its_line_or_its_item() {
+    let dir = TempDir::new("badhosts");
+    let machines = dir.path().join("machines");
+    std::fs::write(&machines, "n1\nn2:0\n").unwrap();
+    let machines = machines.to_str().unwrap();
+    let err = refused(&["--dry-run", "-m", machines, "--", "true"]);
+    assert!(
+        err.contains(&format!("hostfile {machines}, line 2: slots=\"0\"")),
+        "{err}"
+    );
+    let err = refused(&["--dry-run", "-H", "n1:2,n2:x", "--", "true"]);
+    assert!(
+        err.contains("-H item \"n2:x\" (in \"n1:2,n2:x\"): slots=\"x\" is not a positive integer"),
+        "{err}"
+    );
+    let err = refused(&["--dry-run", "-H", "n1", "-m", machines, "--", "true"]);
+    assert!(err.contains("cannot be used with"), "{err}");
 }

@@ -13,7 +13,9 @@
 //! GASPI_JOB_TOKEN is set, and the processes of this host whose command line, which every
 //! user can read, shows the job token),
 //! `--flood BYTES` (write [`flood_line`]s worth BYTES bytes and the line
-//! `flood done rank=K bytes=BYTES` on stdout, then exit at once; see [`flood`]).
+//! `flood done rank=K bytes=BYTES` on stdout, then exit at once; see [`flood`]),
+//! `--gpi2` (check the variables GPI-2's `gaspi_run` sets as a GPI-2 program reads them and
+//! print `gpi2 rank=R socket=S host=H master=M lines=N mfile=PATH`; see [`gpi2_view`]).
 //! It prints `probe ready rank=K` once set up.
 
 use std::io::{BufRead, BufReader, Write};
@@ -150,6 +152,13 @@ fn main() -> ExitCode {
                     }
                 );
             }
+            "--gpi2" => match gpi2_view() {
+                Ok(line) => println!("{line}"),
+                Err(e) => {
+                    eprintln!("probe: GPI-2 environment: {e}");
+                    return ExitCode::from(96);
+                }
+            },
             "--sleep" => sleep = true,
             "--exit" => {
                 exit = next.parse().unwrap_or(1);
@@ -185,6 +194,56 @@ fn processes_whose_cmdline_shows(needle: &[u8]) -> Vec<u32> {
                 .is_ok_and(|cmdline| cmdline.windows(needle.len()).any(|w| w == needle))
         })
         .collect()
+}
+
+/// The job as a program linked against GPI-2 sees it: `GASPI_NRANKS`, `GASPI_RANK`,
+/// `GASPI_SOCKET` (the rank's index among the ranks of its host), `GASPI_MASTER` (rank 0's
+/// host) and the machine file `GASPI_MFILE` (rank r's host on line r), all required. Checks
+/// that they agree: as many lines as ranks, the socket counting the earlier lines that name
+/// this rank's host, the master on line 0.
+fn gpi2_view() -> Result<String, String> {
+    let var = |name: &str| std::env::var(name).map_err(|_| format!("{name} is not set"));
+    let number = |name: &str| -> Result<usize, String> {
+        let v = var(name)?;
+        v.parse()
+            .map_err(|_| format!("{name}={v:?} is not a number"))
+    };
+    let (nranks, rank, socket) = (
+        number("GASPI_NRANKS")?,
+        number("GASPI_RANK")?,
+        number("GASPI_SOCKET")?,
+    );
+    let master = var("GASPI_MASTER")?;
+    let path = var("GASPI_MFILE")?;
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("GASPI_MFILE={path}: {e}"))?;
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.len() != nranks || rank >= nranks {
+        return Err(format!(
+            "GASPI_MFILE={path} has {} lines for rank {rank} of {nranks}",
+            lines.len()
+        ));
+    }
+    let host = lines[rank];
+    let before = lines[..rank].iter().filter(|l| **l == host).count();
+    if socket != before {
+        return Err(format!(
+            "GASPI_SOCKET={socket}, but {before} earlier ranks share its host {host}"
+        ));
+    }
+    if master != lines[0] {
+        return Err(format!(
+            "GASPI_MASTER={master}, but line 0 of GASPI_MFILE is {}",
+            lines[0]
+        ));
+    }
+    Ok(format!(
+        "gpi2 rank={rank} socket={socket} host={host} master={master} lines={} mfile={path}",
+        lines.len()
+    ))
 }
 
 /// Line `index` of rank `rank`'s `--flood` output (tests rebuild it to compare every byte).

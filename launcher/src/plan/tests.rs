@@ -185,43 +185,6 @@ fn dry_run_says_how_ranks_get_their_gpus() {
 }
 
 #[test]
-fn block_placement_fills_hosts_in_order() {
-    let caps = vec![(Some("a".to_string()), 2), (Some("b".to_string()), 2)];
-    let r = place(&caps, 3);
-    let v: Vec<_> = r
-        .iter()
-        .map(|r| {
-            (
-                r.rank,
-                r.host.clone().unwrap(),
-                r.local_rank,
-                r.local_nranks,
-            )
-        })
-        .collect();
-    assert_eq!(
-        v,
-        vec![
-            (0, "a".into(), 0, 2),
-            (1, "a".into(), 1, 2),
-            (2, "b".into(), 0, 1)
-        ]
-    );
-}
-
-#[test]
-fn exports_are_validated() {
-    assert_eq!(
-        parse_export("A_1=x=y").unwrap(),
-        ("A_1".into(), "x=y".into())
-    );
-    assert_eq!(parse_export("E=").unwrap(), ("E".into(), String::new()));
-    for bad in ["noequals", "=v", "1A=v", "A-B=v"] {
-        assert!(parse_export(bad).is_err(), "{bad}");
-    }
-}
-
-#[test]
 fn exports_cannot_replace_the_launchers_own_variables() {
     for var in [
         "GASPI_RANK",
@@ -253,12 +216,17 @@ fn exports_cannot_replace_the_launchers_own_variables() {
         "CUDA_VISIBLE_DEVICES=1",
         "GASPI_X=1",
     ] {
-        assert!(parse_export(allowed).is_ok(), "{allowed}");
+        assert!(env::parse_export(allowed, |_| None).is_ok(), "{allowed}");
     }
 }
 
 /// A plan for `args` with a hostfile of `hosts` (ssh mode; nothing is contacted).
 fn ssh_plan(hosts: &str, args: &[&str]) -> Result<Plan> {
+    ssh_plan_via("--hostfile", hosts, args)
+}
+
+/// [`ssh_plan`] with the hostfile given by `flag` (`--hostfile`, `-m`, `--machinefile`).
+fn ssh_plan_via(flag: &str, hosts: &str, args: &[&str]) -> Result<Plan> {
     let dir = std::env::temp_dir().join(format!(
         "tnt-plan-{}-{:?}",
         std::process::id(),
@@ -267,7 +235,7 @@ fn ssh_plan(hosts: &str, args: &[&str]) -> Result<Plan> {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("hosts");
     std::fs::write(&path, hosts).unwrap();
-    let mut all = vec!["--hostfile", path.to_str().unwrap()];
+    let mut all = vec![flag, path.to_str().unwrap()];
     all.extend(args);
     let plan = Plan::for_host(&cli(&all), false, gpus_must_not_be_looked_for);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -301,6 +269,86 @@ fn ranks_per_host_above_a_hosts_slots_is_an_error_naming_the_host() {
     assert_eq!(ssh_plan(hosts, &[]).unwrap().nranks, 4 + 2 + 1);
 }
 
+/// (host, local rank, local ranks) of every rank, in rank order.
+fn placement(plan: &Plan) -> Vec<(String, usize, usize)> {
+    plan.ranks
+        .iter()
+        .map(|r| (r.host.clone().unwrap(), r.local_rank, r.local_nranks))
+        .collect()
+}
+
+#[test]
+fn hosts_on_the_command_line_are_placed_like_a_hostfile_and_start_through_ssh() {
+    let plan = Plan::for_host(
+        &cli(&["-H", "a:2,b", "-H", "a"]),
+        true,
+        gpus_must_not_be_looked_for,
+    )
+    .unwrap();
+    assert_eq!(plan.mode, Mode::Ssh, "-H wins over a Slurm allocation");
+    assert_eq!(
+        placement(&plan),
+        [
+            ("a".into(), 0, 3),
+            ("a".into(), 1, 3),
+            ("a".into(), 2, 3),
+            ("b".into(), 0, 1)
+        ]
+    );
+    let err = Plan::for_host(&cli(&["-H", "a:1", "--n-per-node", "2"]), false, no_gpus)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--n-per-node 2 is more than the 1 slots of host a"),
+        "{err}"
+    );
+    let conflict = Cli::try_parse_from(["tarantella", "-H", "a", "--hostfile", "h", "--", "p"]);
+    assert_eq!(
+        conflict.unwrap_err().kind(),
+        clap::error::ErrorKind::ArgumentConflict
+    );
+}
+
+#[test]
+fn a_gpi2_machine_file_places_a_rank_per_line() {
+    for flag in ["--hostfile", "-m", "--machinefile"] {
+        let plan = ssh_plan_via(flag, "n1\nn1\nn2\nn2\n", &[]).unwrap();
+        assert_eq!(
+            placement(&plan),
+            [
+                ("n1".into(), 0, 2),
+                ("n1".into(), 1, 2),
+                ("n2".into(), 0, 2),
+                ("n2".into(), 1, 2)
+            ],
+            "{flag}"
+        );
+    }
+}
+
+#[test]
+fn max_slots_is_the_limit_for_ranks_per_host() {
+    let hosts = "a slots=2 max_slots=4\nb slots=2\n";
+    let err = ssh_plan(hosts, &["--n-per-node", "5"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--n-per-node 5 is more than the 4 max_slots of host a"),
+        "{err}"
+    );
+    let err = ssh_plan(hosts, &["--n-per-node", "3"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--n-per-node 3 is more than the 2 slots of host b"),
+        "{err}"
+    );
+    let plan = ssh_plan("a slots=2 max_slots=4\n", &["--n-per-node", "3"]).unwrap();
+    assert_eq!(plan.nranks, 3);
+    // Without --n-per-node a host gets its slots, not its max_slots.
+    assert_eq!(ssh_plan(hosts, &[]).unwrap().nranks, 4);
+}
+
 #[test]
 fn job_ids() {
     assert!(validate_job_id("abc-1.2_x").is_ok());
@@ -331,4 +379,165 @@ fn one_log_level_reaches_runtime_and_trainer_on_rank_zero_and_errors_elsewhere()
         ["warn"],
         "the default level, on every rank"
     );
+}
+
+/// The value of `var` in `vars` (the last one, as applied).
+fn value<'a>(vars: &'a [(String, String)], var: &str) -> Option<&'a str> {
+    vars.iter()
+        .rev()
+        .find(|(k, _)| k == var)
+        .map(|(_, v)| v.as_str())
+}
+
+/// `vars`' values of `names`, `-` for an unset one.
+fn values(vars: &[(String, String)], names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .map(|n| value(vars, n).unwrap_or("-").to_string())
+        .collect()
+}
+
+const TORCHRUN: [&str; 7] = [
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+];
+
+#[test]
+fn ranks_get_torchruns_variables() {
+    let mut plan = local_plan(&["-n", "3"], no_gpus);
+    let env = plan.rank_env(&plan.ranks[2]);
+    assert_eq!(
+        values(&env, &TORCHRUN),
+        ["2", "3", "2", "3", "0", "127.0.0.1", "-"],
+        "MASTER_PORT is only known at start"
+    );
+    plan.master_port = Some(23456);
+    let env = plan.rank_env(&plan.ranks[0]);
+    assert_eq!(
+        values(&env, &TORCHRUN),
+        ["0", "3", "0", "3", "0", "127.0.0.1", "23456"]
+    );
+
+    let mut plan = ssh_plan("user@a slots=2\nb slots=2\n", &["-n", "3"]).unwrap();
+    plan.master_port = Some(23456);
+    let env = plan.rank_env(&plan.ranks[2]);
+    assert_eq!(
+        values(&env, &TORCHRUN),
+        ["2", "3", "0", "1", "1", "a", "23456"]
+    );
+    let plan = ssh_plan("a slots=2\nb slots=2\n", &["--map-by", "node"]).unwrap();
+    let nodes: Vec<String> = plan
+        .ranks
+        .iter()
+        .map(|r| values(&plan.rank_env(r), &["RANK", "LOCAL_RANK", "NODE_RANK"]).join(" "))
+        .collect();
+    assert_eq!(nodes, ["0 0 0", "1 0 1", "2 1 0", "3 1 1"]);
+}
+
+#[test]
+fn torchruns_variables_cannot_be_exported_over() {
+    for var in TORCHRUN {
+        let export = format!("{var}=7");
+        let refused = Plan::for_host(&cli(&["-x", &export]), false, no_gpus);
+        assert!(
+            matches!(refused, Err(Error::LauncherVariable { var: v, .. }) if v == var),
+            "{var}: {refused:?}"
+        );
+    }
+}
+
+const GPI2: [&str; 5] = [
+    "GASPI_RANK",
+    "GASPI_NRANKS",
+    "GASPI_SOCKET",
+    "GASPI_MASTER",
+    "GASPI_MFILE",
+];
+
+#[test]
+fn ranks_get_gpi2s_variables_and_the_machine_file_names_each_ranks_host() {
+    let plan = local_plan(&["-n", "2"], no_gpus);
+    let here = nix::unistd::gethostname()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(plan.machine_file, [here.clone(), here.clone()]);
+    let mfile = plan.run_dir.join("machines").to_string_lossy().into_owned();
+    let env = plan.rank_env(&plan.ranks[1]);
+    assert_eq!(values(&env, &GPI2), ["1", "2", "1", &here, &mfile]);
+
+    // ssh ranks: each wrapper writes the file on its host and sets GASPI_MFILE itself.
+    let plan = ssh_plan("user@a slots=2\nb\n", &[]).unwrap();
+    assert_eq!(plan.machine_file, ["a", "a", "b"]);
+    let env = plan.rank_env(&plan.ranks[2]);
+    assert_eq!(values(&env, &GPI2), ["2", "3", "0", "a", "-"]);
+    let plan = ssh_plan("a slots=2\nb slots=2\n", &["--map-by", "node"]).unwrap();
+    assert_eq!(plan.machine_file, ["a", "b", "a", "b"]);
+    let sockets: Vec<String> = plan
+        .ranks
+        .iter()
+        .map(|r| values(&plan.rank_env(r), &["GASPI_SOCKET"]).join(""))
+        .collect();
+    assert_eq!(sockets, ["0", "0", "1", "1"]);
+}
+
+#[test]
+fn a_rank_beyond_gpi2s_256_per_host_gets_no_socket() {
+    let plan = local_plan(&["-n", "257"], no_gpus);
+    let env = plan.rank_env(&plan.ranks[255]);
+    assert_eq!(value(&env, "GASPI_SOCKET"), Some("255"));
+    let env = plan.rank_env(&plan.ranks[256]);
+    assert_eq!(value(&env, "GASPI_SOCKET"), None);
+}
+
+#[test]
+fn gaspi_runs_numa_flag_pins_ranks_and_tells_gpi2_programs() {
+    let plan = ssh_plan("a slots=2\n", &["-N"]).unwrap();
+    for r in &plan.ranks {
+        let argv = plan.rank_argv(r);
+        assert_eq!(argv[0], "numactl", "{argv:?}");
+        assert!(argv[1].starts_with("--cpunodebind="), "{argv:?}");
+        assert_eq!(value(&plan.rank_env(r), "GASPI_SET_NUMA_SOCKET"), Some("1"));
+    }
+    let plan = ssh_plan("a slots=2\n", &[]).unwrap();
+    assert_eq!(
+        value(&plan.rank_env(&plan.ranks[0]), "GASPI_SET_NUMA_SOCKET"),
+        None
+    );
+    assert_ne!(plan.rank_argv(&plan.ranks[0])[0], "numactl");
+}
+
+#[test]
+fn gaspi_runs_debug_flag_shows_all_output_at_debug_level() {
+    let plan = local_plan(&["-n", "2", "-d"], no_gpus);
+    assert!(plan.show_all_output);
+    let env = plan.rank_env(&plan.ranks[0]);
+    assert_eq!(values(&env, &["GASPI_LOG", "TNT_LOG"]), ["debug", "debug"]);
+    let plan = local_plan(&["-n", "2", "-d", "--log-level", "error"], no_gpus);
+    assert_eq!(
+        value(&plan.rank_env(&plan.ranks[0]), "GASPI_LOG"),
+        Some("debug")
+    );
+}
+
+#[test]
+fn gpi2s_variables_cannot_be_exported_over() {
+    for var in [
+        "GASPI_SOCKET",
+        "GASPI_MFILE",
+        "GASPI_MASTER",
+        "GASPI_SET_NUMA_SOCKET",
+    ] {
+        let export = format!("{var}=x");
+        let refused = Plan::for_host(&cli(&["-x", &export]), false, no_gpus);
+        assert!(
+            matches!(refused, Err(Error::LauncherVariable { var: v, .. }) if v == var),
+            "{var}: {refused:?}"
+        );
+    }
 }

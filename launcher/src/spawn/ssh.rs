@@ -21,17 +21,22 @@ use crate::error::{Error, Result};
 use crate::shell;
 
 /// The wrapper (one line, so that any login shell passes it on to `sh -c` intact).
-/// Arguments: working directory, then `VAR=VALUE`... and the command (for `env`). Its stdin
-/// starts with the job token's line; without one (tarantella went away) it runs nothing.
+/// Arguments: working directory, job id, then `VAR=VALUE`... and the command (for `env`).
+/// Its stdin starts with the job token's line, then the machine file's lines and an empty
+/// line; without a token (tarantella went away) it runs nothing. The machine file goes to
+/// a private temporary file on this host (`GASPI_MFILE`, for programs linked against GPI-2),
+/// removed when the rank ends.
 const WRAPPER: &str = concat!(
     "read -r t || { echo 'tarantella: no job token arrived on the ssh connection' >&2; exit 97; }; ",
     "GASPI_JOB_TOKEN=\"$t\"; export GASPI_JOB_TOKEN; t=; ",
-    "cd \"$1\" 2>/dev/null; shift; exec 3<&0; ",
+    "m=$(mktemp \"${TMPDIR:-/tmp}/tnt-$2-machines.XXXXXX\") || { echo \"tarantella: cannot create the machine file (GASPI_MFILE) on $(uname -n)\" >&2; exit 98; }; ",
+    "while read -r h && [ -n \"$h\" ]; do printf '%s\\n' \"$h\"; done >\"$m\"; GASPI_MFILE=$m; export GASPI_MFILE; ",
+    "cd \"$1\" 2>/dev/null; shift 2; exec 3<&0; ",
     "setsid env \"$@\" </dev/null 3<&- & c=$!; ",
     "printf '\\036TNT pid %s\\n' \"$c\" >&2; ",
     "( while read -r m; do case \"$m\" in term) kill -TERM -\"$c\";; kill) kill -KILL -\"$c\";; esac; done; ",
     "kill -TERM -\"$c\" && sleep 3 && kill -KILL -\"$c\" ) <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; ",
-    "wait \"$c\" 2>/dev/null; r=$?; kill \"$w\" 2>/dev/null; kill -TERM -\"$c\" 2>/dev/null; ",
+    "wait \"$c\" 2>/dev/null; r=$?; rm -f \"$GASPI_MFILE\"; kill \"$w\" 2>/dev/null; kill -TERM -\"$c\" 2>/dev/null; ",
     "printf '\\036TNT exit %s\\n' \"$r\" >&2; exit \"$r\""
 );
 
@@ -51,33 +56,40 @@ pub fn command_line(base: &[String], host: &str, remote: &str) -> Vec<String> {
     v
 }
 
-/// The whole ssh command line of one rank: `base`, the options, `host` and the wrapper with
-/// `env` and `argv`. No secret belongs in `env`: every user of either host can read it.
-pub fn rank_command_line(
-    base: &[String],
-    host: &str,
-    cwd: &str,
-    env: &[(String, String)],
-    argv: &[String],
-) -> Vec<String> {
-    command_line(base, host, &remote_rank_command(cwd, env, argv))
+/// Where a rank runs and what it is, for its ssh command line: `host`, the working
+/// directory, the job id, and the rank's environment and command. No secret belongs in
+/// `env`: every user of either host can read it.
+pub struct RemoteRank<'a> {
+    pub host: &'a str,
+    pub cwd: &'a str,
+    pub job_id: &'a str,
+    pub env: &'a [(String, String)],
+    pub argv: &'a [String],
 }
 
-/// The remote command that runs `argv` with `env` as one rank.
-pub fn remote_rank_command(cwd: &str, env: &[(String, String)], argv: &[String]) -> String {
+/// The whole ssh command line of one rank: `base`, the options, the host and the wrapper.
+pub fn rank_command_line(base: &[String], rank: &RemoteRank) -> Vec<String> {
+    command_line(base, rank.host, &remote_rank_command(rank))
+}
+
+/// The remote command that runs `rank.argv` with `rank.env` as one rank.
+pub fn remote_rank_command(rank: &RemoteRank) -> String {
+    let (cwd, env, argv) = (rank.cwd, rank.env, rank.argv);
     let mut words = vec![
         "sh".to_string(),
         "-c".into(),
         WRAPPER.into(),
         "tarantella-rank".into(),
         cwd.to_string(),
+        rank.job_id.to_string(),
     ];
     words.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
     words.extend(argv.iter().cloned());
     shell::join(&words)
 }
 
-/// Starts rank `rank` on `host`; `token` (hex) goes on the connection, see [`WRAPPER`].
+/// Starts rank `rank` on `host`; `token` (hex) and the `machine_file` lines go on the
+/// connection, read by the remote wrapper (`WRAPPER`).
 #[allow(clippy::too_many_arguments)]
 pub fn spawn(
     idx: usize,
@@ -87,6 +99,7 @@ pub fn spawn(
     env: &[(String, String)],
     argv: &[String],
     token: &str,
+    machine_file: &[String],
     mark: (&str, &str),
     (out, err): (Sink, Sink),
     events: Sender<Event>,
@@ -94,7 +107,14 @@ pub fn spawn(
     let cwd = std::env::current_dir()
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_else(|_| ".".into());
-    let line = rank_command_line(base, host, &cwd, env, argv);
+    let remote = RemoteRank {
+        host,
+        cwd: &cwd,
+        job_id: mark.1,
+        env,
+        argv,
+    };
+    let line = rank_command_line(base, &remote);
     let mut cmd = Command::new(&line[0]);
     cmd.args(&line[1..])
         .env(mark.0, mark.1)
@@ -111,7 +131,7 @@ pub fn spawn(
     if let Some(c) = &mut control {
         // Were ssh gone already, the wrapper never starts the rank, and ssh's own status
         // says why: nothing to report here.
-        if c.write_all(format!("{token}\n").as_bytes())
+        if c.write_all(wrapper_input(token, machine_file).as_bytes())
             .and_then(|_| c.flush())
             .is_err()
         {
@@ -146,6 +166,18 @@ pub fn spawn(
         reaped: None,
         status: None,
     })
+}
+
+/// What the wrapper reads first on its stdin: the token's line, then the machine file's
+/// lines and an empty line.
+fn wrapper_input(token: &str, machine_file: &[String]) -> String {
+    let mut text = format!("{token}\n");
+    for host in machine_file {
+        text.push_str(host);
+        text.push('\n');
+    }
+    text.push('\n');
+    text
 }
 
 /// Runs `remote` on `host` and returns its stdout, or why it failed.
@@ -204,8 +236,8 @@ pub fn run_remote(
     }
 }
 
-/// Picks a port on `host` that nothing uses, from the host's TCP tables.
-pub fn free_remote_port(base: &[String], host: &str) -> Result<u16> {
+/// Picks `count` distinct ports on `host` that nothing uses, from the host's TCP tables.
+pub fn free_remote_ports(base: &[String], host: &str, count: usize) -> Result<Vec<u16>> {
     let out = run_remote(
         base,
         host,
@@ -216,15 +248,16 @@ pub fn free_remote_port(base: &[String], host: &str) -> Result<u16> {
         host: host.to_string(),
         msg,
     })?;
-    pick_port(&out).ok_or_else(|| Error::NoPort {
+    pick_ports(&out, count).ok_or_else(|| Error::NoPort {
         host: host.to_string(),
         msg: "every candidate port is in use".into(),
     })
 }
 
-/// From `ip_local_port_range` followed by `/proc/net/tcp*` text: a random port below the
-/// ephemeral range (so no outgoing connection takes it) that no socket uses.
-fn pick_port(text: &str) -> Option<u16> {
+/// From `ip_local_port_range` followed by `/proc/net/tcp*` text: `count` ports below the
+/// ephemeral range (so no outgoing connection takes them), from a random start, that no
+/// socket uses.
+fn pick_ports(text: &str, count: usize) -> Option<Vec<u16>> {
     let mut lines = text.lines();
     let range: Vec<u32> = lines
         .next()?
@@ -244,36 +277,59 @@ fn pick_port(text: &str) -> Option<u16> {
     let seed = gaspi::env::JobToken::random().ok()?.0;
     let span = eph_low - 10_000;
     let start = u32::from_le_bytes([seed[0], seed[1], seed[2], seed[3]]) % span;
-    (0..span)
+    let ports: Vec<u16> = (0..span)
         .map(|i| 10_000 + (start + i) % span)
-        .find(|p| !used.contains(p))
-        .and_then(|p| u16::try_from(p).ok())
+        .filter(|p| !used.contains(p))
+        .filter_map(|p| u16::try_from(p).ok())
+        .take(count)
+        .collect();
+    (ports.len() == count).then_some(ports)
 }
 
-/// Removes the job's shared-memory files on `host`.
-pub fn remove_shm(base: &[String], host: &str, job_id: &str) -> Result<(), String> {
-    run_remote(base, host, &shm_rm_command(job_id), Duration::from_secs(20)).map(|_| ())
+/// Removes the job's shared-memory files and machine files on `host`.
+pub fn remove_leftovers(base: &[String], host: &str, job_id: &str) -> Result<(), String> {
+    run_remote(
+        base,
+        host,
+        &leftovers_rm_command(job_id),
+        Duration::from_secs(20),
+    )
+    .map(|_| ())
 }
 
-/// `rm -f /dev/shm/tnt-<job>-<16 hex digits>-*`, the job's segment files (see
-/// `gaspi::env::remove_job_shm_files`; job ids are validated: no quoting issues). The nonce
-/// in the pattern keeps job `a` off job `a-b`'s files.
-pub fn shm_rm_command(job_id: &str) -> String {
+/// `rm -f` of the job's segment files, `/dev/shm/tnt-<job>-<16 hex digits>-*` (see
+/// `gaspi::env::remove_job_shm_files`), and of the machine files the wrappers write,
+/// `$TMPDIR/tnt-<job>-machines.XXXXXX` (normally removed by the wrapper as its rank ends).
+/// Job ids are validated: no quoting issues. The nonce and the six characters of the
+/// machine files keep job `a` off the files of job `a-b` or `a-machines.b`.
+pub fn leftovers_rm_command(job_id: &str) -> String {
     let nonce = "[0-9a-f]".repeat(16);
-    format!("rm -f /dev/shm/tnt-{job_id}-{nonce}-*")
+    format!(
+        "rm -f /dev/shm/tnt-{job_id}-{nonce}-* \"${{TMPDIR:-/tmp}}\"/tnt-{job_id}-{MACHINE_FILE_SUFFIX}??????"
+    )
 }
+
+/// What the wrapper's `mktemp` template puts between the job id and the random part.
+const MACHINE_FILE_SUFFIX: &str = "machines.";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn picks_an_unused_port_below_the_ephemeral_range() {
         let text = "32768\t60999\n  sl  local_address rem_address   st\n   0: 0100007F:2710 00000000:0000 0A\n";
         for _ in 0..50 {
-            let p = pick_port(text).unwrap();
+            let p = pick_ports(text, 1).unwrap()[0];
             assert!((10_001..32_768).contains(&p), "{p}");
         }
+        let two = pick_ports(text, 2).unwrap();
+        assert_ne!(two[0], two[1]);
+        // Only 10000 and 10001 lie below this range, and 10001 is taken.
+        let crowded = "10002\t60999\n  sl  local_address\n   0: 0100007F:2711 00000000:0000 0A\n";
+        assert_eq!(pick_ports(crowded, 1), Some(vec![10_000]));
+        assert_eq!(pick_ports(crowded, 2), None);
     }
 
     /// The ssh command line of every rank of a two-host job, as `spawn` builds it.
@@ -299,14 +355,14 @@ mod tests {
             .ranks
             .iter()
             .map(|r| {
-                let host = r.host.as_deref().unwrap();
-                rank_command_line(
-                    &base,
-                    host,
-                    "/home/u",
-                    &plan.rank_env(r),
-                    &plan.rank_argv(r),
-                )
+                let remote = RemoteRank {
+                    host: r.host.as_deref().unwrap(),
+                    cwd: "/home/u",
+                    job_id: &plan.job_id,
+                    env: &plan.rank_env(r),
+                    argv: &plan.rank_argv(r),
+                };
+                rank_command_line(&base, &remote)
             })
             .collect();
         (plan, lines)
@@ -332,11 +388,14 @@ mod tests {
         }
     }
 
+    /// The job id the wrapper is run with in these tests.
+    const WRAPPER_TEST_JOB: &str = "wrapper-test";
+
     /// Runs the wrapper here (as the remote shell would) with `stdin` on its stdin, kept open
     /// until it exits; returns its exit status, stdout and stderr.
     fn run_wrapper(stdin: Option<&str>, argv: &[&str]) -> (Option<i32>, String, String) {
         let mut child = Command::new("sh")
-            .args(["-c", WRAPPER, "tarantella-rank", "/"])
+            .args(["-c", WRAPPER, "tarantella-rank", "/", WRAPPER_TEST_JOB])
             .args(argv)
             .stdin(if stdin.is_some() {
                 Stdio::piped()
@@ -381,7 +440,7 @@ mod tests {
     fn the_wrapper_takes_the_token_from_its_stdin_and_runs_nothing_without_one() {
         let token = "00112233445566778899aabbccddeeff";
         let show = ["A=1", "sh", "-c", "echo \"token=$GASPI_JOB_TOKEN A=$A\""];
-        let (code, out, err) = run_wrapper(Some(&format!("{token}\n")), &show);
+        let (code, out, err) = run_wrapper(Some(&wrapper_input(token, &[])), &show);
         assert_eq!(code, Some(0), "{err}");
         assert_eq!(out, format!("token={token} A=1\n"), "{err}");
         assert!(err.contains("\x1eTNT exit 0"), "{err}");
@@ -393,15 +452,52 @@ mod tests {
     }
 
     #[test]
-    fn remote_command_quotes_everything() {
-        let c = remote_rank_command(
-            "/home/u/my dir",
-            &[("A".into(), "x y".into())],
-            &["prog".into(), "it's".into()],
+    fn the_wrapper_writes_the_machine_file_for_the_rank_and_removes_it_after() {
+        let token = "00112233445566778899aabbccddeeff";
+        let hosts = ["n1".to_string(), "n1".into(), "n2".into()];
+        let show = [
+            "sh",
+            "-c",
+            "echo \"mfile=$GASPI_MFILE\"; cat \"$GASPI_MFILE\"",
+        ];
+        let (code, out, err) = run_wrapper(Some(&wrapper_input(token, &hosts)), &show);
+        assert_eq!(code, Some(0), "{err}");
+        let mut lines = out.lines();
+        let mfile = lines.next().and_then(|l| l.strip_prefix("mfile=")).unwrap();
+        let tmp = std::env::var("TMPDIR").unwrap_or_else(|_| "/tmp".into());
+        assert!(
+            mfile.starts_with(&format!("{tmp}/tnt-{WRAPPER_TEST_JOB}-machines.")),
+            "{mfile}"
         );
+        assert_eq!(lines.collect::<Vec<_>>(), ["n1", "n1", "n2"]);
+        assert!(!Path::new(mfile).exists(), "{mfile} left behind");
+    }
+
+    #[test]
+    fn leftovers_of_a_job_are_matched_exactly() {
+        let cmd = leftovers_rm_command("j1");
+        assert!(
+            cmd.starts_with("rm -f /dev/shm/tnt-j1-[0-9a-f]")
+                && cmd.ends_with(" \"${TMPDIR:-/tmp}\"/tnt-j1-machines.??????"),
+            "{cmd}"
+        );
+    }
+
+    #[test]
+    fn remote_command_quotes_everything() {
+        let c = remote_rank_command(&RemoteRank {
+            host: "h",
+            cwd: "/home/u/my dir",
+            job_id: "j1",
+            env: &[("A".into(), "x y".into())],
+            argv: &["prog".into(), "it's".into()],
+        });
         let words = shell::split(&c).unwrap();
         assert_eq!(words[0], "sh");
         assert_eq!(words[2], WRAPPER);
-        assert_eq!(&words[4..], ["/home/u/my dir", "A=x y", "prog", "it's"]);
+        assert_eq!(
+            &words[4..],
+            ["/home/u/my dir", "j1", "A=x y", "prog", "it's"]
+        );
     }
 }

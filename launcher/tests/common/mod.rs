@@ -2,6 +2,9 @@
 //! output as lines, and check PIDs.
 #![allow(dead_code)]
 
+pub mod sshd;
+
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -180,6 +183,26 @@ impl Drop for Job {
 pub fn field(line: &str, key: &str) -> Option<String> {
     line.split_whitespace()
         .find_map(|w| w.strip_prefix(key)?.strip_prefix('=').map(str::to_string))
+}
+
+/// Each rank's `env NAME=value` lines (from `PROBE --env NAME`) and its rendezvous, by rank,
+/// from the `[rank K] ` prefixed output of an `--output-on-all-devices` job.
+pub fn env_by_rank(job: &Job, nranks: usize) -> Vec<BTreeMap<String, String>> {
+    let mut by_rank = vec![BTreeMap::new(); nranks];
+    for line in &job.out {
+        let Some(rest) = line.strip_prefix("[rank ") else {
+            continue;
+        };
+        let (rank, rest) = rest.split_once("] ").unwrap();
+        let rank: usize = rank.parse().unwrap();
+        if let Some((name, value)) = rest.strip_prefix("env ").and_then(|e| e.split_once('=')) {
+            by_rank[rank].insert(name.to_string(), value.to_string());
+        }
+        if let Some(rendezvous) = field(rest, "rendezvous") {
+            by_rank[rank].insert("rendezvous".into(), rendezvous);
+        }
+    }
+    by_rank
 }
 
 /// Whether `pid` is a live (not zombie) process.
