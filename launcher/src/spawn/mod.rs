@@ -297,6 +297,19 @@ pub fn pump<R: Read + Send + 'static>(
             if !line.ends_with(b"\n") {
                 line.push(b'\n');
             }
+            // Another process of the rank (a child still writing) may have left a partial
+            // line just before the wrapper's control line: the mark then sits inside the
+            // line. The record separator never occurs in ordinary output.
+            let mark_at = control.as_ref().and_then(|_| {
+                line.windows(CONTROL_MARK.len())
+                    .position(|w| w == CONTROL_MARK)
+            });
+            if let Some(at) = mark_at.filter(|&at| at > 0) {
+                let mut before = line[..at].to_vec();
+                before.push(b'\n');
+                sink.write_line(&before);
+                line.drain(..at);
+            }
             if let (Some(c), Some(rest)) = (&control, line.strip_prefix(CONTROL_MARK)) {
                 let text = String::from_utf8_lossy(rest);
                 let mut w = text.split_whitespace();
@@ -339,5 +352,37 @@ pub fn sinks(
     } else {
         let f = Arc::new(Mutex::new(File::create(log)?));
         Ok((Sink::File(f.clone()), Sink::File(f)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child of the rank still writing when the wrapper reports: its partial line and the
+    /// control line arrive as one line. The exit status must still be read, and the child's
+    /// text kept.
+    #[test]
+    fn a_control_line_after_a_partial_line_is_still_read() {
+        let dir = std::env::temp_dir().join(format!("tnt-pump-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("rank.log");
+        let file = Arc::new(Mutex::new(File::create(&log).unwrap()));
+        let (events, _rx) = std::sync::mpsc::channel();
+        let remote_exit = Arc::new(AtomicI32::new(-1));
+        let control = Control {
+            idx: 0,
+            events,
+            remote_pid: Arc::new(AtomicI32::new(-1)),
+            remote_exit: remote_exit.clone(),
+        };
+        let open = OpenStreams::default();
+        let input: &[u8] = b"child: half a line\x1eTNT exit 3\nof text\n";
+        pump(input, Sink::File(file), Some(control), &open);
+        assert!(open.wait_closed(Instant::now() + Duration::from_secs(10)));
+        assert_eq!(remote_exit.load(Ordering::Acquire), 3);
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(text, "child: half a line\nof text\n");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
