@@ -70,6 +70,11 @@ int tnt_stream_exchange(void* stream, void** previous, char** error) {
   });
 }
 
+// Blocks until everything queued on `stream` has completed.
+int tnt_stream_synchronize(void* stream, char** error) {
+  return guarded(error, [&] { static_cast<c10::Stream*>(stream)->synchronize(); });
+}
+
 // An event of CUDA device `index` (created lazily by its first record).
 int tnt_event_new(void** out, char** error) {
   return guarded(error, [&] { *out = new c10::Event(c10::DeviceType::CUDA); });

@@ -312,6 +312,20 @@ impl Staging {
     }
 }
 
+impl Drop for Staging {
+    fn drop(&mut self) {
+        // A copy may still be under way (a step that failed half-way): the segments it reads
+        // or writes are unregistered and freed right after this.
+        if let Some(stream) = self.copy_stream() {
+            if let Err(e) = stream.synchronize() {
+                tracing::error!(
+                    "waiting for the gradient copies before freeing their buffers: {e}"
+                );
+            }
+        }
+    }
+}
+
 /// Writes each member's range of `from` into its gradient (converting the dtype).
 fn unpack(members: &[Member], from: &Tensor) -> Result<()> {
     for m in members {

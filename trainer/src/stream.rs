@@ -22,6 +22,7 @@ extern "C" {
         previous: *mut *mut c_void,
         error: *mut *mut c_char,
     ) -> c_int;
+    fn tnt_stream_synchronize(stream: *mut c_void, error: *mut *mut c_char) -> c_int;
     fn tnt_event_new(out: *mut *mut c_void, error: *mut *mut c_char) -> c_int;
     fn tnt_event_free(event: *mut c_void);
     fn tnt_event_record(event: *mut c_void, stream: *mut c_void, error: *mut *mut c_char) -> c_int;
@@ -95,6 +96,14 @@ impl Stream {
         let previous =
             Self::from_shim(|out, err| unsafe { tnt_stream_exchange(self.handle, out, err) })?;
         Ok(StreamGuard { previous })
+    }
+
+    /// Blocks until everything queued on this stream has completed.
+    pub fn synchronize(&self) -> Result<()> {
+        let mut error = std::ptr::null_mut();
+        // SAFETY: `self.handle` is a live handle; the shim catches every exception.
+        let status = unsafe { tnt_stream_synchronize(self.handle, &mut error) };
+        check(status, error)
     }
 
     /// Tells the caching allocator that `tensor`'s memory is used on this stream.
