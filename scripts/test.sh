@@ -9,6 +9,8 @@ bash scripts/setup-torch.sh
 source scripts/torch-env.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The API docs build, with every intra-doc link resolving.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 # Multi-process tests start up to 5 rank processes each; two test threads keep a 2-core
 # machine busy without starving the ranks.
 cargo test --workspace -- --test-threads=2

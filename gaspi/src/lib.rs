@@ -3,7 +3,7 @@
 //! implementation GPI-2.
 //!
 //! Each process (rank) creates [`Context`] from the environment the launcher sets (see
-//! [`env`]), allocates *segments* of memory that peers may access, and communicates with
+//! [`env`](mod@env)), allocates *segments* of memory that peers may access, and communicates with
 //! `write_notify` (data, then a notification the target can wait on), `read`, atomics and
 //! collectives. Ranks on one host talk through shared memory, others through TCP; the
 //! choice is made per peer at init (`GASPI_TRANSPORT=auto|tcp|shm`).

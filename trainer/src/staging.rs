@@ -1,10 +1,10 @@
 //! Gradient staging: a bucket's gradients packed into the allreduce's buffer (gaspi segment
 //! memory) and the sum unpacked back into `.grad`, on the CPU or from a GPU.
 //!
-//! On the CPU ([`Mode::Host`]) the communication thread packs the gradients straight into the
+//! On the CPU (`Mode::Host`) the communication thread packs the gradients straight into the
 //! segment and unpacks the sum from it (converting to the wire dtype and back).
 //!
-//! From a GPU ([`Mode::Device`]) the segment range is page-locked and the hook of the bucket's
+//! From a GPU (`Mode::Device`) the segment range is page-locked and the hook of the bucket's
 //! last gradient, on the autograd thread, queues: an event on the compute stream → the copy
 //! stream waits for it → pack the gradients into a flat device buffer (in the wire dtype) →
 //! copy it to the segment (DMA) → event `sent`. The communication thread starts the allreduce

@@ -166,7 +166,7 @@ struct Args {
     /// Stop after this many steps in total.
     #[arg(long)]
     max_steps: Option<u64>,
-    /// Write per-step records (loss, weight checksum, hook trace) to <PATH>.rank<r>.
+    /// Write per-step records (loss, weight checksum, hook trace) to `PATH.rank<r>`.
     #[arg(long)]
     record: Option<PathBuf>,
     /// libtorch intra-op threads per rank.
