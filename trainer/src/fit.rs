@@ -201,7 +201,7 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     let data = match (&splits, &on_device) {
         (Some(s), _) => TrainSamples::Host(&s.train),
         (None, Some(d)) => TrainSamples::Device(d),
-        (None, None) => unreachable!("one of the two is loaded above"),
+        (None, None) => return Err(Error::Config("no training data was loaded".into())),
     };
     let test_split = splits.as_ref().and_then(|s| s.test.as_ref());
     if cfg.batch_size == 0 || cfg.batch_size * cfg.grad_accum > data.len() {
