@@ -4,11 +4,20 @@
 //! (rust-lld, the default linker of Rust >= 1.90 on x86_64 Linux, hence the workspace's
 //! minimum version) and gold merge the two scripts; GNU ld (bfd) refuses two anonymous
 //! version scripts, so a toolchain set to link with bfd needs `-C link-arg=-fuse-ld=lld`.
+//!
+//! It also gives `libgaspi.so` its SONAME, `libgaspi.so.1` (major version of the C ABI, not
+//! of the crate): programs linked with `-lgaspi` (or `-lGPI2`, a symlink in the install)
+//! then need `libgaspi.so.1`, which `install.sh` lays out as a symlink to
+//! `libgaspi.so.1.0.0`. Bump it with `ABI_VERSION` in `install.sh` on an incompatible change.
+
+/// Kept in step with `ABI_VERSION` in `install.sh` (a test checks both).
+const SONAME: &str = "libgaspi.so.1";
 
 fn main() {
     let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
         println!("cargo:rustc-cdylib-link-arg=-Wl,--version-script={dir}/exports.map");
+        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,{SONAME}");
     }
     println!("cargo:rerun-if-changed=exports.map");
     println!("cargo:rerun-if-changed=build.rs");

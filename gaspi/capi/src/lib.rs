@@ -21,8 +21,10 @@
 //! }
 //! ```
 //!
-//! `cc ring.c -I gaspi/capi/include -L target/release -lgaspi` (or `pkg-config --cflags --libs
-//! gaspi` after `gaspi/capi/install.sh`), then `tarantella -n 4 -- ./a.out`.
+//! `gaspi/capi/install.sh /opt/tnt`, then `cc ring.c $(pkg-config --cflags --libs GPI2)`
+//! (`PKG_CONFIG_PATH=/opt/tnt/lib/pkgconfig`; `gaspi` works too) and `tarantella -n 4 --
+//! ./a.out`. The library's SONAME is `libgaspi.so.1`, which the install provides; linking
+//! `target/release/libgaspi.so` directly also needs `libgaspi.so.1 -> libgaspi.so` there.
 //!
 //! There is one implementation underneath: every function calls the [`rt::Context`] method of
 //! the same name, and errors map to return codes through [`rt::Error::code`]. The context

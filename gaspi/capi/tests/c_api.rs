@@ -216,9 +216,12 @@ fn pkg_config_file_builds_a_program() {
     )
     .unwrap();
     let pc = template
+        .replace("@PREFIX@", &lib_dir().display().to_string())
         .replace("@LIBDIR@", &lib_dir().display().to_string())
         .replace("@INCLUDEDIR@", &common::include_dir().display().to_string())
-        .replace("@VERSION@", env!("CARGO_PKG_VERSION"));
+        .replace("@VERSION@", env!("CARGO_PKG_VERSION"))
+        .replace("@NAME@", "gaspi")
+        .replace("@LIB@", "gaspi");
     std::fs::write(dir.join("gaspi.pc"), pc).unwrap();
     let flags = Command::new("pkg-config")
         .args(["--cflags", "--libs", "gaspi"])

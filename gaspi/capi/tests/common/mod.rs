@@ -9,6 +9,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
+/// The SONAME of libgaspi.so (`build.rs`, `install.sh`).
+pub const SONAME: &str = "libgaspi.so.1";
+
 /// `target/<profile>`, from this test executable's path (`target/<profile>/deps/<exe>`).
 pub fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
@@ -40,6 +43,17 @@ pub fn lib_dir() -> &'static Path {
         let status = cmd.status().expect("cargo runs");
         assert!(status.success(), "cargo build -p gaspi-capi failed");
         assert!(dir.join("libgaspi.so").exists() && dir.join("libgaspi.a").exists());
+        // Programs linked with -lgaspi need the SONAME, libgaspi.so.1 (build.rs), at run
+        // time; cargo builds only libgaspi.so, so the link an install makes is made here.
+        let soname = dir.join(SONAME);
+        if std::fs::read_link(&soname).is_err() {
+            let _ = std::fs::remove_file(&soname);
+            match std::os::unix::fs::symlink("libgaspi.so", &soname) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => panic!("symlink {}: {e}", soname.display()),
+            }
+        }
         dir
     })
 }
@@ -55,41 +69,50 @@ pub enum Link {
 /// `target/<profile>/capi-c/<name>-<tag>`; `extra` go before the sources.
 pub fn compile(name: &str, link: Link, tag: &str, extra: &[&str]) -> PathBuf {
     let lib = lib_dir();
-    let out_dir = lib.join("capi-c");
+    let include = include_dir().display().to_string();
+    let mut pre: Vec<&str> = extra.to_vec();
+    pre.extend(["-I", &include]);
+    let lib_s = lib.display().to_string();
+    let archive = lib.join("libgaspi.a").display().to_string();
+    let rpath = format!("-Wl,-rpath,{lib_s}");
+    let post: Vec<&str> = match link {
+        Link::Shared => vec!["-L", &lib_s, "-lgaspi", &rpath],
+        Link::Static => vec![
+            &archive,
+            "-lpthread",
+            "-ldl",
+            "-lm",
+            "-lrt",
+            "-lgcc_s",
+            "-lc",
+        ],
+    };
+    compile_with(name, tag, &pre, &post)
+}
+
+/// Compiles `tests/c/<name>.c` (strict C99, warnings are errors) into
+/// `target/<profile>/capi-c/<name>-<tag>` with `pre` before the source and `post` (libraries)
+/// after it, and nothing else: the caller says where headers and libraries are.
+pub fn compile_with(name: &str, tag: &str, pre: &[&str], post: &[&str]) -> PathBuf {
+    let out_dir = profile_dir().join("capi-c");
     std::fs::create_dir_all(&out_dir).unwrap();
     let exe = out_dir.join(format!("{name}-{tag}"));
-    let mut cmd = Command::new("cc");
-    cmd.args([
-        "-std=c99",
-        "-O2",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        "-pedantic",
-    ])
-    .args(extra)
-    .arg("-I")
-    .arg(include_dir())
-    .arg("-o")
-    .arg(&exe)
-    .arg(c_dir().join(format!("{name}.c")));
-    match link {
-        Link::Shared => {
-            cmd.arg("-L").arg(lib).arg("-lgaspi");
-            cmd.arg(format!("-Wl,-rpath,{}", lib.display()));
-        }
-        Link::Static => {
-            cmd.arg(lib.join("libgaspi.a")).args([
-                "-lpthread",
-                "-ldl",
-                "-lm",
-                "-lrt",
-                "-lgcc_s",
-                "-lc",
-            ]);
-        }
-    }
-    let out = cmd.output().expect("cc is installed (scripts/setup.sh)");
+    let out = Command::new("cc")
+        .args([
+            "-std=c99",
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+        ])
+        .args(pre)
+        .arg("-o")
+        .arg(&exe)
+        .arg(c_dir().join(format!("{name}.c")))
+        .args(post)
+        .output()
+        .expect("cc is installed (scripts/setup.sh)");
     assert!(
         out.status.success(),
         "compiling {name}.c failed:\n{}",
