@@ -10,6 +10,7 @@ use nix::sys::signal::Signal;
 use crate::cleanup;
 use crate::error::Result;
 use crate::plan::{Mode, Plan};
+use crate::prune;
 use crate::report;
 use crate::rundir::{JobDir, PidRecord, JOB_MARK_VAR};
 use crate::signals;
@@ -40,6 +41,8 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
     };
     signals::install()?;
     let mut dir = JobDir::create(&plan.run_dir, &ssh)?;
+    // After this job's directory exists, so that it counts among those kept.
+    prune::old_runs(&plan.run_layout, &plan.run_dir, plan.keep_runs);
     if let Err(e) = prepare(plan, &ssh, &dir) {
         finish(plan, &ssh, &dir);
         return Err(e);

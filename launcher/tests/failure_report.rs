@@ -87,3 +87,68 @@ fn output_that_was_on_the_terminal_is_not_repeated() {
         }
     }
 }
+
+/// A run directory of a finished job whose tarantella (`supervisor`) is gone, last
+/// changed `age` ago.
+fn fake_old_run(root: &std::path::Path, id: &str, supervisor: u32, age: Duration) {
+    let dir = root.join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("job"), format!("supervisor={supervisor}\nssh=\n")).unwrap();
+    std::fs::write(dir.join("rank-1.log"), "probe rank=1\n").unwrap();
+    set_age(&dir, age);
+}
+
+fn set_age(dir: &std::path::Path, age: Duration) {
+    let when = std::time::SystemTime::now() - age;
+    std::fs::File::open(dir)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+}
+
+#[test]
+fn keep_runs_removes_old_run_directories_but_not_this_one_nor_a_running_jobs() {
+    let root = TempDir::new("keep-runs");
+    // A PID that surely is no tarantella any more.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let dead = gone.id();
+    for (i, id) in ["old1", "old2", "old3", "old4"].iter().enumerate() {
+        fake_old_run(
+            root.path(),
+            id,
+            dead,
+            Duration::from_secs(3600 * (5 - i as u64)),
+        );
+    }
+    // A job that still runs, its directory older than all the others.
+    let live_id = job_id("keep-live");
+    let mut live_cmd = tarantella(root.path());
+    live_cmd.args(["-n", "1", "--job-id", &live_id, "--", PROBE, "--sleep"]);
+    let mut live = Job::spawn(live_cmd, TempDir::new("unused"));
+    live.wait_lines("probe ready", 1, LIMIT);
+    set_age(&root.path().join(&live_id), Duration::from_secs(3600 * 10));
+
+    let id = job_id("keep-current");
+    let mut cmd = tarantella(root.path());
+    cmd.args(["-n", "3", "--keep-runs", "2", "--job-id", &id, "--", PROBE]);
+    let mut job = Job::spawn(cmd, TempDir::new("unused"));
+    assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
+
+    let mut left: Vec<String> = std::fs::read_dir(root.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    let mut expected = vec![id.clone(), live_id.clone(), "old4".to_string()];
+    expected.sort();
+    assert_eq!(
+        left, expected,
+        "this job, the newest other and the running one stay"
+    );
+    assert!(root.path().join(&id).join("rank-2.log").is_file());
+
+    signal(live.child.id(), nix::sys::signal::Signal::SIGINT);
+    let status = live.wait(LIMIT);
+    assert_eq!(status.code(), Some(128 + 2), "{}", live.stderr_text());
+}
