@@ -2,8 +2,8 @@
 //! removed, so that rank logs do not pile up without end.
 //!
 //! Only what is surely a finished job's run directory goes: a directory named like one,
-//! holding nothing but the files tarantella writes there, whose job has no live tarantella
-//! and no live recorded process on this host. A job that recorded processes on other hosts
+//! holding nothing but the files tarantella writes there, whose job was torn down, or was
+//! started on this host and has no live tarantella and no live recorded process here. A job that recorded processes on other hosts
 //! and was never torn down keeps its record for `--cleanup`. Files are removed one by one by
 //! their known names, never a whole tree, so nothing else under the root can be lost.
 
@@ -98,6 +98,10 @@ fn job_may_be_alive(dir: &Path, job_id: &str) -> bool {
         Ok(Some(r)) => r,
         Err(_) => return true,
     };
+    // Its PIDs mean something on its own host only.
+    if record.host.is_none_or(|h| h != rundir::this_host()) {
+        return true;
+    }
     if record.supervisor.is_none_or(cleanup::is_tarantella) {
         return true;
     }
@@ -168,6 +172,28 @@ mod tests {
         assert_eq!(removed, [root.join("tarantella-old")]);
         assert!(current.is_dir() && root.join("tarantella-data").is_dir());
         assert!(root.join("other").is_dir());
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_job_recorded_on_another_host_is_never_judged_dead_from_here() {
+        let root = std::env::temp_dir().join(format!("tnt-prune-host-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let elsewhere = root.join("elsewhere");
+        fs::create_dir_all(&elsewhere).unwrap();
+        // PID 1 is no tarantella here, yet it may be one on the job's own host.
+        fs::write(
+            elsewhere.join("job"),
+            "supervisor=1\nhost=no-such-host.invalid\nssh=\n",
+        )
+        .unwrap();
+        fs::write(elsewhere.join("rank-1.log"), "x").unwrap();
+        let layout = Layout {
+            root: root.clone(),
+            prefix: "",
+        };
+        assert!(old_runs(&layout, &root.join("current"), 0).is_empty());
+        assert!(elsewhere.join("job").is_file());
         fs::remove_dir_all(&root).unwrap();
     }
 }

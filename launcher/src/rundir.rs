@@ -89,6 +89,13 @@ impl Layout {
     }
 }
 
+/// This host's name, as the job record gives it.
+pub fn this_host() -> String {
+    nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// A process recorded for a job.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PidRecord {
@@ -103,6 +110,9 @@ pub struct PidRecord {
 #[derive(Clone, Debug, Default)]
 pub struct JobRecord {
     pub supervisor: Option<i32>,
+    /// The host `supervisor` runs on: run directories may be on a file system that other
+    /// hosts share (the Slurm submit directory), where a PID says nothing by itself.
+    pub host: Option<String>,
     pub ssh: Vec<String>,
     pub pids: Vec<PidRecord>,
 }
@@ -130,6 +140,7 @@ impl JobDir {
             .map_err(rd_err(path))?;
         let mut job = String::new();
         job += &format!("supervisor={}\n", std::process::id());
+        job += &format!("host={}\n", this_host());
         job += &format!("ssh={}\n", crate::shell::join(ssh));
         fs::write(path.join("job"), job).map_err(rd_err(path))?;
         let pids = OpenOptions::new()
@@ -185,6 +196,8 @@ pub fn read(path: &Path) -> Result<Option<JobRecord>> {
     for line in job.lines() {
         if let Some(v) = line.strip_prefix("supervisor=") {
             rec.supervisor = v.trim().parse().ok();
+        } else if let Some(v) = line.strip_prefix("host=") {
+            rec.host = Some(v.trim().to_string());
         } else if let Some(v) = line.strip_prefix("ssh=") {
             rec.ssh = crate::shell::split(v)?;
         }
@@ -259,6 +272,7 @@ mod tests {
         assert_eq!(fs::read_to_string(&machines).unwrap(), "n1\nn1\nn2\n");
         let rec = read(&dir.join("j1")).unwrap().unwrap();
         assert_eq!(rec.supervisor, Some(std::process::id() as i32));
+        assert_eq!(rec.host, Some(this_host()));
         assert_eq!(rec.ssh, ssh);
         assert_eq!(rec.pids, vec![a, b]);
         assert_eq!(list_jobs(&dir), vec!["j1".to_string()]);

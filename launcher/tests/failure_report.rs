@@ -93,7 +93,12 @@ fn output_that_was_on_the_terminal_is_not_repeated() {
 fn fake_old_run(root: &std::path::Path, id: &str, supervisor: u32, age: Duration) {
     let dir = root.join(id);
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("job"), format!("supervisor={supervisor}\nssh=\n")).unwrap();
+    let host = this_host();
+    std::fs::write(
+        dir.join("job"),
+        format!("supervisor={supervisor}\nhost={host}\nssh=\n"),
+    )
+    .unwrap();
     std::fs::write(dir.join("rank-1.log"), "probe rank=1\n").unwrap();
     set_age(&dir, age);
 }
