@@ -94,12 +94,13 @@ pub fn remove_local_shm(job_id: &str) {
     gaspi::env::remove_job_shm_files(job_id);
 }
 
-fn is_tarantella(pid: i32) -> bool {
+/// Whether `pid` is a running `tarantella`.
+pub(crate) fn is_tarantella(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "tarantella")
 }
 
 /// PIDs on this host in one of `groups` that carry this job's id in their environment.
-fn job_processes(job_id: &str, groups: &[i32]) -> Vec<i32> {
+pub(crate) fn job_processes(job_id: &str, groups: &[i32]) -> Vec<i32> {
     let marks = [
         format!("{JOB_MARK_VAR}={job_id}"),
         format!("{}={job_id}", gaspi::env::JOB_ID),

@@ -139,6 +139,11 @@ pub struct Cli {
     #[arg(long, value_name = "ID")]
     pub job_id: Option<String>,
 
+    /// Keep the run directories (rank logs) of the last N jobs, this one included; older
+    /// ones are removed when a job starts, unless their job still runs.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub keep_runs: usize,
+
     /// Seconds each rank waits for the rendezvous with its peers (GASPI_INIT_TIMEOUT_MS).
     #[arg(long, value_name = "SECS", default_value_t = 30.0)]
     pub timeout: f64,

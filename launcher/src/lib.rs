@@ -34,6 +34,8 @@ pub mod error;
 pub mod hostfile;
 pub mod hostlist;
 pub mod plan;
+pub mod prune;
+pub mod report;
 pub mod rundir;
 pub mod shell;
 pub mod signals;

@@ -59,6 +59,10 @@ pub struct Plan {
     /// numactl binding per local rank: `Some(sockets)` when pinning is asked for.
     pub pin: Option<Pinning>,
     pub run_dir: PathBuf,
+    /// Where `run_dir` and the run directories of earlier jobs are.
+    pub run_layout: rundir::Layout,
+    /// `--keep-runs`: how many run directories (this job's among them) to keep.
+    pub keep_runs: usize,
     pub show_all_output: bool,
     pub grace: Duration,
     /// Printed once on stderr before the job starts (or before the dry run's text).
@@ -240,9 +244,15 @@ impl Plan {
             Vec::new()
         };
         let machine_file = env::machine_file(&ranks);
+        let run_layout = match mode {
+            Mode::Slurm => rundir::Layout::slurm(),
+            Mode::Local | Mode::Ssh => rundir::Layout::on_this_host(),
+        };
         Ok(Plan {
             mode,
-            run_dir: rundir::base().join(&job_id),
+            run_dir: run_layout.job_dir(&job_id),
+            run_layout,
+            keep_runs: cli.keep_runs,
             job_id,
             token: JobToken::random()?,
             nranks,

@@ -4,7 +4,9 @@
 //! files.
 //!
 //! `<base>` is `$TARANTELLA_RUN_DIR`, else `$XDG_RUNTIME_DIR/tarantella`, else
-//! `/tmp/tarantella-<uid>`.
+//! `/tmp/tarantella-<uid>`. Slurm jobs are the exception (see [`Layout::slurm`]): their
+//! ranks write their logs on their own nodes, so the run directory must be on a file
+//! system every node shares.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -33,6 +35,67 @@ pub fn base() -> PathBuf {
     PathBuf::from(format!("/tmp/tarantella-{}", nix::unistd::getuid()))
 }
 
+/// Where the run directories of jobs go: `<root>/<prefix><job-id>/`. The prefix keeps run
+/// directories apart from whatever else a shared root (the Slurm submit directory) holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub root: PathBuf,
+    pub prefix: &'static str,
+}
+
+/// The prefix of run directories in a Slurm submit directory.
+pub const SLURM_PREFIX: &str = "tarantella-";
+
+impl Layout {
+    /// Local and ssh jobs: `<base>/<job-id>/`, on the launcher's host.
+    pub fn on_this_host() -> Layout {
+        Layout {
+            root: base(),
+            prefix: "",
+        }
+    }
+
+    /// Slurm jobs: `$TARANTELLA_RUN_DIR/<job-id>/` when set, else
+    /// `$SLURM_SUBMIT_DIR/tarantella-<job-id>/` (the submit directory is where sbatch and
+    /// srun users look for output, and is normally shared by the nodes).
+    pub fn slurm() -> Layout {
+        let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+        Layout::slurm_from(var("TARANTELLA_RUN_DIR"), var("SLURM_SUBMIT_DIR"))
+    }
+
+    /// [`Layout::slurm`] from the two variables' values. Without either, the run directory
+    /// stays on the launcher's host, as for local jobs: the ranks on other nodes then keep
+    /// their logs in the same path on their own node.
+    pub fn slurm_from(
+        run_dir: Option<std::ffi::OsString>,
+        submit_dir: Option<std::ffi::OsString>,
+    ) -> Layout {
+        match (run_dir, submit_dir) {
+            (Some(root), _) => Layout {
+                root: PathBuf::from(root),
+                prefix: "",
+            },
+            (None, Some(submit)) => Layout {
+                root: PathBuf::from(submit),
+                prefix: SLURM_PREFIX,
+            },
+            (None, None) => Layout::on_this_host(),
+        }
+    }
+
+    /// The run directory of job `job_id`.
+    pub fn job_dir(&self, job_id: &str) -> PathBuf {
+        self.root.join(format!("{}{job_id}", self.prefix))
+    }
+}
+
+/// This host's name, as the job record gives it.
+pub fn this_host() -> String {
+    nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// A process recorded for a job.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PidRecord {
@@ -47,6 +110,9 @@ pub struct PidRecord {
 #[derive(Clone, Debug, Default)]
 pub struct JobRecord {
     pub supervisor: Option<i32>,
+    /// The host `supervisor` runs on: run directories may be on a file system that other
+    /// hosts share (the Slurm submit directory), where a PID says nothing by itself.
+    pub host: Option<String>,
     pub ssh: Vec<String>,
     pub pids: Vec<PidRecord>,
 }
@@ -74,6 +140,7 @@ impl JobDir {
             .map_err(rd_err(path))?;
         let mut job = String::new();
         job += &format!("supervisor={}\n", std::process::id());
+        job += &format!("host={}\n", this_host());
         job += &format!("ssh={}\n", crate::shell::join(ssh));
         fs::write(path.join("job"), job).map_err(rd_err(path))?;
         let pids = OpenOptions::new()
@@ -129,6 +196,8 @@ pub fn read(path: &Path) -> Result<Option<JobRecord>> {
     for line in job.lines() {
         if let Some(v) = line.strip_prefix("supervisor=") {
             rec.supervisor = v.trim().parse().ok();
+        } else if let Some(v) = line.strip_prefix("host=") {
+            rec.host = Some(v.trim().to_string());
         } else if let Some(v) = line.strip_prefix("ssh=") {
             rec.ssh = crate::shell::split(v)?;
         }
@@ -170,6 +239,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn slurm_rank_logs_go_to_the_submit_directory_unless_a_run_dir_is_set() {
+        let set = |v: &str| Some(std::ffi::OsString::from(v));
+        let submit = Layout::slurm_from(None, set("/home/u/exp"));
+        assert_eq!(submit.job_dir("j1"), Path::new("/home/u/exp/tarantella-j1"));
+        let chosen = Layout::slurm_from(set("/shared/runs"), set("/home/u/exp"));
+        assert_eq!(chosen.job_dir("j1"), Path::new("/shared/runs/j1"));
+        assert_eq!(Layout::slurm_from(None, None), Layout::on_this_host());
+    }
+
+    #[test]
     fn record_and_read_back() {
         let dir = std::env::temp_dir().join(format!("tnt-rundir-test-{}", std::process::id()));
         let ssh = vec!["ssh".to_string(), "-p".into(), "2222".into()];
@@ -193,6 +272,7 @@ mod tests {
         assert_eq!(fs::read_to_string(&machines).unwrap(), "n1\nn1\nn2\n");
         let rec = read(&dir.join("j1")).unwrap().unwrap();
         assert_eq!(rec.supervisor, Some(std::process::id() as i32));
+        assert_eq!(rec.host, Some(this_host()));
         assert_eq!(rec.ssh, ssh);
         assert_eq!(rec.pids, vec![a, b]);
         assert_eq!(list_jobs(&dir), vec!["j1".to_string()]);

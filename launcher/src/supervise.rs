@@ -10,6 +10,8 @@ use nix::sys::signal::Signal;
 use crate::cleanup;
 use crate::error::Result;
 use crate::plan::{Mode, Plan};
+use crate::prune;
+use crate::report;
 use crate::rundir::{JobDir, PidRecord, JOB_MARK_VAR};
 use crate::signals;
 use crate::spawn::{self, Event, Kind, Proc, RankStatus};
@@ -22,7 +24,12 @@ const MIN_OUTPUT_DRAIN: Duration = Duration::from_secs(1);
 /// Why the job ends.
 enum Outcome {
     Done,
-    Failed { label: String, status: RankStatus },
+    /// `procs[idx]` failed first.
+    Failed {
+        idx: usize,
+        label: String,
+        status: RankStatus,
+    },
     Interrupted(i32),
 }
 
@@ -34,6 +41,8 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
     };
     signals::install()?;
     let mut dir = JobDir::create(&plan.run_dir, &ssh)?;
+    // After this job's directory exists, so that it counts among those kept.
+    prune::old_runs(&plan.run_layout, &plan.run_dir, plan.keep_runs);
     if let Err(e) = prepare(plan, &ssh, &dir) {
         finish(plan, &ssh, &dir);
         return Err(e);
@@ -108,7 +117,7 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
         None => watch(&mut procs, &rx, &mut dir),
     };
     match &outcome {
-        Outcome::Failed { label, status } => {
+        Outcome::Failed { label, status, .. } => {
             eprintln!("tarantella: {label} {status}; stopping the other ranks")
         }
         Outcome::Interrupted(sig) => eprintln!(
@@ -123,19 +132,34 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
     finish(plan, &ssh, &dir);
     Ok(match outcome {
         Outcome::Done => 0,
-        Outcome::Failed { label, status } => {
-            let mut label = label;
-            let mut status = status;
-            if plan.mode == Mode::Slurm {
-                if let Some((rank, host, code)) = spawn::slurm::first_failure(&plan.run_dir) {
-                    label = format!("rank {rank} on {host}");
-                    status = RankStatus::Exited(code);
+        Outcome::Failed { idx, label, status } => {
+            let (label, status, why) = match (plan.mode, spawn::slurm::first_failure(&plan.run_dir))
+            {
+                (Mode::Slurm, Some((rank, host, code))) => {
+                    let label = format!("rank {rank} on {host}");
+                    let shown = plan.show_all_output || rank == 0;
+                    let why = report::from_log(&label, rank, shown, &dir.log_path(rank));
+                    (label, RankStatus::Exited(code), why)
                 }
-            }
+                _ => {
+                    let p = &procs[idx];
+                    let why = match p.rank {
+                        Some(rank) => {
+                            let shown = plan.show_all_output || rank == 0;
+                            report::from_tails(&label, rank, shown, &p.tails, &dir.log_path(rank))
+                        }
+                        None => Vec::new(), // srun itself, with no rank to blame
+                    };
+                    (label, status, why)
+                }
+            };
             eprintln!(
                 "tarantella: job {} failed: {label} {status} (first failure)",
                 plan.job_id
             );
+            for line in why {
+                eprintln!("{line}");
+            }
             status.exit_code()
         }
         Outcome::Interrupted(sig) => 128 + sig,
@@ -190,11 +214,12 @@ fn watch(procs: &mut [Proc], rx: &Receiver<Event>, dir: &mut JobDir) -> Outcome 
             return Outcome::Interrupted(sig);
         }
         let mut all_ok = true;
-        for p in procs.iter_mut() {
+        for (idx, p) in procs.iter_mut().enumerate() {
             p.poll();
             match &p.status {
                 Some(s) if !s.success() => {
                     return Outcome::Failed {
+                        idx,
                         label: p.label(),
                         status: s.clone(),
                     }

@@ -8,7 +8,9 @@
 //! rank's stdout open and sleeps, print `detached=PID`),
 //! `--rendezvous` (rank 0 listens on GASPI_RENDEZVOUS, the others connect and present the
 //! job token), `--fail-rank R:CODE` (rank R exits with CODE), `--kill-rank R:SIG` (rank R
-//! kills itself with signal SIG), `--sleep` (wait until killed), `--exit CODE`,
+//! kills itself with signal SIG), `--stderr-then-fail R:LINES:CODE` (rank R writes
+//! `probe stderr line K of LINES` for K = 1..=LINES on stderr, then exits with CODE),
+//! `--sleep` (wait until killed), `--exit CODE`,
 //! `--token-on-cmdlines` (print `token_in_env=0|1 token_on_cmdlines=N pids=P,...`: whether
 //! GASPI_JOB_TOKEN is set, and the processes of this host whose command line, which every
 //! user can read, shows the job token),
@@ -126,6 +128,21 @@ fn main() -> ExitCode {
                     }
                     let sig = nix::sys::signal::Signal::try_from(v).expect("signal number");
                     let _ = nix::sys::signal::raise(sig);
+                }
+                i += 1;
+            }
+            "--stderr-then-fail" => {
+                let parts: Vec<u32> = next.split(':').filter_map(|v| v.parse().ok()).collect();
+                let [r, lines, code] = parts[..] else {
+                    eprintln!("probe: --stderr-then-fail wants R:LINES:CODE, not {next}");
+                    return ExitCode::from(94);
+                };
+                if r == u32::from(rank) {
+                    let mut err = std::io::stderr().lock();
+                    for k in 1..=lines {
+                        let _ = writeln!(err, "probe stderr line {k} of {lines}");
+                    }
+                    return ExitCode::from(code as u8);
                 }
                 i += 1;
             }

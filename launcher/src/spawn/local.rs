@@ -3,7 +3,7 @@
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
-use super::{pump, Kind, OpenStreams, Proc, Sink};
+use super::{pump, Kind, OpenStreams, Proc, Sink, Tails};
 use crate::error::{Error, Result};
 
 /// Starts `argv` with `env` and the job token (`token`: variable, value) as rank `rank`.
@@ -30,11 +30,12 @@ pub fn spawn(
         source,
     })?;
     let open = OpenStreams::default();
+    let tails = Tails::default();
     if let Some(s) = child.stdout.take() {
-        pump(s, out, None, &open);
+        pump(s, out, tails.stdout.clone(), None, &open);
     }
     if let Some(s) = child.stderr.take() {
-        pump(s, err, None, &open);
+        pump(s, err, tails.stderr.clone(), None, &open);
     }
     Ok(Proc {
         rank: Some(rank),
@@ -44,6 +45,7 @@ pub fn spawn(
         child,
         kind: Kind::Local,
         open_streams: open,
+        tails,
         reaped: None,
         status: None,
     })

@@ -4,6 +4,7 @@
 pub mod local;
 pub mod slurm;
 pub mod ssh;
+pub mod tail;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -15,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+
+pub use tail::{Tail, Tails, TAIL_LINES};
 
 /// Marks the control lines that the remote wrapper writes on stderr (`\x1eTNT pid 123`).
 pub const CONTROL_MARK: &[u8] = b"\x1eTNT ";
@@ -98,6 +101,9 @@ pub struct Proc {
     pub kind: Kind,
     /// Output threads still copying.
     pub open_streams: OpenStreams,
+    /// The last lines of the rank's stdout and stderr (empty for the srun of Slurm, whose
+    /// ranks write to the terminal or their logs directly).
+    pub tails: Tails,
     /// When the local child (rank or ssh client) was reaped, and its status.
     pub reaped: Option<(Instant, ExitStatus)>,
     /// Final status, once known.
@@ -276,16 +282,21 @@ pub struct Control {
 }
 
 /// Copies `stream` line by line into `sink` on a background thread, counted in `open` until
-/// the stream ends.
+/// the stream ends; the last lines stay in `tail` (control lines in neither).
 pub fn pump<R: Read + Send + 'static>(
     stream: R,
     sink: Sink,
+    tail: Tail,
     control: Option<Control>,
     open: &OpenStreams,
 ) {
     let guard = open.opened();
     std::thread::spawn(move || {
         let _counted_until_the_end = guard;
+        let emit = |line: &[u8]| {
+            sink.write_line(line);
+            tail.push(line);
+        };
         let mut r = BufReader::new(stream);
         let mut line = Vec::new();
         loop {
@@ -307,7 +318,7 @@ pub fn pump<R: Read + Send + 'static>(
             if let Some(at) = mark_at.filter(|&at| at > 0) {
                 let mut before = line[..at].to_vec();
                 before.push(b'\n');
-                sink.write_line(&before);
+                emit(&before);
                 line.drain(..at);
             }
             if let (Some(c), Some(rest)) = (&control, line.strip_prefix(CONTROL_MARK)) {
@@ -320,11 +331,11 @@ pub fn pump<R: Read + Send + 'static>(
                         let _ = c.events.send(Event::RemotePid { idx: c.idx, pid });
                     }
                     (Some("exit"), Some(code)) => c.remote_exit.store(code, Ordering::Release),
-                    _ => sink.write_line(&line),
+                    _ => emit(&line),
                 }
                 continue;
             }
-            sink.write_line(&line);
+            emit(&line);
         }
     });
 }
@@ -378,11 +389,13 @@ mod tests {
         };
         let open = OpenStreams::default();
         let input: &[u8] = b"child: half a line\x1eTNT exit 3\nof text\n";
-        pump(input, Sink::File(file), Some(control), &open);
+        let tail = Tail::default();
+        pump(input, Sink::File(file), tail.clone(), Some(control), &open);
         assert!(open.wait_closed(Instant::now() + Duration::from_secs(10)));
         assert_eq!(remote_exit.load(Ordering::Acquire), 3);
         let text = std::fs::read_to_string(&log).unwrap();
         assert_eq!(text, "child: half a line\nof text\n");
+        assert_eq!(tail.lines(), ["child: half a line", "of text"]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -5,7 +5,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::{Kind, OpenStreams, Proc};
+use super::{Kind, OpenStreams, Proc, Tails};
 use crate::cli::MapBy;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
@@ -128,6 +128,7 @@ pub fn spawn(plan: &Plan) -> Result<Proc> {
         child,
         kind: Kind::Slurm,
         open_streams: OpenStreams::default(),
+        tails: Tails::default(),
         reaped: None,
         status: None,
     })

@@ -16,7 +16,7 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{pump, Control, Event, Kind, OpenStreams, Proc, Sink};
+use super::{pump, Control, Event, Kind, OpenStreams, Proc, Sink, Tails};
 use crate::error::{Error, Result};
 use crate::shell;
 
@@ -139,10 +139,11 @@ pub fn spawn(
         }
     }
     let open = OpenStreams::default();
+    let tails = Tails::default();
     let remote_pid = Arc::new(AtomicI32::new(-1));
     let remote_exit = Arc::new(AtomicI32::new(-1));
     if let Some(s) = child.stdout.take() {
-        pump(s, out, None, &open);
+        pump(s, out, tails.stdout.clone(), None, &open);
     }
     if let Some(s) = child.stderr.take() {
         let control = Control {
@@ -151,7 +152,7 @@ pub fn spawn(
             remote_pid: remote_pid.clone(),
             remote_exit: remote_exit.clone(),
         };
-        pump(s, err, Some(control), &open);
+        pump(s, err, tails.stderr.clone(), Some(control), &open);
     }
     Ok(Proc {
         rank: Some(rank),
@@ -163,6 +164,7 @@ pub fn spawn(
         },
         child,
         open_streams: open,
+        tails,
         reaped: None,
         status: None,
     })
