@@ -22,6 +22,9 @@ use crate::transport::verbs::{PassiveSizes, VerbsSetup, VerbsTransport};
 use crate::transport::{Dest, Route, Routes, Transport};
 use crate::types::{Deadline, Group, NetworkType, PeerState, Rank, Timeout};
 
+/// The longest `term` waits for its goodbyes to leave and the peers' connections to close.
+pub const TERM_DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
 
 /// State shared between application threads and the progress thread.
@@ -275,6 +278,12 @@ impl Context {
     /// Ends this process's participation (`gaspi_proc_term`): tells peers goodbye, stops the
     /// progress thread, and removes this rank's shared-memory files. Call a barrier first if
     /// peers may still access this rank's segments.
+    ///
+    /// `timeout` bounds how long term waits for the peers' connections to close after its
+    /// goodbyes have left ([`Timeout::TEST`]: not at all); never more than
+    /// [`TERM_DRAIN_LIMIT`], so that
+    /// `GASPI_BLOCK` does not turn term into a barrier with peers that have not left yet (as
+    /// in GPI-2, term does not wait for them).
     pub fn term(self, timeout: Timeout) -> Result<()> {
         self.terminate(timeout)
     }
@@ -283,12 +292,16 @@ impl Context {
     /// blocked in other threads (waits, receives, collectives, requests to peers) return
     /// [`Error::Terminated`] at once. The memory stays valid until the last reference goes,
     /// so they never touch freed segments; calls that start afterwards fail.
-    pub fn terminate(&self, _timeout: Timeout) -> Result<()> {
-        self.shutdown();
+    pub fn terminate(&self, timeout: Timeout) -> Result<()> {
+        let limit = match timeout {
+            Timeout::BLOCK => TERM_DRAIN_LIMIT,
+            Timeout(ms) => Duration::from_millis(ms).min(TERM_DRAIN_LIMIT),
+        };
+        self.shutdown(limit);
         Ok(())
     }
 
-    fn shutdown(&self) {
+    fn shutdown(&self, drain_limit: Duration) {
         if self.terminated.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -298,7 +311,9 @@ impl Context {
         self.sh.rpc.fail_all(|| Error::Terminated);
         self.sh.wake_all();
         if let Some(tcp) = &self.tcp {
-            tcp.shutdown(Duration::from_secs(2));
+            // Our goodbyes always get the full limit (a peer must not take a lost goodbye for
+            // a failure); the caller's timeout bounds the wait for the peers' side.
+            tcp.shutdown(TERM_DRAIN_LIMIT, drain_limit);
         }
         INITIALIZED.store(false, Ordering::SeqCst);
     }
@@ -479,7 +494,7 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
-        self.shutdown();
+        self.shutdown(TERM_DRAIN_LIMIT);
     }
 }
 

@@ -25,7 +25,7 @@
 //! let vs = nn::VarStore::new(tch::Device::Cpu);
 //! let model = nn::seq_t().add(nn::linear(vs.root() / "fc", 4, 2, Default::default()));
 //! let mut ddp = DataParallel::new(&comm, &vs, DdpConfig::default())?; // broadcasts weights
-//! let mut opt = Optimizer::new(OptimizerKind::SGD, ddp.params(), 0.1)?;
+//! let mut opt = Optimizer::new(OptimizerKind::sgd(), ddp.params(), 0.1)?;
 //!
 //! let global_batch = 8;
 //! let range = trainer::shard::micro_batch_range(global_batch, comm.size(), comm.rank())?;

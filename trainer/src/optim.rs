@@ -30,16 +30,24 @@ pub enum OptimizerKind {
 }
 
 impl OptimizerKind {
-    pub const SGD: OptimizerKind = OptimizerKind::Sgd {
-        momentum: 0.9,
-        weight_decay: 0.0,
-    };
-    pub const ADAM: OptimizerKind = OptimizerKind::Adam {
-        beta1: 0.9,
-        beta2: 0.999,
-        eps: 1e-8,
-        weight_decay: 0.0,
-    };
+    /// SGD with momentum 0.9 and no weight decay (`train`'s defaults). A constructor, not a
+    /// second spelling of the variant: [`OptimizerKind::Sgd`] is the one name of SGD.
+    pub const fn sgd() -> OptimizerKind {
+        OptimizerKind::Sgd {
+            momentum: 0.9,
+            weight_decay: 0.0,
+        }
+    }
+
+    /// Adam with PyTorch's defaults (betas 0.9 and 0.999, eps 1e-8, no weight decay).
+    pub const fn adam() -> OptimizerKind {
+        OptimizerKind::Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        }
+    }
 
     fn slots(self) -> usize {
         match self {
@@ -269,7 +277,7 @@ mod tests {
     #[test]
     fn sgd_with_momentum_matches_the_formula() {
         let p = param(1.0, 2.0);
-        let mut opt = Optimizer::new(OptimizerKind::SGD, &[p.shallow_clone()], 0.1).unwrap();
+        let mut opt = Optimizer::new(OptimizerKind::sgd(), &[p.shallow_clone()], 0.1).unwrap();
         opt.step().unwrap(); // buf = 2, p = 1 - 0.2
         opt.step().unwrap(); // buf = 0.9 * 2 + 2 = 3.8, p = 0.8 - 0.38
         assert!((p.double_value(&[0]) - 0.42).abs() < 1e-6);
@@ -279,12 +287,12 @@ mod tests {
     #[test]
     fn adam_first_step_moves_by_lr_against_the_gradient_sign() {
         let p = param(1.0, -3.0);
-        let mut opt = Optimizer::new(OptimizerKind::ADAM, &[p.shallow_clone()], 0.01).unwrap();
+        let mut opt = Optimizer::new(OptimizerKind::adam(), &[p.shallow_clone()], 0.01).unwrap();
         opt.step().unwrap();
         assert!((p.double_value(&[0]) - 1.01).abs() < 1e-6);
         let state = opt.state_tensors();
         assert_eq!(state.len(), 2);
-        let mut other = Optimizer::new(OptimizerKind::ADAM, &[p.shallow_clone()], 0.01).unwrap();
+        let mut other = Optimizer::new(OptimizerKind::adam(), &[p.shallow_clone()], 0.01).unwrap();
         other.load_state(&state, 1).unwrap();
         assert_eq!(other.steps(), 1);
         assert!(other.state_tensors()[1].1.equal(&state[1].1));
@@ -350,7 +358,7 @@ mod tests {
 
     #[test]
     fn bad_learning_rates_are_rejected() {
-        assert!(Optimizer::new(OptimizerKind::SGD, &[], f64::NAN).is_err());
-        assert!(Optimizer::new(OptimizerKind::SGD, &[], -1.0).is_err());
+        assert!(Optimizer::new(OptimizerKind::sgd(), &[], f64::NAN).is_err());
+        assert!(Optimizer::new(OptimizerKind::sgd(), &[], -1.0).is_err());
     }
 }

@@ -249,8 +249,12 @@ impl TcpTransport {
 
     /// Orderly shutdown: say goodbye to every peer, let queued frames drain, wait (bounded)
     /// for the peers' goodbyes, then stop the progress thread.
-    pub fn shutdown(&self, limit: Duration) {
-        let until = Instant::now() + limit;
+    /// Says goodbye to every peer and stops the threads: waits up to `send_limit` for the
+    /// goodbyes to leave, then up to `close_limit` (measured from the start too) for the
+    /// peers to close their side.
+    pub fn shutdown(&self, send_limit: Duration, close_limit: Duration) {
+        let start = Instant::now();
+        let until = start + send_limit;
         for p in self.pairs.iter().flatten() {
             p.leave();
             if !p.is_closed() {
@@ -270,6 +274,7 @@ impl TcpTransport {
         for p in self.pairs.iter().flatten() {
             let _ = p.tx.shutdown(std::net::Shutdown::Write);
         }
+        let until = start + close_limit;
         while Instant::now() < until && !self.pairs.iter().flatten().all(|p| p.is_closed()) {
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -290,7 +295,7 @@ impl TcpTransport {
 impl Drop for TcpTransport {
     fn drop(&mut self) {
         if !self.threads.lock().is_empty() {
-            self.shutdown(Duration::from_millis(200));
+            self.shutdown(Duration::from_millis(200), Duration::from_millis(200));
         }
     }
 }
