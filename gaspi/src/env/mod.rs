@@ -1,7 +1,7 @@
 //! The launcher contract: environment variables that describe a job to each rank.
 //!
 //! The `tarantella` launcher sets these for every rank; they can equally be set by hand,
-//! by `srun` (Slurm variables are understood directly) or by another launcher.
+//! by `srun` or `torchrun` (their variables are understood directly) or by another launcher.
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
@@ -17,12 +17,33 @@
 //! | `GASPI_ADDR` | IP address this rank advertises for data connections | the address used to reach the rendezvous |
 //! | `GASPI_LOG` | `tracing` filter for the runtime's own log (e.g. `gaspi=debug`) | `warn` |
 //!
-//! Compatibility with other tooling:
-//! - Slurm: when `GASPI_NRANKS` is unset and `SLURM_PROCID`/`SLURM_NTASKS` are set, rank and
+//! Other launchers, in order of precedence (the first that applies describes the job):
+//!
+//! | started by | recognised by | what happens |
+//! |---|---|---|
+//! | `tarantella` or by hand | `GASPI_NRANKS` or `GASPI_MFILE` set | the `GASPI_*` variables above |
+//! | `srun` | `SLURM_PROCID` and `SLURM_NTASKS` | rank and size from Slurm (below) |
+//! | `torchrun` | `RANK` and `WORLD_SIZE` | rank and size from torchrun (below) |
+//! | `mpirun`/`mpiexec` | `OMPI_COMM_WORLD_SIZE` or `PMI_SIZE` above 1 | init fails, naming `tarantella -n N` and `srun` |
+//! | nothing | none of these | a 1-rank job |
+//!
+//! Our launcher exports torchrun's names too (for the program's own `torch.distributed`),
+//! which is why `GASPI_*` wins. Individual `GASPI_RENDEZVOUS`, `GASPI_JOB_ID`,
+//! `GASPI_JOB_TOKEN` still override what Slurm or torchrun imply.
+//!
+//! - Slurm: rank and
 //!   size come from `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`, and the local count from
 //!   `SLURM_STEP_TASKS_PER_NODE`/`SLURM_TASKS_PER_NODE` (first entry). The rendezvous is the first host of
 //!   `SLURM_STEP_NODELIST` (or `SLURM_JOB_NODELIST`) on port `20000 + (SLURM_JOB_ID*16 + SLURM_STEP_ID) % 40000`,
 //!   and the job id is `slurm-<job>.<step>`.
+//! - torchrun: rank and size from `RANK` and `WORLD_SIZE`, the local ones from `LOCAL_RANK`
+//!   and `LOCAL_WORLD_SIZE` (default: all ranks on one host). The rendezvous is
+//!   `MASTER_ADDR` on port `MASTER_PORT + 1` (torchrun's agent already listens on
+//!   `MASTER_PORT`; 65534 when that is 65535), or on `GASPI_SN_PORT` when set. The job id is
+//!   `torchrun-<TORCHELASTIC_RUN_ID>.<MASTER_PORT>` (`none` without a run id; characters a
+//!   job id may not hold become `_`).
+//! - The default token of a Slurm or torchrun job is derived from its job id: weak, anyone
+//!   who knows the job id can join. Set `GASPI_JOB_TOKEN` on every rank for a secret one.
 //! - The reference implementation's per-rank variables: `GASPI_MASTER` (rank 0's host) and
 //!   `GASPI_SN_PORT` (default 10840) form the rendezvous when `GASPI_RENDEZVOUS` is unset.
 //!   `GASPI_MFILE` names the machine file (one host per line, rank i on line i; blank lines
@@ -43,10 +64,12 @@ use std::fmt;
 use crate::error::{Error, Result};
 use crate::types::Rank;
 
+mod mpi;
 mod reference;
 mod shm;
 mod slurm;
 mod token;
+pub mod torchrun;
 
 pub use reference::numa_socket;
 pub use shm::remove_job_shm_files;
@@ -180,7 +203,18 @@ impl JobEnv {
             None => None,
         };
         let (rank, nranks, local_rank, local_nranks, mut rendezvous, mut job_id);
-        if let Some(p) = slurm::placement(&get, get(NRANKS).is_some())? {
+        // Precedence: the explicit GASPI_* description (what our launcher sets; it also
+        // exports torchrun's names for the program) > Slurm > torchrun > refusing mpirun >
+        // a single process.
+        let explicit = get(NRANKS).is_some() || mfile.is_some();
+        let foreign = match slurm::placement(&get, explicit)? {
+            Some(p) => Some(p),
+            None => torchrun::placement(&get, explicit)?,
+        };
+        if foreign.is_none() && !explicit {
+            mpi::refuse_mpi_launch(&get)?;
+        }
+        if let Some(p) = foreign {
             Placement {
                 rank,
                 nranks,
@@ -438,5 +472,159 @@ mod tests {
         assert!(env(&[(MFILE, "/nonexistent/machines")]).is_err());
         assert!(env(&[(SOCKET, "north")]).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// What torchrun sets for rank `rank` of `world` ranks, two per host.
+    fn torchrun_vars(rank: &str, world: &str) -> Vec<(&'static str, String)> {
+        let local = rank
+            .parse::<u16>()
+            .map_or(rank.to_string(), |r| (r % 2).to_string());
+        vec![
+            ("RANK", rank.to_string()),
+            ("WORLD_SIZE", world.to_string()),
+            ("LOCAL_RANK", local),
+            ("LOCAL_WORLD_SIZE", "2".to_string()),
+            ("MASTER_ADDR", "head".to_string()),
+            ("MASTER_PORT", "29500".to_string()),
+            ("TORCHELASTIC_RUN_ID", "run 7".to_string()),
+        ]
+    }
+
+    fn env_owned(vars: &[(&str, String)]) -> Result<JobEnv> {
+        let pairs: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        env(&pairs)
+    }
+
+    fn env_error(pairs: &[(&str, &str)]) -> String {
+        match env(pairs) {
+            Err(Error::Env(message)) => message,
+            other => panic!("expected an environment error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn torchrun_variables_describe_the_job() {
+        let e = env_owned(&torchrun_vars("3", "4")).unwrap();
+        assert_eq!(
+            (e.rank, e.nranks, e.local_rank, e.local_nranks),
+            (Rank(3), 4, 1, 2)
+        );
+        assert_eq!(
+            e.rendezvous.as_deref(),
+            Some("head:29501"),
+            "MASTER_PORT + 1"
+        );
+        assert_eq!(e.job_id, "torchrun-run_7.29500");
+        assert_eq!(e.token, JobToken::derived_from("torchrun-run_7.29500"));
+    }
+
+    #[test]
+    fn torchrun_rendezvous_port_wraps_and_yields_to_gaspi_sn_port() {
+        assert_eq!(torchrun::rendezvous_port(65535), 65534);
+        let mut vars = torchrun_vars("0", "2");
+        vars.push((SN_PORT, "4000".to_string()));
+        let e = env_owned(&vars).unwrap();
+        assert_eq!(e.rendezvous.as_deref(), Some("head:4000"));
+        let mut vars = torchrun_vars("0", "2");
+        vars.retain(|(k, _)| *k != "MASTER_ADDR");
+        vars.push(("MASTER_ADDR", "fe80::1".to_string()));
+        let e = env_owned(&vars).unwrap();
+        assert_eq!(e.rendezvous.as_deref(), Some("[fe80::1]:29501"));
+    }
+
+    #[test]
+    fn torchrun_world_size_one_is_a_single_rank_job() {
+        let e = env(&[("RANK", "0"), ("WORLD_SIZE", "1")]).unwrap();
+        assert_eq!((e.rank, e.nranks, e.local_nranks), (Rank(0), 1, 1));
+        assert!(e.rendezvous.is_none());
+        assert_eq!(e.job_id, "torchrun-none");
+    }
+
+    #[test]
+    fn torchrun_bad_values_name_the_variable() {
+        let message = env_error(&[("RANK", "2"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h")]);
+        assert!(
+            message.contains("RANK=2") && message.contains("WORLD_SIZE=2"),
+            "{message}"
+        );
+        let message = env_error(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "h"),
+            ("MASTER_PORT", "http"),
+        ]);
+        assert!(message.contains("MASTER_PORT=\"http\""), "{message}");
+        let message = env_error(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "1")]);
+        assert!(message.contains("MASTER_ADDR"), "{message}");
+        let message = env_error(&[("RANK", "x"), ("WORLD_SIZE", "2")]);
+        assert!(message.contains("RANK=\"x\""), "{message}");
+        let message = env_error(&[("RANK", "0"), ("WORLD_SIZE", "0")]);
+        assert!(message.contains("WORLD_SIZE=0"), "{message}");
+        let message = env_error(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "1"),
+            ("LOCAL_RANK", "1"),
+            ("LOCAL_WORLD_SIZE", "1"),
+        ]);
+        assert!(message.contains("LOCAL_RANK=1"), "{message}");
+    }
+
+    #[test]
+    fn gaspi_variables_win_over_slurm_and_torchrun() {
+        // What our launcher exports: GASPI_* for the runtime, torchrun's names for the program.
+        let mut vars = torchrun_vars("1", "4");
+        vars.extend([
+            (NRANKS, "2".to_string()),
+            (RANK, "0".to_string()),
+            (RENDEZVOUS, "10.0.0.1:4000".to_string()),
+            ("SLURM_PROCID", "5".to_string()),
+            ("SLURM_NTASKS", "8".to_string()),
+            ("OMPI_COMM_WORLD_SIZE", "6".to_string()),
+        ]);
+        let e = env_owned(&vars).unwrap();
+        assert_eq!((e.rank, e.nranks), (Rank(0), 2));
+        assert_eq!(e.rendezvous.as_deref(), Some("10.0.0.1:4000"));
+        assert_eq!(e.job_id, "local");
+    }
+
+    #[test]
+    fn slurm_wins_over_torchrun_and_torchrun_over_mpirun() {
+        let mut vars = torchrun_vars("1", "4");
+        vars.extend([
+            ("SLURM_PROCID", "5".to_string()),
+            ("SLURM_NTASKS", "8".to_string()),
+            ("SLURM_STEP_NODELIST", "node1".to_string()),
+        ]);
+        let e = env_owned(&vars).unwrap();
+        assert_eq!((e.rank, e.nranks), (Rank(5), 8));
+        assert!(e.job_id.starts_with("slurm-"));
+        let mut vars = torchrun_vars("1", "4");
+        vars.push(("OMPI_COMM_WORLD_SIZE", "4".to_string()));
+        let e = env_owned(&vars).unwrap();
+        assert_eq!((e.rank, e.nranks), (Rank(1), 4));
+    }
+
+    #[test]
+    fn mpirun_with_several_processes_is_refused_with_the_fix() {
+        for (size, rank) in [
+            ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
+            ("PMI_SIZE", "PMI_RANK"),
+        ] {
+            let message = env_error(&[(size, "4"), (rank, "2")]);
+            assert!(message.contains("mpirun"), "{message}");
+            assert!(message.contains("with 4 processes"), "{message}");
+            assert!(message.contains("tarantella -n 4 --"), "{message}");
+            assert!(message.contains("srun -n 4"), "{message}");
+        }
+        let message = env_error(&[("PMI_SIZE", "many")]);
+        assert!(message.contains("PMI_SIZE=\"many\""), "{message}");
+    }
+
+    #[test]
+    fn mpirun_with_one_process_is_a_single_rank_job() {
+        for size in ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"] {
+            let e = env(&[(size, "1")]).unwrap();
+            assert_eq!((e.rank, e.nranks), (Rank(0), 1));
+        }
     }
 }
