@@ -1,7 +1,7 @@
 //! The launcher contract: environment variables that describe a job to each rank.
 //!
 //! The `tarantella` launcher sets these for every rank; they can equally be set by hand,
-//! by `srun` (Slurm variables are understood directly) or by another launcher.
+//! by `srun` or `torchrun` (their variables are understood directly) or by another launcher.
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
@@ -17,12 +17,33 @@
 //! | `GASPI_ADDR` | IP address this rank advertises for data connections | the address used to reach the rendezvous |
 //! | `GASPI_LOG` | `tracing` filter for the runtime's own log (e.g. `gaspi=debug`) | `warn` |
 //!
-//! Compatibility with other tooling:
-//! - Slurm: when `GASPI_NRANKS` is unset and `SLURM_PROCID`/`SLURM_NTASKS` are set, rank and
+//! Other launchers, in order of precedence (the first that applies describes the job):
+//!
+//! | started by | recognised by | what happens |
+//! |---|---|---|
+//! | `tarantella` or by hand | `GASPI_NRANKS` or `GASPI_MFILE` set | the `GASPI_*` variables above |
+//! | `srun` | `SLURM_PROCID` and `SLURM_NTASKS` | rank and size from Slurm (below) |
+//! | `torchrun` | `RANK` and `WORLD_SIZE` | rank and size from torchrun (below) |
+//! | `mpirun`/`mpiexec` | `OMPI_COMM_WORLD_SIZE` or `PMI_SIZE` above 1 | init fails, naming `tarantella -n N` and `srun` |
+//! | nothing | none of these | a 1-rank job |
+//!
+//! Our launcher exports torchrun's names too (for the program's own `torch.distributed`),
+//! which is why `GASPI_*` wins. Individual `GASPI_RENDEZVOUS`, `GASPI_JOB_ID`,
+//! `GASPI_JOB_TOKEN` still override what Slurm or torchrun imply.
+//!
+//! - Slurm: rank and
 //!   size come from `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`, and the local count from
 //!   `SLURM_STEP_TASKS_PER_NODE`/`SLURM_TASKS_PER_NODE` (first entry). The rendezvous is the first host of
 //!   `SLURM_STEP_NODELIST` (or `SLURM_JOB_NODELIST`) on port `20000 + (SLURM_JOB_ID*16 + SLURM_STEP_ID) % 40000`,
 //!   and the job id is `slurm-<job>.<step>`.
+//! - torchrun: rank and size from `RANK` and `WORLD_SIZE`, the local ones from `LOCAL_RANK`
+//!   and `LOCAL_WORLD_SIZE` (default: all ranks on one host). The rendezvous is
+//!   `MASTER_ADDR` on port `MASTER_PORT + 1` (torchrun's agent already listens on
+//!   `MASTER_PORT`; 65534 when that is 65535), or on `GASPI_SN_PORT` when set. The job id is
+//!   `torchrun-<TORCHELASTIC_RUN_ID>.<MASTER_PORT>` (`none` without a run id; characters a
+//!   job id may not hold become `_`).
+//! - The default token of a Slurm or torchrun job is derived from its job id: weak, anyone
+//!   who knows the job id can join. Set `GASPI_JOB_TOKEN` on every rank for a secret one.
 //! - The reference implementation's per-rank variables: `GASPI_MASTER` (rank 0's host) and
 //!   `GASPI_SN_PORT` (default 10840) form the rendezvous when `GASPI_RENDEZVOUS` is unset.
 //!   `GASPI_MFILE` names the machine file (one host per line, rank i on line i; blank lines
@@ -43,6 +64,18 @@ use std::fmt;
 use crate::error::{Error, Result};
 use crate::types::Rank;
 
+mod mpi;
+mod reference;
+mod shm;
+mod slurm;
+mod token;
+pub mod torchrun;
+
+pub use reference::numa_socket;
+pub use shm::remove_job_shm_files;
+pub(crate) use shm::shm_prefix;
+pub use token::JobToken;
+
 pub const RANK: &str = "GASPI_RANK";
 pub const NRANKS: &str = "GASPI_NRANKS";
 pub const LOCAL_RANK: &str = "GASPI_LOCAL_RANK";
@@ -51,38 +84,6 @@ pub const RENDEZVOUS: &str = "GASPI_RENDEZVOUS";
 pub const JOB_TOKEN: &str = "GASPI_JOB_TOKEN";
 pub const JOB_ID: &str = "GASPI_JOB_ID";
 
-/// The path prefix of a job's shared-memory files on this host: `/dev/shm/tnt-<job>-<nonce>`,
-/// followed by `-r<rank>-…` per file. The nonce (16 hex digits, drawn at the rendezvous)
-/// keeps a rerun under the same job id clear of an earlier run's files.
-pub(crate) fn shm_prefix(job_id: &str, nonce: u64) -> String {
-    format!("/dev/shm/tnt-{job_id}-{nonce:016x}")
-}
-
-/// Removes this host's shared-memory files of job `job_id`: what ranks leave behind when
-/// they die without `term` (the launcher and the test harness call this after a job).
-/// Matches `tnt-<job>-<16 hex digits>-*` and the fake verbs device's `tnt-<job>-verbs-r<rank>`
-/// exactly, so job `a` never touches job `a-b`'s files. Returns how many were removed.
-pub fn remove_job_shm_files(job_id: &str) -> usize {
-    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
-        return 0;
-    };
-    let prefix = format!("tnt-{job_id}-");
-    let ours = |name: &str| {
-        name.strip_prefix(&prefix).is_some_and(|rest| {
-            let segment_file = rest.len() > 17
-                && rest.as_bytes()[16] == b'-'
-                && rest[..16].bytes().all(|b| b.is_ascii_hexdigit());
-            let verbs_directory = rest
-                .strip_prefix("verbs-r")
-                .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()));
-            segment_file || verbs_directory
-        })
-    };
-    dir.flatten()
-        .filter(|e| ours(&e.file_name().to_string_lossy()))
-        .filter(|e| std::fs::remove_file(e.path()).is_ok())
-        .count()
-}
 pub const INIT_TIMEOUT_MS: &str = "GASPI_INIT_TIMEOUT_MS";
 pub const TRANSPORT: &str = "GASPI_TRANSPORT";
 pub const ADDR: &str = "GASPI_ADDR";
@@ -148,62 +149,21 @@ impl std::str::FromStr for TransportChoice {
     }
 }
 
-/// A 128-bit job token that every rank presents to its peers.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct JobToken(pub [u8; 16]);
-
-impl JobToken {
-    /// A fresh random token (what a launcher generates per run).
-    pub fn random() -> Result<Self> {
-        let mut b = [0u8; 16];
-        getrandom::fill(&mut b)
-            .map_err(|e| Error::Env(format!("no randomness for a job token: {e}")))?;
-        Ok(JobToken(b))
-    }
-
-    /// A token derived from a job id: for jobs started without a launcher. Not secret.
-    pub fn derived_from(job_id: &str) -> Self {
-        // FNV-1a over the id, twice with different seeds: stable and dependency-free.
-        let mut out = [0u8; 16];
-        for (half, seed) in [0xcbf2_9ce4_8422_2325u64, 0x8422_2325_cbf2_9ce4]
-            .iter()
-            .enumerate()
-        {
-            let mut h = *seed;
-            for b in job_id.bytes() {
-                h ^= u64::from(b);
-                h = h.wrapping_mul(0x100_0000_01b3);
-            }
-            out[half * 8..half * 8 + 8].copy_from_slice(&h.to_le_bytes());
-        }
-        JobToken(out)
-    }
-
-    pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    pub fn from_hex(s: &str) -> Result<Self> {
-        let s = s.trim();
-        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(Error::Env(format!(
-                "{JOB_TOKEN} must be 32 hex digits, got {} characters",
-                s.len()
-            )));
-        }
-        let mut out = [0u8; 16];
-        for (i, byte) in out.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("validated hex");
-        }
-        Ok(JobToken(out))
-    }
+/// Where a rank sits in its job, as a foreign launcher's variables describe it.
+struct Placement {
+    rank: u16,
+    nranks: u16,
+    local_rank: u16,
+    local_nranks: u16,
+    rendezvous: Option<String>,
+    job_id: String,
 }
 
-impl fmt::Debug for JobToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Never print the secret itself.
-        f.write_str("JobToken(..)")
-    }
+/// Parses `v` (the value of `name`) as a `u16`, naming the variable when it is not one.
+fn parse_u16(name: &str, v: String) -> Result<u16> {
+    v.trim()
+        .parse::<u16>()
+        .map_err(|_| Error::Env(format!("{name}={v:?} is not an integer in 0..=65535")))
 }
 
 /// Everything a rank needs to know about its job, read from the environment.
@@ -236,44 +196,33 @@ impl JobEnv {
                 .parse::<u64>()
                 .map_err(|_| Error::Env(format!("{name}={v:?} is not a non-negative integer")))
         };
-        let parse_u16 = |name: &str, v: String| -> Result<u16> {
-            v.trim()
-                .parse::<u16>()
-                .map_err(|_| Error::Env(format!("{name}={v:?} is not an integer in 0..=65535")))
-        };
 
-        parse_socket(get(SOCKET))?;
+        reference::parse_socket(get(SOCKET))?;
         let mfile = match get(MFILE).filter(|s| !s.trim().is_empty()) {
-            Some(path) => Some(machine_file(path.trim())?),
+            Some(path) => Some(reference::machine_file(path.trim())?),
             None => None,
         };
-        let slurm =
-            get(NRANKS).is_none() && get("SLURM_PROCID").is_some() && get("SLURM_NTASKS").is_some();
         let (rank, nranks, local_rank, local_nranks, mut rendezvous, mut job_id);
-        if slurm {
-            rank = parse_u16("SLURM_PROCID", get("SLURM_PROCID").unwrap_or_default())?;
-            nranks = parse_u16("SLURM_NTASKS", get("SLURM_NTASKS").unwrap_or_default())?;
-            local_rank = match get("SLURM_LOCALID") {
-                Some(v) => parse_u16("SLURM_LOCALID", v)?,
-                None => 0,
-            };
-            let per_node = get("SLURM_STEP_TASKS_PER_NODE").or_else(|| get("SLURM_TASKS_PER_NODE"));
-            local_nranks = match per_node {
-                Some(v) => first_tasks_per_node(&v).unwrap_or(1),
-                None => 1,
-            };
-            let job: u64 = get("SLURM_JOB_ID")
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            let step: u64 = get("SLURM_STEP_ID")
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            let nodelist = get("SLURM_STEP_NODELIST").or_else(|| get("SLURM_JOB_NODELIST"));
-            let port = 20_000 + (job.wrapping_mul(16).wrapping_add(step) % 40_000);
-            rendezvous = nodelist
-                .and_then(|l| first_slurm_host(&l))
-                .map(|h| format!("{h}:{port}"));
-            job_id = format!("slurm-{job}.{step}");
+        // Precedence: the explicit GASPI_* description (what our launcher sets; it also
+        // exports torchrun's names for the program) > Slurm > torchrun > refusing mpirun >
+        // a single process.
+        let explicit = get(NRANKS).is_some() || mfile.is_some();
+        let foreign = match slurm::placement(&get, explicit)? {
+            Some(p) => Some(p),
+            None => torchrun::placement(&get, explicit)?,
+        };
+        if foreign.is_none() && !explicit {
+            mpi::refuse_mpi_launch(&get)?;
+        }
+        if let Some(p) = foreign {
+            Placement {
+                rank,
+                nranks,
+                local_rank,
+                local_nranks,
+                rendezvous,
+                job_id,
+            } = p;
         } else {
             nranks = match (get(NRANKS), &mfile) {
                 (Some(v), _) => parse_u16(NRANKS, v)?,
@@ -407,90 +356,10 @@ impl JobEnv {
     }
 }
 
-/// This rank's NUMA socket from `GASPI_SOCKET` (`None` when unset), as the reference
-/// implementation's launcher sets it (`gaspi_numa_socket`).
-pub fn numa_socket() -> Result<Option<u8>> {
-    parse_socket(std::env::var(SOCKET).ok())
-}
-
-fn parse_socket(v: Option<String>) -> Result<Option<u8>> {
-    match v.filter(|s| !s.trim().is_empty()) {
-        None => Ok(None),
-        Some(s) => {
-            s.trim().parse::<u8>().map(Some).map_err(|_| {
-                Error::Env(format!("{SOCKET}={s:?} is not a socket number in 0..=255"))
-            })
-        }
-    }
-}
-
-/// The hosts of a machine file: the first word of every line that is not blank or a
-/// `#` comment, in order.
-fn machine_file(path: &str) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::Env(format!("{MFILE}={path:?} cannot be read: {e}")))?;
-    let hosts: Vec<String> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .collect();
-    if hosts.is_empty() {
-        return Err(Error::Env(format!("{MFILE}={path:?} lists no hosts")));
-    }
-    Ok(hosts)
-}
-
-/// `"4(x2),3"` → 4; `"2"` → 2.
-fn first_tasks_per_node(v: &str) -> Option<u16> {
-    let first = v.split(',').next()?;
-    first.split('(').next()?.trim().parse().ok()
-}
-
-/// The first host of a Slurm host list: `"node[03-05,7],login1"` → `"node03"`.
-fn first_slurm_host(list: &str) -> Option<String> {
-    let list = list.trim();
-    let end = list.find([',', '[']).unwrap_or(list.len());
-    let prefix = &list[..end];
-    if list[end..].starts_with('[') {
-        let inner = &list[end + 1..list[end..].find(']').map(|i| end + i)?];
-        let first = inner.split(',').next()?.split('-').next()?;
-        Some(format!("{prefix}{first}"))
-    } else if prefix.is_empty() {
-        None
-    } else {
-        Some(prefix.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn removes_only_the_jobs_shared_memory_files() {
-        let job = format!("unit{}", std::process::id());
-        let ours = [
-            format!("{}-r0-s0", shm_prefix(&job, 0x1234)),
-            format!("{}-r1-s256", shm_prefix(&job, u64::MAX)),
-            format!("/dev/shm/tnt-{job}-verbs-r12"),
-        ];
-        let theirs = [
-            format!("{}-r0-s0", shm_prefix(&format!("{job}-b"), 7)),
-            format!("/dev/shm/tnt-{job}-notanonce-r0-s0"),
-            format!("/dev/shm/tnt-{job}x-0000000000000000-r0"),
-            format!("/dev/shm/tnt-{job}-verbs-rx"),
-        ];
-        for f in ours.iter().chain(&theirs) {
-            std::fs::write(f, b"x").unwrap();
-        }
-        assert_eq!(remove_job_shm_files(&job), 3);
-        assert!(ours.iter().all(|f| !std::path::Path::new(f).exists()));
-        for f in &theirs {
-            assert!(std::path::Path::new(f).exists(), "{f} was removed");
-            std::fs::remove_file(f).unwrap();
-        }
-    }
     use std::collections::HashMap;
 
     fn env(pairs: &[(&str, &str)]) -> Result<JobEnv> {
@@ -605,10 +474,157 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// What torchrun sets for rank `rank` of `world` ranks, two per host.
+    fn torchrun_vars(rank: &str, world: &str) -> Vec<(&'static str, String)> {
+        let local = rank
+            .parse::<u16>()
+            .map_or(rank.to_string(), |r| (r % 2).to_string());
+        vec![
+            ("RANK", rank.to_string()),
+            ("WORLD_SIZE", world.to_string()),
+            ("LOCAL_RANK", local),
+            ("LOCAL_WORLD_SIZE", "2".to_string()),
+            ("MASTER_ADDR", "head".to_string()),
+            ("MASTER_PORT", "29500".to_string()),
+            ("TORCHELASTIC_RUN_ID", "run 7".to_string()),
+        ]
+    }
+
+    fn env_owned(vars: &[(&str, String)]) -> Result<JobEnv> {
+        let pairs: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        env(&pairs)
+    }
+
+    fn env_error(pairs: &[(&str, &str)]) -> String {
+        match env(pairs) {
+            Err(Error::Env(message)) => message,
+            other => panic!("expected an environment error, got {other:?}"),
+        }
+    }
+
     #[test]
-    fn slurm_host_lists() {
-        assert_eq!(first_slurm_host("a1,b2").as_deref(), Some("a1"));
-        assert_eq!(first_slurm_host("n[7,9-10]").as_deref(), Some("n7"));
-        assert_eq!(first_slurm_host("single").as_deref(), Some("single"));
+    fn torchrun_variables_describe_the_job() {
+        let e = env_owned(&torchrun_vars("3", "4")).unwrap();
+        assert_eq!(
+            (e.rank, e.nranks, e.local_rank, e.local_nranks),
+            (Rank(3), 4, 1, 2)
+        );
+        assert_eq!(
+            e.rendezvous.as_deref(),
+            Some("head:29501"),
+            "MASTER_PORT + 1"
+        );
+        assert_eq!(e.job_id, "torchrun-run_7.29500");
+        assert_eq!(e.token, JobToken::derived_from("torchrun-run_7.29500"));
+    }
+
+    #[test]
+    fn torchrun_rendezvous_port_wraps_and_yields_to_gaspi_sn_port() {
+        assert_eq!(torchrun::rendezvous_port(65535), 65534);
+        let mut vars = torchrun_vars("0", "2");
+        vars.push((SN_PORT, "4000".to_string()));
+        let e = env_owned(&vars).unwrap();
+        assert_eq!(e.rendezvous.as_deref(), Some("head:4000"));
+        let mut vars = torchrun_vars("0", "2");
+        vars.retain(|(k, _)| *k != "MASTER_ADDR");
+        vars.push(("MASTER_ADDR", "fe80::1".to_string()));
+        let e = env_owned(&vars).unwrap();
+        assert_eq!(e.rendezvous.as_deref(), Some("[fe80::1]:29501"));
+    }
+
+    #[test]
+    fn torchrun_world_size_one_is_a_single_rank_job() {
+        let e = env(&[("RANK", "0"), ("WORLD_SIZE", "1")]).unwrap();
+        assert_eq!((e.rank, e.nranks, e.local_nranks), (Rank(0), 1, 1));
+        assert!(e.rendezvous.is_none());
+        assert_eq!(e.job_id, "torchrun-none");
+    }
+
+    #[test]
+    fn torchrun_bad_values_name_the_variable() {
+        let message = env_error(&[("RANK", "2"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h")]);
+        assert!(
+            message.contains("RANK=2") && message.contains("WORLD_SIZE=2"),
+            "{message}"
+        );
+        let message = env_error(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "h"),
+            ("MASTER_PORT", "http"),
+        ]);
+        assert!(message.contains("MASTER_PORT=\"http\""), "{message}");
+        let message = env_error(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "1")]);
+        assert!(message.contains("MASTER_ADDR"), "{message}");
+        let message = env_error(&[("RANK", "x"), ("WORLD_SIZE", "2")]);
+        assert!(message.contains("RANK=\"x\""), "{message}");
+        let message = env_error(&[("RANK", "0"), ("WORLD_SIZE", "0")]);
+        assert!(message.contains("WORLD_SIZE=0"), "{message}");
+        let message = env_error(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "1"),
+            ("LOCAL_RANK", "1"),
+            ("LOCAL_WORLD_SIZE", "1"),
+        ]);
+        assert!(message.contains("LOCAL_RANK=1"), "{message}");
+    }
+
+    #[test]
+    fn gaspi_variables_win_over_slurm_and_torchrun() {
+        // What our launcher exports: GASPI_* for the runtime, torchrun's names for the program.
+        let mut vars = torchrun_vars("1", "4");
+        vars.extend([
+            (NRANKS, "2".to_string()),
+            (RANK, "0".to_string()),
+            (RENDEZVOUS, "10.0.0.1:4000".to_string()),
+            ("SLURM_PROCID", "5".to_string()),
+            ("SLURM_NTASKS", "8".to_string()),
+            ("OMPI_COMM_WORLD_SIZE", "6".to_string()),
+        ]);
+        let e = env_owned(&vars).unwrap();
+        assert_eq!((e.rank, e.nranks), (Rank(0), 2));
+        assert_eq!(e.rendezvous.as_deref(), Some("10.0.0.1:4000"));
+        assert_eq!(e.job_id, "local");
+    }
+
+    #[test]
+    fn slurm_wins_over_torchrun_and_torchrun_over_mpirun() {
+        let mut vars = torchrun_vars("1", "4");
+        vars.extend([
+            ("SLURM_PROCID", "5".to_string()),
+            ("SLURM_NTASKS", "8".to_string()),
+            ("SLURM_STEP_NODELIST", "node1".to_string()),
+        ]);
+        let e = env_owned(&vars).unwrap();
+        assert_eq!((e.rank, e.nranks), (Rank(5), 8));
+        assert!(e.job_id.starts_with("slurm-"));
+        let mut vars = torchrun_vars("1", "4");
+        vars.push(("OMPI_COMM_WORLD_SIZE", "4".to_string()));
+        let e = env_owned(&vars).unwrap();
+        assert_eq!((e.rank, e.nranks), (Rank(1), 4));
+    }
+
+    #[test]
+    fn mpirun_with_several_processes_is_refused_with_the_fix() {
+        for (size, rank) in [
+            ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
+            ("PMI_SIZE", "PMI_RANK"),
+        ] {
+            let message = env_error(&[(size, "4"), (rank, "2")]);
+            assert!(message.contains("mpirun"), "{message}");
+            assert!(message.contains("with 4 processes"), "{message}");
+            assert!(message.contains("tarantella -n 4 --"), "{message}");
+            assert!(message.contains("srun -n 4"), "{message}");
+        }
+        let message = env_error(&[("PMI_SIZE", "many")]);
+        assert!(message.contains("PMI_SIZE=\"many\""), "{message}");
+    }
+
+    #[test]
+    fn mpirun_with_one_process_is_a_single_rank_job() {
+        for size in ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"] {
+            let e = env(&[(size, "1")]).unwrap();
+            assert_eq!((e.rank, e.nranks), (Rank(0), 1));
+        }
     }
 }
