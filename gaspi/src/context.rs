@@ -23,7 +23,7 @@ use crate::transport::{Dest, Route, Routes, Transport};
 use crate::types::{Deadline, Group, NetworkType, PeerState, Rank, Timeout};
 
 /// The longest `term` waits for its goodbyes to leave and the peers' connections to close.
-pub const TERM_DRAIN_LIMIT: Duration = Duration::from_secs(2);
+pub(crate) const TERM_DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
 
@@ -281,7 +281,7 @@ impl Context {
     ///
     /// `timeout` bounds how long term waits for the peers' connections to close after its
     /// goodbyes have left ([`Timeout::TEST`]: not at all); never more than
-    /// [`TERM_DRAIN_LIMIT`], so that
+    /// `TERM_DRAIN_LIMIT` (2 s), so that
     /// `GASPI_BLOCK` does not turn term into a barrier with peers that have not left yet (as
     /// in GPI-2, term does not wait for them).
     pub fn term(self, timeout: Timeout) -> Result<()> {
