@@ -1,8 +1,9 @@
 //! `--keep-runs N`: when a job starts, the run directories of all but the last N jobs are
 //! removed, so that rank logs do not pile up without end.
 //!
-//! Only what is surely a finished job's run directory goes: a directory named like one,
-//! holding nothing but the files tarantella writes there, whose job was torn down, or was
+//! Only what is surely a finished job's run directory goes: a directory named like one and
+//! marked by tarantella with that name ([`RUN_MARKER`]), holding nothing but the files
+//! tarantella writes there, whose job was torn down, or was
 //! started on this host and has no live tarantella and no live recorded process here. A job that recorded processes on other hosts
 //! and was never torn down keeps its record for `--cleanup`. Files are removed one by one by
 //! their known names, never a whole tree, so nothing else under the root can be lost.
@@ -13,7 +14,7 @@ use std::time::SystemTime;
 
 use crate::cleanup;
 use crate::plan::validate_job_id;
-use crate::rundir::{self, Layout, MACHINE_FILE};
+use crate::rundir::{self, Layout, MACHINE_FILE, RUN_MARKER};
 
 /// Removes the run directories under `layout` beyond the `keep` newest, counting and never
 /// removing `current` (this job's); returns the ones removed.
@@ -56,6 +57,12 @@ fn run_dirs(layout: &Layout) -> Vec<(SystemTime, PathBuf, String)> {
             if !meta.is_dir() || !holds_only_run_files(&e.path()) {
                 return None;
             }
+            // Marked by tarantella as this very directory (not a user's `logs/` of similar
+            // files, nor a run directory renamed to keep it).
+            let marker = fs::read_to_string(e.path().join(RUN_MARKER)).ok()?;
+            if marker != name {
+                return None;
+            }
             Some((meta.modified().ok()?, e.path(), job_id.to_string()))
         })
         .collect()
@@ -68,7 +75,7 @@ fn is_run_file(name: &str) -> bool {
             .and_then(|n| n.strip_suffix(suffix))
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
     };
-    matches!(name, "job" | "pids" | MACHINE_FILE)
+    matches!(name, "job" | "pids" | MACHINE_FILE | RUN_MARKER)
         || numbered("rank-", ".log")
         || numbered("status-", "")
 }
@@ -158,20 +165,29 @@ mod tests {
             root: root.clone(),
             prefix: rundir::SLURM_PREFIX,
         };
-        for (dir, file) in [
-            ("tarantella-old", "rank-1.log"),
-            ("tarantella-mine", "rank-1.log"),
-            ("tarantella-data", "results.csv"),
-            ("other", "rank-1.log"),
+        // (directory, file in it, marker content or none)
+        for (dir, file, marker) in [
+            ("tarantella-old", "rank-1.log", Some("tarantella-old")),
+            ("tarantella-mine", "rank-1.log", Some("tarantella-mine")),
+            ("tarantella-data", "results.csv", Some("tarantella-data")),
+            ("other", "rank-1.log", Some("other")),
+            // A user's directory of similar files: no marker.
+            ("tarantella-logs", "rank-1.log", None),
+            // A run directory renamed to keep it: its marker names another.
+            ("tarantella-best", "rank-1.log", Some("tarantella-old2")),
         ] {
             fs::create_dir_all(root.join(dir)).unwrap();
             fs::write(root.join(dir).join(file), "x").unwrap();
+            if let Some(m) = marker {
+                fs::write(root.join(dir).join(RUN_MARKER), m).unwrap();
+            }
         }
         let current = root.join("tarantella-mine");
         let removed = old_runs(&layout, &current, 1);
         assert_eq!(removed, [root.join("tarantella-old")]);
         assert!(current.is_dir() && root.join("tarantella-data").is_dir());
         assert!(root.join("other").is_dir());
+        assert!(root.join("tarantella-logs").is_dir() && root.join("tarantella-best").is_dir());
         fs::remove_dir_all(&root).unwrap();
     }
 

@@ -130,6 +130,9 @@ fn rd_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
+/// The file that marks a directory as a run directory; it holds the directory's own name.
+pub const RUN_MARKER: &str = ".tarantella-run";
+
 impl JobDir {
     /// Creates the directory and the job record.
     pub fn create(path: &Path, ssh: &[String]) -> Result<JobDir> {
@@ -143,6 +146,11 @@ impl JobDir {
         job += &format!("host={}\n", this_host());
         job += &format!("ssh={}\n", crate::shell::join(ssh));
         fs::write(path.join("job"), job).map_err(rd_err(path))?;
+        // Names the directory as a run directory of this job for `--keep-runs`, which must
+        // never take a user's directory of similar files (a `logs/` under a run-dir root) for
+        // one. Kept with the logs; goes with the directory.
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        fs::write(path.join(RUN_MARKER), name.unwrap_or_default()).map_err(rd_err(path))?;
         let pids = OpenOptions::new()
             .create(true)
             .append(true)
@@ -180,8 +188,14 @@ impl JobDir {
         let _ = fs::remove_file(self.path.join("pids"));
         let _ = fs::remove_file(self.path.join("job"));
         let _ = fs::remove_file(self.path.join(MACHINE_FILE));
-        // Keep the directory only when it holds rank logs.
-        let _ = fs::remove_dir(&self.path);
+        // Keep the directory (and its marker) only when it holds rank logs.
+        let only_marker = fs::read_dir(&self.path)
+            .map(|mut d| d.all(|e| e.is_ok_and(|e| e.file_name() == RUN_MARKER)))
+            .unwrap_or(false);
+        if only_marker {
+            let _ = fs::remove_file(self.path.join(RUN_MARKER));
+            let _ = fs::remove_dir(&self.path);
+        }
     }
 }
 

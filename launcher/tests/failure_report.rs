@@ -100,6 +100,8 @@ fn fake_old_run(root: &std::path::Path, id: &str, supervisor: u32, age: Duration
     )
     .unwrap();
     std::fs::write(dir.join("rank-1.log"), "probe rank=1\n").unwrap();
+    // What tarantella marks its run directories with (their own name).
+    std::fs::write(dir.join(".tarantella-run"), id).unwrap();
     set_age(&dir, age);
 }
 
