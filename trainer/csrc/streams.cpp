@@ -46,6 +46,14 @@ c10::DeviceType device_type(int code) { return code == 0 ? c10::DeviceType::CPU 
 
 extern "C" {
 
+// Makes CUDA device `index` this thread's current device. Every thread that touches a
+// rank's GPU calls it first: c10's event and stream calls restore the thread's previous
+// device afterwards, and on a thread that never chose one that is device 0, whose context
+// would then be created in every rank of the host.
+int tnt_set_device(int index, char** error) {
+  return guarded(error, [&] { cuda_guard().setDevice(cuda_device(index)); });
+}
+
 // A stream from libtorch's pool for CUDA device `index` (a side stream, not the default one).
 int tnt_stream_from_pool(int index, void** out, char** error) {
   return guarded(error, [&] {

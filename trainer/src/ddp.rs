@@ -67,6 +67,8 @@ impl DataParallel {
         broadcast_variables(comm, vs)?;
         let params = vs.trainable_variables();
         let device = vs.device();
+        // This thread works with the parameters' GPU from here on (see set_current_device).
+        crate::stream::set_current_device(device)?;
         let mut specs = Vec::with_capacity(params.len());
         for (i, p) in params.iter().enumerate() {
             check_param(i, p, device)?;

@@ -156,6 +156,7 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
         usize::from(ctx.local_num()),
     )?;
     let device = placement.device;
+    crate::stream::set_current_device(device)?;
     if master {
         match (device, placement.ranks_sharing) {
             (tch::Device::Cpu, _) => {

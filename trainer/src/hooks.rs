@@ -187,10 +187,17 @@ impl HookTarget for HookState {
                     *t = now;
                 }
                 if self.overlap {
-                    if let Some(Err(e)) = s.sender.as_ref().map(|st| st.send(bucket)) {
-                        s.errors.push(format!("sending bucket {bucket}: {e}"));
-                    }
-                    if s.to_comm.send(Msg::Start(BucketId(bucket))).is_err() {
+                    // A bucket whose copy was not queued must not start: its segment still
+                    // holds the last step's data. The step fails instead (no Start: the comm
+                    // thread reports the bucket as never ready).
+                    let packed = match s.sender.as_ref().map(|st| st.send(bucket)) {
+                        Some(Err(e)) => {
+                            s.errors.push(format!("sending bucket {bucket}: {e}"));
+                            false
+                        }
+                        _ => true,
+                    };
+                    if packed && s.to_comm.send(Msg::Start(BucketId(bucket))).is_err() {
                         s.errors.push("the communication thread is gone".to_owned());
                     }
                 }

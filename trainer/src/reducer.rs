@@ -70,6 +70,8 @@ enum Phase {
 }
 
 struct Worker {
+    /// The parameters' device: this thread makes it current before touching the GPU.
+    device: tch::Device,
     /// `None` on a single rank: nothing to reduce.
     staging: Option<Arc<Staging>>,
     phase: Vec<Phase>,
@@ -119,6 +121,10 @@ impl Reducer {
         };
         let (tx, rx) = crossbeam_channel::unbounded();
         let worker = Worker {
+            device: match mode {
+                StagingMode::Device(d) => d,
+                StagingMode::Host => tch::Device::Cpu,
+            },
             phase: vec![Phase::Idle; plan.num_buckets()],
             comm_timeout: comm.timeout(),
             queued: 0,
@@ -186,6 +192,9 @@ impl Drop for Reducer {
 
 impl Worker {
     fn run(mut self, rx: Receiver<Msg>) {
+        if let Err(e) = crate::stream::set_current_device(self.device) {
+            self.error = Some(e);
+        }
         loop {
             // Everything the hooks queued first: starting a bucket early matters most.
             loop {

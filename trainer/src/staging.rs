@@ -24,7 +24,7 @@ use tch::{Device, Kind, Tensor};
 use crate::comm::BucketAllreduce;
 use crate::error::{Error, Result};
 use crate::pinned::PageLocked;
-use crate::stream::{copy_async, Event, Stream};
+use crate::stream::{copy_async, set_current_device, Event, Stream};
 
 /// The element type gradients travel in (`--grad-dtype`).
 #[derive(
@@ -187,7 +187,8 @@ impl Staging {
                     let flat = Tensor::f_empty([count as i64], (kind, *device))?;
                     let locked = match device {
                         // SAFETY: as for `host`: the range outlives the lock.
-                        Device::Cuda(i) if on_gpu => {
+                        // An empty bucket (parameters without elements) has nothing to lock.
+                        Device::Cuda(i) if on_gpu && bytes > 0 => {
                             Some(unsafe { PageLocked::new(ptr, bytes, *i)? })
                         }
                         _ => None,
@@ -317,7 +318,9 @@ impl Drop for Staging {
         // A copy may still be under way (a step that failed half-way): the segments it reads
         // or writes are unregistered and freed right after this.
         if let Some(stream) = self.copy_stream() {
-            if let Err(e) = stream.synchronize() {
+            // Whatever thread drops it: on the staging's own device (see set_current_device).
+            let device = self.device_index().map_or(Device::Cpu, Device::Cuda);
+            if let Err(e) = set_current_device(device).and_then(|()| stream.synchronize()) {
                 tracing::error!(
                     "waiting for the gradient copies before freeing their buffers: {e}"
                 );

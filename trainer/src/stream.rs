@@ -14,6 +14,7 @@ fn check(status: c_int, error: *mut c_char) -> Result<()> {
 }
 
 extern "C" {
+    fn tnt_set_device(index: c_int, error: *mut *mut c_char) -> c_int;
     fn tnt_stream_from_pool(index: c_int, out: *mut *mut c_void, error: *mut *mut c_char) -> c_int;
     fn tnt_stream_current(index: c_int, out: *mut *mut c_void, error: *mut *mut c_char) -> c_int;
     fn tnt_stream_free(stream: *mut c_void);
@@ -53,6 +54,20 @@ extern "C" {
 fn device_index(index: usize) -> Result<c_int> {
     c_int::try_from(index)
         .map_err(|_| Error::Config(format!("CUDA device {index} is out of range")))
+}
+
+/// Makes `device` the calling thread's current CUDA device (nothing for the CPU). Call it on
+/// every thread that works with a rank's GPU, before anything else: c10 restores a thread's
+/// previous device after its event and stream calls, and a thread that never chose one would
+/// get device 0, creating a context there in every rank of the host.
+pub(crate) fn set_current_device(device: tch::Device) -> Result<()> {
+    let tch::Device::Cuda(index) = device else {
+        return Ok(());
+    };
+    let mut error = std::ptr::null_mut();
+    // SAFETY: a plain value in; the shim catches every exception.
+    let status = unsafe { tnt_set_device(device_index(index)?, &mut error) };
+    check(status, error)
 }
 
 /// A CUDA stream of one device.
