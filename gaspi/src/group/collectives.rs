@@ -28,16 +28,30 @@ use crate::types::{Deadline, Group, Rank, Timeout};
 
 /// Rounds a collective may need: fold + log2(65536) exchanges + unfold.
 pub(super) const MAX_STEPS: usize = 18;
-const EPOCH_CYCLE: u32 = 1 << 31;
-/// Set in a slot's value (an epoch, below [`EPOCH_CYCLE`]) by a member that aborted that
+/// Epochs run 1..=EPOCH_CYCLE and wrap (even, so the parity keeps alternating).
+const EPOCH_CYCLE: u32 = 1 << 30;
+/// Set in a slot's value (an epoch, at most [`EPOCH_CYCLE`]) by a member that aborted that
 /// collective.
-const ABORTED: u32 = EPOCH_CYCLE;
+const ABORTED: u32 = 1 << 31;
 /// Where an aborting member writes the failed rank + 1, before its abort notifications.
 const FAILED_RANK_SLOT: u32 = 4 * MAX_STEPS as u32;
 pub(super) const NOTIF_SLOTS: u32 = FAILED_RANK_SLOT + 1;
 
 fn next_epoch(e: u32) -> u32 {
     e % EPOCH_CYCLE + 1
+}
+
+/// The member an error of a collective blames, if any.
+fn failed_rank(e: &Error) -> Option<Rank> {
+    match e {
+        Error::PeerFailed { rank } => Some(*rank),
+        _ => None,
+    }
+}
+
+/// Whether epoch `a` is `b` or comes after it (within half a cycle).
+fn at_or_after(a: u32, b: u32) -> bool {
+    a.wrapping_sub(b) % EPOCH_CYCLE < EPOCH_CYCLE / 2
 }
 
 fn barrier_slot(epoch: u32, round: usize) -> u32 {
@@ -155,16 +169,16 @@ impl Context {
             // Resumable: the progress stays for the next call.
             Err(Error::Timeout) => return Err(Error::Timeout),
             Err(e) => {
-                if let Error::PeerFailed { rank } = e {
-                    let n = members.len();
-                    let mut step = p.step;
-                    while (1usize << step) < n {
-                        if step > p.step || !p.sent {
-                            let to = members[(c.me + (1 << step)) % n];
-                            self.send_abort(&c, to, barrier_slot(epoch, step), epoch, rank);
-                        }
-                        step += 1;
+                // Whatever ended it here, nobody may wait for our remaining rounds.
+                let failed = failed_rank(&e);
+                let n = members.len();
+                let mut step = p.step;
+                while (1usize << step) < n {
+                    if step > p.step || !p.sent {
+                        let to = members[(c.me + (1 << step)) % n];
+                        self.send_abort(&c, to, barrier_slot(epoch, step), epoch, failed);
                     }
+                    step += 1;
                 }
                 coll.barrier = None;
                 coll.barrier_done = epoch;
@@ -215,7 +229,10 @@ impl Context {
         let mem = &c.seg.mem;
         let value = self.wait_on(mem, deadline, watch, || {
             let v = mem.slot(slot).load(Ordering::Acquire);
-            (v == epoch || v == epoch | ABORTED).then_some(v)
+            // An abort of a later epoch in this slot means ours was aborted too: its sender
+            // went on aborting (the application retried) before we looked.
+            let aborted = v & ABORTED != 0 && at_or_after(v & !ABORTED, epoch);
+            (v == epoch || aborted).then_some(v)
         })?;
         if value & ABORTED == 0 {
             return Ok(());
@@ -230,13 +247,15 @@ impl Context {
     }
 
     /// Best effort (the target may have gone too): tells `to` that this member aborted the
-    /// collective of `epoch` whose `slot` it waits on, because `failed` failed or left.
-    fn send_abort(&self, c: &Committed, to: Rank, slot: u32, epoch: u32, failed: Rank) {
+    /// collective of `epoch` whose `slot` it waits on, because `failed` failed or left
+    /// (`None`: for another reason, or one we were not told).
+    fn send_abort(&self, c: &Committed, to: Rank, slot: u32, epoch: u32, failed: Option<Rank>) {
         if self.sh.state.is_unreachable(to) {
             return;
         }
+        let failed = failed.map_or(0, |r| u32::from(r.0) + 1);
         let sent = self
-            .internal_notify(to, c.key, FAILED_RANK_SLOT, u32::from(failed.0) + 1)
+            .internal_notify(to, c.key, FAILED_RANK_SLOT, failed)
             .and_then(|()| self.internal_notify(to, c.key, slot, epoch | ABORTED));
         if let Err(e) = sent {
             tracing::debug!("aborting a collective towards rank {to}: {e}");
@@ -309,21 +328,26 @@ impl Context {
                     epoch: next_epoch(done),
                     ..Default::default()
                 });
-                if let Error::PeerFailed { rank } = e {
-                    let plan = Doubling::new(members.len(), c.me);
-                    for (step, to) in plan.sends() {
-                        if step > p.step || (step == p.step && !p.sent) {
-                            self.send_abort(
-                                &c,
-                                members[to],
-                                reduce_slot(p.epoch, step),
-                                p.epoch,
-                                rank,
-                            );
-                        }
+                // Whatever ended it here, nobody may wait for our remaining sends: those of
+                // this round, and all of the rounds after it (each has an epoch of its own;
+                // a member that completed this round waits on us in the next).
+                let failed = failed_rank(&e);
+                let plan = Doubling::new(members.len(), c.me);
+                for (step, to) in plan.sends() {
+                    if step > p.step || (step == p.step && !p.sent) {
+                        let slot = reduce_slot(p.epoch, step);
+                        self.send_abort(&c, members[to], slot, p.epoch, failed);
                     }
                 }
-                coll.reduce_done = p.epoch;
+                let mut epoch = p.epoch;
+                for _ in coll.reduce_rounds_done + 1..rounds {
+                    epoch = next_epoch(epoch);
+                    for (step, to) in plan.sends() {
+                        let slot = reduce_slot(epoch, step);
+                        self.send_abort(&c, members[to], slot, epoch, failed);
+                    }
+                }
+                coll.reduce_done = epoch;
                 coll.reduce_rounds_done = 0;
                 Err(e)
             }
