@@ -553,6 +553,8 @@ fn count_numa_nodes() -> usize {
 }
 
 mod env;
+
+pub use env::TORCHRUN_VARIABLES;
 mod placement;
 mod program;
 use placement::place;

@@ -163,15 +163,7 @@ fn a_python_script_runs_with_python3_or_the_given_interpreter() {
     assert!(!job.out.iter().any(|l| l.contains("python3 ran")));
 }
 
-const TORCHRUN: [&str; 7] = [
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "NODE_RANK",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-];
+const TORCHRUN: [&str; 7] = launcher::plan::TORCHRUN_VARIABLES;
 
 /// `PROBE --env NAME` for every name.
 fn probe_showing(names: &[&str]) -> Vec<String> {

@@ -4,6 +4,8 @@
 
 mod common;
 
+use launcher::plan::TORCHRUN_VARIABLES;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -74,15 +76,7 @@ fn ssh_ranks_get_torchruns_variables() {
     };
     let hf = two_names_for_this_host(&dir, 2);
     let mut args = vec!["--output-on-all-devices", "--", PROBE, "--rendezvous"];
-    for var in [
-        "RANK",
-        "WORLD_SIZE",
-        "LOCAL_RANK",
-        "LOCAL_WORLD_SIZE",
-        "NODE_RANK",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-    ] {
+    for var in TORCHRUN_VARIABLES {
         args.extend(["--env", var]);
     }
     let mut job = ssh_job(&sshd, &hf, &args);
@@ -92,18 +86,10 @@ fn ssh_ranks_get_torchruns_variables() {
     assert!(port.parse::<u16>().is_ok(), "{port}");
     assert_ne!(seen[0]["rendezvous"], format!("127.0.0.1:{port}"));
     let row = |r: usize| -> Vec<&str> {
-        [
-            "RANK",
-            "WORLD_SIZE",
-            "LOCAL_RANK",
-            "LOCAL_WORLD_SIZE",
-            "NODE_RANK",
-            "MASTER_ADDR",
-            "MASTER_PORT",
-        ]
-        .iter()
-        .map(|v| seen[r][*v].as_str())
-        .collect()
+        TORCHRUN_VARIABLES
+            .iter()
+            .map(|v| seen[r][*v].as_str())
+            .collect()
     };
     assert_eq!(
         row(0),

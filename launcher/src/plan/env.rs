@@ -19,6 +19,16 @@ pub const LOCAL_WORLD_SIZE: &str = "LOCAL_WORLD_SIZE";
 pub const NODE_RANK: &str = "NODE_RANK";
 pub const MASTER_ADDR: &str = "MASTER_ADDR";
 pub const MASTER_PORT: &str = "MASTER_PORT";
+/// All of torchrun's variables that every rank gets, in torchrun's order.
+pub const TORCHRUN_VARIABLES: [&str; 7] = [
+    RANK,
+    WORLD_SIZE,
+    LOCAL_RANK,
+    LOCAL_WORLD_SIZE,
+    NODE_RANK,
+    MASTER_ADDR,
+    MASTER_PORT,
+];
 
 /// Set with `-N`: a GPI-2 program binds itself to the CPUs of socket `GASPI_SOCKET`.
 pub const GASPI_SET_NUMA_SOCKET: &str = "GASPI_SET_NUMA_SOCKET";

@@ -397,15 +397,7 @@ fn values(vars: &[(String, String)], names: &[&str]) -> Vec<String> {
         .collect()
 }
 
-const TORCHRUN: [&str; 7] = [
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "NODE_RANK",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-];
+const TORCHRUN: [&str; 7] = TORCHRUN_VARIABLES;
 
 #[test]
 fn ranks_get_torchruns_variables() {

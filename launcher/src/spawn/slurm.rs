@@ -242,15 +242,7 @@ mod tests {
         (lines, String::from_utf8_lossy(&out.stderr).into_owned())
     }
 
-    const TORCHRUN: [&str; 7] = [
-        "RANK",
-        "WORLD_SIZE",
-        "LOCAL_RANK",
-        "LOCAL_WORLD_SIZE",
-        "NODE_RANK",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-    ];
+    const TORCHRUN: [&str; 7] = crate::plan::TORCHRUN_VARIABLES;
 
     #[test]
     fn a_slurm_rank_gets_torchruns_variables_and_its_nodes_rank_count() {
