@@ -43,13 +43,7 @@ fn local_one_to_five_ranks() {
             assert!(l.starts_with(&format!("[rank {r}] ")), "prefixed: {l}");
         }
         if n > 1 {
-            assert_eq!(
-                job.out
-                    .iter()
-                    .filter(|l| l.contains("rendezvous ok"))
-                    .count(),
-                n
-            );
+            job.assert_rendezvous_ok(n);
         }
     }
 }

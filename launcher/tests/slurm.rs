@@ -36,15 +36,7 @@ fn slurm_ranks_meet_at_the_rendezvous() {
     }
     let mut job = salloc(&["--output-on-all-devices", "--", PROBE, "--rendezvous"]);
     assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
-    assert_eq!(
-        job.out
-            .iter()
-            .filter(|l| l.contains("rendezvous ok"))
-            .count(),
-        2,
-        "{:?}",
-        job.out
-    );
+    job.assert_rendezvous_ok(2);
     let jobs: Vec<String> = job.out.iter().filter_map(|l| field(l, "job")).collect();
     assert_eq!(jobs.len(), 2);
     assert_eq!(jobs[0], jobs[1]);

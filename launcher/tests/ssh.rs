@@ -40,15 +40,7 @@ fn ssh_ranks_on_loopback_get_the_environment() {
         ],
     );
     assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
-    assert_eq!(
-        job.out
-            .iter()
-            .filter(|l| l.contains("rendezvous ok"))
-            .count(),
-        3,
-        "{:?}",
-        job.out
-    );
+    job.assert_rendezvous_ok(3);
     assert_eq!(
         job.out
             .iter()
@@ -286,15 +278,7 @@ fn ranks_in_two_network_namespaces() {
         .args(["--output-on-all-devices", "--", PROBE, "--rendezvous"]);
     let mut job = Job::spawn(cmd, run);
     assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
-    assert_eq!(
-        job.out
-            .iter()
-            .filter(|l| l.contains("rendezvous ok"))
-            .count(),
-        2,
-        "{:?}",
-        job.out
-    );
+    job.assert_rendezvous_ok(2);
     let nets: Vec<String> = job
         .out
         .iter()
@@ -340,15 +324,7 @@ fn ssh_ranks_get_the_job_token_without_it_showing_on_any_command_line() {
     // Both ranks hold the launcher's token (not one derived from the job id) and presented
     // it to each other; meanwhile their ssh clients, remote shells and wrappers were alive,
     // and none showed it on its command line.
-    assert_eq!(
-        job.out
-            .iter()
-            .filter(|l| l.contains("rendezvous ok"))
-            .count(),
-        2,
-        "{:?}",
-        job.out
-    );
+    job.assert_rendezvous_ok(2);
     let seen: Vec<(String, String)> = job
         .out
         .iter()

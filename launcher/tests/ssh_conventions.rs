@@ -32,15 +32,7 @@ fn ssh_ranks_from_a_host_list_on_the_command_line() {
     ]);
     let mut job = Job::spawn(cmd, run);
     assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
-    assert_eq!(
-        job.out
-            .iter()
-            .filter(|l| l.contains("rendezvous ok"))
-            .count(),
-        2,
-        "{:?}",
-        job.out
-    );
+    job.assert_rendezvous_ok(2);
     let rdv: Vec<String> = job
         .out
         .iter()

@@ -165,6 +165,17 @@ impl Job {
         status
     }
 
+    /// Asserts that exactly `n` ranks printed `probe ... --rendezvous`'s success line: they
+    /// all joined one job.
+    pub fn assert_rendezvous_ok(&self, n: usize) {
+        let ok = self
+            .out
+            .iter()
+            .filter(|l| l.contains("rendezvous ok"))
+            .count();
+        assert_eq!(ok, n, "{:?}", self.out);
+    }
+
     pub fn stderr_text(&self) -> String {
         self.err.join("\n")
     }
