@@ -70,8 +70,8 @@ impl Timeout {
         Timeout(ms)
     }
 
-    /// The instant at which a call started now must give up; `None` for [`Timeout::BLOCK`].
-    pub(crate) fn deadline(self) -> Deadline {
+    /// The instant at which a call started now must give up; never for [`Timeout::BLOCK`].
+    pub fn deadline(self) -> Deadline {
         if self == Timeout::BLOCK {
             Deadline(None)
         } else {
@@ -90,15 +90,26 @@ impl From<Duration> for Timeout {
     }
 }
 
-/// An absolute deadline; `None` means never.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Deadline(pub Option<Instant>);
+/// An absolute deadline (`None` inside means never): what a [`Timeout`] becomes when a call
+/// starts, so that a call made of several waits gives up at one instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadline(pub(crate) Option<Instant>);
 
 impl Deadline {
+    /// A deadline that never passes ([`Timeout::BLOCK`]).
+    pub const NEVER: Deadline = Deadline(None);
+
+    /// `d` from now.
     pub fn after(d: Duration) -> Self {
         Deadline(Instant::now().checked_add(d))
     }
 
+    /// At `instant`.
+    pub fn at(instant: Instant) -> Self {
+        Deadline(Some(instant))
+    }
+
+    /// Whether the deadline has passed.
     pub fn expired(&self) -> bool {
         matches!(self.0, Some(t) if Instant::now() >= t)
     }
@@ -106,6 +117,19 @@ impl Deadline {
     /// Time left, `None` = unbounded.
     pub fn remaining(&self) -> Option<Duration> {
         self.0.map(|t| t.saturating_duration_since(Instant::now()))
+    }
+
+    /// The time left as a [`Timeout`] for a blocking call, rounded up to whole milliseconds
+    /// (so a deadline not yet passed never becomes [`Timeout::TEST`] early).
+    pub fn timeout(&self) -> Timeout {
+        match self.remaining() {
+            None => Timeout::BLOCK,
+            Some(left) => Timeout(
+                u64::try_from(left.as_micros().div_ceil(1000))
+                    .unwrap_or(u64::MAX - 1)
+                    .min(u64::MAX - 1),
+            ),
+        }
     }
 }
 
