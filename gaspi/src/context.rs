@@ -4,23 +4,29 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::bootstrap::{self, host_identity};
 use crate::config::{limits, Config};
-use crate::env::{JobEnv, TransportChoice};
+use crate::control::handlers::ControlPlane;
+use crate::counters::Stats;
+use crate::env::JobEnv;
 use crate::error::{Error, Result};
-use crate::group::GroupTable;
-use crate::passive::PassiveInbox;
-use crate::queue::QueueTable;
-use crate::rpc::RpcTable;
-use crate::segment::SegmentTable;
+use crate::group::state::GroupTable;
+use crate::memory::passive_inbox::PassiveInbox;
+use crate::memory::segment_table::SegmentTable;
+use crate::runtime::rendezvous::{host_identity, rendezvous};
+use crate::runtime::routes::{choose_routes, PeerFacts};
+use crate::runtime::verbs::open_verbs;
 use crate::state::StateVector;
+use crate::transport::completion::QueueTable;
+use crate::transport::requests::{RpcTable, UnackedSends};
+use crate::transport::route::{Route, Routes};
 use crate::transport::shm::Shm;
-use crate::transport::tcp::wire::{Header, Op};
+use crate::transport::tcp::endpoint::Endpoint;
 use crate::transport::tcp::TcpTransport;
-use crate::transport::verbs::device::{self as ib, DeviceChoice};
-use crate::transport::verbs::{PassiveSizes, VerbsSetup, VerbsTransport};
-use crate::transport::{Dest, Route, Routes, Transport};
+use crate::transport::verbs::device::DeviceChoice;
+use crate::transport::verbs::VerbsTransport;
+use crate::transport::{Dest, Transport};
 use crate::types::{Deadline, Group, NetworkType, PeerState, Rank, Timeout};
+use crate::wire::control::ControlMessage;
 
 /// The longest `term` waits for its goodbyes to leave and the peers' connections to close.
 pub(crate) const TERM_DRAIN_LIMIT: Duration = Duration::from_secs(2);
@@ -37,14 +43,17 @@ pub(crate) struct Shared {
     pub job: JobEnv,
     /// `/dev/shm/tnt-<job>-<nonce>` when segments are shared with local peers.
     pub shm_prefix: Option<String>,
-    pub segments: SegmentTable,
+    pub segments: Arc<SegmentTable>,
     pub state: Arc<StateVector>,
-    pub routes: Routes,
+    pub routes: Arc<Routes>,
     /// Queue pairs to the peers reached over verbs.
     pub verbs: Option<VerbsTransport>,
-    pub passive: PassiveInbox,
-    pub rpc: RpcTable,
-    pub stats: crate::stats::Stats,
+    pub passive: Arc<PassiveInbox>,
+    /// Passive sends over TCP whose call timed out, per target (for their retries).
+    pub unacked_passive: UnackedSends,
+    /// Requests waiting for a peer's answer (shared with the TCP transport).
+    pub rpc: Arc<RpcTable>,
+    pub stats: Stats,
     /// Set by `term`: blocked calls on other threads end with [`Error::Terminated`].
     pub closing: AtomicBool,
 }
@@ -101,50 +110,35 @@ impl Context {
         INITIALIZED.load(Ordering::SeqCst)
     }
 
+    /// Start-up: the steps of [`crate::runtime`] in order, then the TCP mesh (which carries
+    /// the control plane whatever the routes), `GROUP_ALL` and the init barrier.
     fn start(config: Config, env: JobEnv) -> Result<Context> {
         let deadline = Deadline::after(Duration::from_millis(env.init_timeout_ms));
         let me = env.rank;
         let n = env.nranks;
         let choice = DeviceChoice::from_env()?;
-        let verbs_setup = Self::open_verbs(&config, &env, &choice)?;
+        let verbs_setup = open_verbs(&config, &env, &choice)?;
         let (table, listener) = if n > 1 {
             let hello = verbs_setup.as_ref().map(|v| v.hello()).unwrap_or_default();
-            let (t, l) = bootstrap::rendezvous(&env, &hello, deadline)?;
+            let (t, l) = rendezvous(&env, &hello, deadline)?;
             (Some(t), Some(l))
         } else {
             (None, None)
         };
-        let my_host = host_identity();
-        let mut routes = vec![Route::Local; usize::from(n)];
-        if let Some(t) = &table {
-            for (r, route) in routes.iter_mut().enumerate() {
-                if r == me.index() {
-                    continue;
-                }
-                let same_host = t.hosts[r] == my_host;
-                let verbs = verbs_setup.is_some() && !t.verbs[r].0.is_empty();
-                *route = match (env.transport, same_host) {
-                    (TransportChoice::Tcp, _) => Route::Tcp,
-                    (TransportChoice::Verbs, _) | (TransportChoice::Auto, false) if verbs => {
-                        Route::Verbs
-                    }
-                    (TransportChoice::Verbs, _) => {
-                        tracing::warn!(
-                            "GASPI_TRANSPORT=verbs: rank {r} has no verbs device; using TCP to it"
-                        );
-                        Route::Tcp
-                    }
-                    (TransportChoice::Auto, false) => Route::Tcp,
-                    (_, true) => Route::Shm,
-                    (TransportChoice::Shm, false) => {
-                        return Err(Error::Env(format!(
-                            "GASPI_TRANSPORT=shm but rank {r} is on another host; use auto or tcp"
-                        )))
-                    }
-                };
+        let routes = match &table {
+            Some(t) => {
+                let my_host = host_identity();
+                let facts: Vec<PeerFacts> = (0..usize::from(n))
+                    .map(|r| PeerFacts {
+                        same_host: t.hosts[r] == my_host,
+                        verbs: verbs_setup.is_some() && !t.verbs[r].0.is_empty(),
+                    })
+                    .collect();
+                choose_routes(me, env.transport, &facts)?
             }
-        }
-        let routes = Routes::new(&routes);
+            None => vec![Route::Local; usize::from(n)],
+        };
+        let routes = Arc::new(Routes::new(&routes));
         // The fake device reaches peers' memory through their segment files.
         let shm_prefix = match &table {
             Some(t) if routes.any_shm() || (choice.is_fake() && routes.any(Route::Verbs)) => {
@@ -156,7 +150,7 @@ impl Context {
         let verbs = match (verbs_setup, &table) {
             (Some(setup), Some(t)) if routes.any(Route::Verbs) => Some(
                 setup.connect(
-                    t,
+                    &t.verbs,
                     &routes
                         .ranks_with(Route::Verbs)
                         .into_iter()
@@ -181,33 +175,52 @@ impl Context {
                 routes.ranks_with(Route::Tcp)
             );
         }
+        let segments = Arc::new(SegmentTable::default());
+        let passive = Arc::new(PassiveInbox::new(config.passive_queue_size_max));
+        let rpc = Arc::new(RpcTable::default());
+        let tcp = match (table, listener) {
+            (Some(t), Some(l)) => {
+                let control = Arc::new(ControlPlane {
+                    segments: segments.clone(),
+                    routes: routes.clone(),
+                    shm_prefix: shm_prefix.clone(),
+                    inbox: passive.clone(),
+                    state: state.clone(),
+                });
+                let endpoint = Arc::new(Endpoint {
+                    rank: me,
+                    nranks: n,
+                    transfer_size_max: config.transfer_size_max,
+                    passive_size_max: u64::from(config.passive_transfer_size_max),
+                    segments: segments.clone(),
+                    state: state.clone(),
+                    requests: rpc.clone(),
+                    control,
+                });
+                Some(TcpTransport::establish(
+                    endpoint, l, &t.addrs, env.token, deadline,
+                )?)
+            }
+            _ => None,
+        };
         let sh = Arc::new(Shared {
             rank: me,
             nranks: n,
             local_rank: env.local_rank,
             local_nranks: env.local_nranks,
-            passive: PassiveInbox::new(config.passive_queue_size_max),
+            passive,
+            unacked_passive: UnackedSends::default(),
             config: config.clone(),
-            job: env.clone(),
+            job: env,
             shm_prefix,
-            segments: SegmentTable::default(),
+            segments,
             state,
             routes,
             verbs,
-            rpc: RpcTable::default(),
+            rpc,
             stats: Default::default(),
             closing: AtomicBool::new(false),
         });
-        let tcp = match (table, listener) {
-            (Some(t), Some(l)) => Some(TcpTransport::establish(
-                sh.clone(),
-                l,
-                &t.addrs,
-                env.token,
-                deadline,
-            )?),
-            _ => None,
-        };
         let ctx = Context {
             sh,
             tcp,
@@ -222,57 +235,6 @@ impl Context {
                 other => other,
             })?;
         Ok(ctx)
-    }
-
-    /// Opens the verbs device when this job may use one: `None` (with the reason logged)
-    /// means TCP. Auto mode skips it when every rank is on this host.
-    fn open_verbs(
-        config: &Config,
-        env: &JobEnv,
-        choice: &DeviceChoice,
-    ) -> Result<Option<VerbsSetup>> {
-        let wanted = match env.transport {
-            TransportChoice::Verbs => true,
-            TransportChoice::Auto => env.local_nranks < env.nranks,
-            TransportChoice::Tcp | TransportChoice::Shm => false,
-        };
-        if !wanted || env.nranks < 2 {
-            return Ok(None);
-        }
-        let device = match ib::open(choice, env.rank.0, &env.job_id)? {
-            Ok(d) => d,
-            Err(why) if env.transport == TransportChoice::Verbs => {
-                tracing::warn!(
-                    "gaspi: GASPI_TRANSPORT=verbs but no InfiniBand verbs ({why}); using TCP"
-                );
-                return Ok(None);
-            }
-            Err(why) => {
-                tracing::info!("gaspi: no InfiniBand verbs ({why}); using TCP between hosts");
-                return Ok(None);
-            }
-        };
-        match VerbsSetup::new(
-            device,
-            env.rank,
-            env.nranks,
-            config.queue_size_max,
-            PassiveSizes {
-                size: config.passive_transfer_size_max,
-                depth: choice.passive_depth(),
-            },
-            &env.job_id,
-            choice.is_fake(),
-        ) {
-            Ok(s) => Ok(Some(s)),
-            Err(e) if !choice.is_fake() => {
-                tracing::warn!(
-                    "gaspi: cannot set up InfiniBand verbs ({e}); using TCP between hosts"
-                );
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
     }
 
     /// Ends this process's participation (`gaspi_proc_term`): tells peers goodbye, stops the
@@ -319,9 +281,7 @@ impl Context {
     }
 
     pub(crate) fn tcp(&self) -> Result<&TcpTransport> {
-        self.tcp
-            .as_ref()
-            .ok_or_else(|| Error::Other("single-rank job: there are no peers".into()))
+        self.tcp.as_ref().ok_or(Error::NoPeers)
     }
 
     /// The transport that reaches `dst`.
@@ -409,8 +369,7 @@ impl Context {
             return Ok(());
         }
         self.tcp()?
-            .call(rank, Header::new(Op::Ping), timeout.deadline())
-            .map(|_| ())
+            .call_control(rank, &ControlMessage::Ping, timeout.deadline())
     }
 
     /// Asks `rank` to terminate at once (`gaspi_proc_kill`); not for this rank itself.
@@ -422,7 +381,7 @@ impl Context {
                 nranks: self.sh.nranks,
             });
         }
-        self.tcp()?.post_control(rank, Header::new(Op::Kill))
+        self.tcp()?.post_control(rank, &ControlMessage::Kill)
     }
 
     /// Connection set-up is done at init for every peer; kept for compatibility

@@ -1,7 +1,7 @@
 //! The error type. Each variant maps to one GASPI return code ([`Error::code`]), so the C ABI
 //! and the Rust API report the same thing.
 
-use crate::types::{QueueId, Rank, SegmentId};
+use crate::types::{QueueId, Rank, SegKey, SegmentId};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -124,8 +124,132 @@ pub enum Error {
     Bootstrap(String),
     #[error("out of memory: {0}")]
     NoMemory(String),
-    #[error("{0}")]
-    Other(String),
+    /// An operating-system call failed (sockets, epoll, threads, files).
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+    /// The call needs a peer, and this is a single-rank job.
+    #[error("single-rank job: there are no peers")]
+    NoPeers,
+    /// This rank has no connection of the needed kind to `rank` (it was never set up).
+    #[error("no {transport} connection to rank {rank}")]
+    NotConnected {
+        /// The peer.
+        rank: Rank,
+        /// `"TCP"` or `"verbs"`.
+        transport: &'static str,
+    },
+    /// The peer answered a request (segment registration, passive message) with an error.
+    #[error("rank {rank} refused the request: {}", error_str(*code))]
+    Refused {
+        /// The peer that refused.
+        rank: Rank,
+        /// The GASPI return code it answered with.
+        code: i32,
+    },
+    /// A received passive message found the inbox full (`passive_queue_size_max`).
+    #[error("passive inbox full ({max} messages)")]
+    PassiveInboxFull {
+        /// The inbox's capacity.
+        max: usize,
+    },
+    /// A shared-memory peer's segment is not mapped in this process.
+    #[error("segment {segment} of rank {rank} is not mapped")]
+    NotMapped {
+        /// The peer.
+        rank: Rank,
+        /// The segment's internal key.
+        segment: SegKey,
+    },
+    /// More remote atomics in flight on this rank than it has result slots for.
+    #[error("too many atomics in flight (at most {max})")]
+    TooManyAtomics {
+        /// The number of result slots.
+        max: usize,
+    },
+    /// `queue_delete` on a queue with posted, unwaited entries.
+    #[error("queue {queue} has {entries} entries; wait on it before deleting")]
+    QueueBusy {
+        /// The queue.
+        queue: QueueId,
+        /// Entries posted since its last `wait`.
+        entries: u32,
+    },
+    /// A member of the group aborted the collective without naming a failed rank.
+    #[error("a member aborted the collective")]
+    CollectiveAborted,
+}
+
+/// Why a peer's connection was dropped: what it sent broke the wire protocol, or the
+/// connection itself ended. Logged with the peer's rank, which becomes
+/// [`Error::PeerFailed`] for the calls that needed it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ProtocolError {
+    #[error("short header")]
+    ShortHeader,
+    #[error("wire version {got} (expected {expected})")]
+    Version { got: u8, expected: u8 },
+    #[error("unknown frame kind {0}")]
+    UnknownKind(u8),
+    #[error("not a tarantella connection (bad magic)")]
+    BadMagic,
+    #[error("truncated message")]
+    Truncated,
+    #[error("a string that is not UTF-8")]
+    BadString,
+    #[error("message of {len} bytes (at most {max})")]
+    TooLong { len: u64, max: u64 },
+    #[error("connection closed by peer")]
+    Closed,
+    #[error("closed after goodbye")]
+    ClosedAfterGoodbye,
+    #[error("receive: {0}")]
+    Receive(std::io::ErrorKind),
+    #[error("send: {0}")]
+    Send(std::io::ErrorKind),
+    #[error("outgoing connection reset")]
+    OutgoingReset,
+    #[error("wrong job token")]
+    WrongToken,
+    #[error("a hello of {0} bytes")]
+    HelloLength(usize),
+    #[error("rank {rank} of {nranks} does not belong to this job of {expected}")]
+    ForeignRank {
+        rank: u16,
+        nranks: u16,
+        expected: u16,
+    },
+    #[error("protocol violation: {0} after goodbye")]
+    AfterGoodbye(&'static str),
+    #[error("unknown segment {0}")]
+    UnknownSegment(SegKey),
+    #[error("segment {key} is not registered with rank {rank}")]
+    NotRegistered { key: SegKey, rank: Rank },
+    #[error("[{offset}, +{len}) is past the end of segment {key} ({size} bytes)")]
+    OutOfBounds {
+        key: SegKey,
+        offset: u64,
+        len: u64,
+        size: u64,
+    },
+    #[error("notification {0} out of range")]
+    NotificationOutOfRange(u32),
+    #[error("zero notification value")]
+    ZeroNotificationValue,
+    #[error("atomic at offset {0} is not 8-byte aligned")]
+    UnalignedAtomic(u64),
+    #[error("response to unknown read {0}")]
+    UnknownRead(u64),
+    #[error("read response of {got} bytes, expected {expected}")]
+    ReadLength { got: u64, expected: u64 },
+    #[error("{what} of {len} bytes exceeds the maximum of {max}")]
+    TooLarge {
+        what: &'static str,
+        len: u64,
+        max: u64,
+    },
+    /// This rank could not queue its answer (it is leaving, or the connection failed).
+    #[error("cannot send the answer")]
+    ReplyFailed,
 }
 
 fn on_rank(rank: Option<Rank>) -> String {
@@ -166,7 +290,17 @@ impl Error {
             Error::Device(_) => ERR_DEVICE,
             Error::Bootstrap(_) => ERR_SN,
             Error::NoMemory(_) => ERR_MEMALLOC,
-            Error::PeerFailed { .. } | Error::Terminated | Error::Other(_) => ERROR,
+            Error::PeerFailed { .. }
+            | Error::Terminated
+            | Error::Io(_)
+            | Error::NoPeers
+            | Error::NotConnected { .. }
+            | Error::Refused { .. }
+            | Error::NotMapped { .. }
+            | Error::QueueBusy { .. }
+            | Error::PassiveInboxFull { .. }
+            | Error::TooManyAtomics { .. }
+            | Error::CollectiveAborted => ERROR,
         }
     }
 
@@ -214,9 +348,9 @@ pub fn error_str(code: i32) -> &'static str {
     }
 }
 
-impl From<std::io::Error> for Error {
-    fn from(e: std::io::Error) -> Self {
-        Error::Other(format!("I/O: {e}"))
+impl From<nix::errno::Errno> for Error {
+    fn from(e: nix::errno::Errno) -> Self {
+        Error::Io(e.into())
     }
 }
 

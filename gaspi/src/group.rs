@@ -11,53 +11,13 @@ use parking_lot::Mutex;
 
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::segment::{LocalSegment, SegKey, INTERNAL_BASE};
-use crate::types::{Deadline, Group, Rank, Timeout};
+use crate::types::{Deadline, Group, Rank, SegKey, Timeout, INTERNAL_BASE};
 
 mod collectives;
+pub(crate) mod state;
 
-use collectives::{Coll, MAX_STEPS, NOTIF_SLOTS};
-
-struct Committed {
-    key: SegKey,
-    seg: Arc<LocalSegment>,
-    me: usize,
-    buf: usize,
-}
-
-pub(crate) struct GroupState {
-    members: Vec<Rank>,
-    committed: Option<Arc<Committed>>,
-    coll: Arc<Mutex<Coll>>,
-}
-
-pub(crate) struct GroupTable {
-    groups: Mutex<Vec<Option<GroupState>>>,
-    /// Per group id, how many times it was committed here. Members create, commit and delete
-    /// a group id in the same order, so the n-th commit is the same on all of them, and a
-    /// peer's registration from an earlier life of the id is told apart from the current one.
-    commits: Mutex<Vec<u16>>,
-}
-
-impl GroupTable {
-    pub fn new(max: u32) -> Self {
-        GroupTable {
-            groups: Mutex::new((0..max).map(|_| None).collect()),
-            commits: Mutex::new(vec![0; max as usize]),
-        }
-    }
-}
-
-/// The tag a group's internal segment is registered with: the commit count in the top 16
-/// bits, a digest of the member list below.
-fn commit_tag(members: &[Rank], commit: u16) -> u64 {
-    let digest = members.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, r| {
-        (h ^ u64::from(r.0) ^ 0x5bd1).wrapping_mul(0x100_0000_01b3)
-    });
-    (u64::from(commit) << 48) | (digest & TAG_DIGEST)
-}
-
-const TAG_DIGEST: u64 = (1 << 48) - 1;
+use collectives::{MAX_STEPS, NOTIF_SLOTS};
+use state::{commit_tag, Coll, Committed, GroupState};
 
 impl Context {
     fn invalid_group(group: Group, why: &'static str) -> Error {

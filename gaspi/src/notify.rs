@@ -5,10 +5,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::backoff::nap_for;
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::mem::SegmentMemory;
-use crate::transport::verbs::nap_for;
+use crate::memory::segment_memory::SegmentMemory;
 use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
 
 /// How long a waiter polls before it yields, and then before it sleeps. The spin catches a

@@ -7,10 +7,10 @@
 use std::sync::Arc;
 
 use crate::context::Context;
+use crate::counters::Counter;
 use crate::error::{Error, Result};
-use crate::mem::SegmentMemory;
-use crate::queue::QueueState;
-use crate::stats::Counter;
+use crate::memory::segment_memory::SegmentMemory;
+use crate::transport::completion::QueueState;
 use crate::transport::{Dest, Xfer};
 use crate::types::{NotificationId, QueueId, Rank, SegmentId};
 

@@ -8,122 +8,15 @@
 //! progress thread pushes into the inbox. A sender always uses the same path to a peer, so its
 //! messages stay in order; `passive_receive` takes from the inbox and the verbs buffers.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-
-use parking_lot::{Condvar, Mutex};
-
+use crate::backoff::Backoff;
 use crate::context::Context;
+use crate::counters::Counter;
 use crate::error::{Error, Result};
-use crate::rpc::RpcSlot;
 use crate::segment::Segment;
-use crate::stats::Counter;
-use crate::transport::tcp::pair::Payload;
-use crate::transport::tcp::wire::{Header, Op};
-use crate::transport::verbs::Backoff;
+use crate::transport::requests::Unacked;
+use crate::transport::tcp::send::Payload;
 use crate::types::{Deadline, Rank, SegmentId, Timeout};
-
-pub(crate) struct PassiveInbox {
-    q: Mutex<VecDeque<(Rank, Vec<u8>)>>,
-    cv: Condvar,
-    /// The process terminated: receives end with [`Error::Terminated`].
-    closed: AtomicBool,
-    max: usize,
-    /// Per target rank, the TCP passive send whose call timed out before its acknowledgement.
-    unacked: Mutex<HashMap<Rank, Unacked>>,
-}
-
-/// A passive message sent over TCP whose `passive_send` returned `Timeout`.
-pub(crate) struct Unacked {
-    req: u64,
-    slot: Arc<RpcSlot>,
-    what: (SegmentId, u64),
-    data: Vec<u8>,
-}
-
-impl PassiveInbox {
-    pub fn new(max: u32) -> Self {
-        PassiveInbox {
-            q: Mutex::default(),
-            cv: Condvar::new(),
-            closed: AtomicBool::new(false),
-            max: max as usize,
-            unacked: Mutex::default(),
-        }
-    }
-
-    fn take_unacked(&self, rank: Rank) -> Option<Unacked> {
-        self.unacked.lock().remove(&rank)
-    }
-
-    fn keep_unacked(&self, rank: Rank, u: Unacked) {
-        self.unacked.lock().insert(rank, u);
-    }
-
-    /// Queues a received message; fails when the inbox is full (the sender gets the error).
-    pub fn push(&self, from: Rank, data: Vec<u8>) -> Result<()> {
-        let mut q = self.q.lock();
-        if q.len() >= self.max {
-            return Err(Error::Other(format!(
-                "passive inbox full ({} messages)",
-                self.max
-            )));
-        }
-        q.push_back((from, data));
-        self.cv.notify_one();
-        Ok(())
-    }
-
-    /// Ends every receive, now and later, with [`Error::Terminated`].
-    pub fn close(&self) {
-        let _q = self.q.lock();
-        self.closed.store(true, Ordering::Release);
-        self.cv.notify_all();
-    }
-
-    fn check_open(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Error::Terminated);
-        }
-        Ok(())
-    }
-
-    fn pop(&self, deadline: Deadline) -> Result<(Rank, Vec<u8>)> {
-        let mut q = self.q.lock();
-        loop {
-            if let Some(m) = q.pop_front() {
-                return Ok(m);
-            }
-            self.check_open()?;
-            match deadline.remaining() {
-                None => self.cv.wait(&mut q),
-                Some(d) if d.is_zero() => return Err(Error::Timeout),
-                Some(d) => {
-                    self.cv.wait_for(&mut q, d);
-                }
-            }
-        }
-    }
-
-    fn try_pop(&self) -> Option<(Rank, Vec<u8>)> {
-        self.q.lock().pop_front()
-    }
-
-    /// Waits at most `max` for a message to be pushed, unless one is queued already.
-    fn wait_for(&self, max: Duration) {
-        let mut q = self.q.lock();
-        if q.is_empty() {
-            self.cv.wait_for(&mut q, max);
-        }
-    }
-
-    fn push_front(&self, m: (Rank, Vec<u8>)) {
-        self.q.lock().push_front(m);
-        self.cv.notify_one();
-    }
-}
+use crate::wire::control::ControlMessage;
 
 impl Context {
     /// Sends `size` bytes at `offset` of local segment `seg` to `rank` and waits until they
@@ -168,14 +61,13 @@ impl Context {
         data: Vec<u8>,
         deadline: Deadline,
     ) -> Result<()> {
-        let (req, slot, data) = match self.sh.passive.take_unacked(rank) {
+        let (req, slot, data) = match self.sh.unacked_passive.take(rank) {
             Some(old) if old.what == what && old.data == data => (old.req, old.slot, data),
             other => {
                 if let Some(old) = other {
                     self.sh.rpc.forget(old.req);
                 }
-                let mut h = Header::new(Op::Passive);
-                h.len = data.len() as u64;
+                let h = ControlMessage::passive_header(data.len());
                 // Only a call that can time out needs the bytes again, to know its retry.
                 let kept = match deadline.0 {
                     None => Vec::new(),
@@ -187,7 +79,7 @@ impl Context {
         };
         match self.sh.rpc.wait_resumable(&slot, deadline) {
             Err(Error::Timeout) => {
-                self.sh.passive.keep_unacked(
+                self.sh.unacked_passive.keep(
                     rank,
                     Unacked {
                         req,

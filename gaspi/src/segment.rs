@@ -5,92 +5,20 @@
 //! and synchronizes it. A peer may only write to a segment registered with it: the receiver
 //! checks every incoming operation against this table before it touches memory.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use bytemuck::Pod;
-use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::context::{Context, Shared};
+use crate::env::shm_file;
 use crate::error::{Error, Result};
-use crate::mem::SegmentMemory;
-use crate::transport::tcp::wire::{Header, Op, FLAG_SHM_DATA};
-use crate::transport::{Dest, Route};
-use crate::types::{Alloc, Deadline, Group, Rank, SegmentId, Timeout};
-
-/// Segment key inside the runtime: user segments `0..=254`, internal ones (group
-/// collectives) from [`INTERNAL_BASE`].
-pub(crate) type SegKey = u16;
-pub(crate) const INTERNAL_BASE: SegKey = 256;
-
-pub(crate) struct LocalSegment {
-    pub mem: Arc<SegmentMemory>,
-    /// Announced with the registration (group segments: a digest of the member list).
-    pub tag: u64,
-    /// Ranks this segment is registered with (allowed to access it).
-    allowed: Vec<AtomicBool>,
-    /// Peer failures already reported by waits on this segment.
-    pub failures_seen: AtomicU64,
-}
-
-impl LocalSegment {
-    pub fn allows(&self, rank: Rank) -> bool {
-        self.allowed
-            .get(rank.index())
-            .is_some_and(|a| a.load(Ordering::Acquire))
-    }
-
-    fn allow(&self, rank: Rank) {
-        self.allowed[rank.index()].store(true, Ordering::Release);
-    }
-}
-
-/// What a peer told us about one of its segments.
-pub(crate) struct RemoteSegment {
-    pub size: u64,
-    pub tag: u64,
-    pub notif_count: u32,
-    /// The peer's segment mapped here, when it is on this host and shareable.
-    pub mem: Option<Arc<SegmentMemory>>,
-    /// Its verbs keys, read from the peer's directory at first use (`None` inside: the
-    /// segment is not reachable over verbs).
-    pub verbs: OnceLock<Option<crate::transport::verbs::RemoteKeys>>,
-}
-
-#[derive(Default)]
-pub(crate) struct SegmentTable {
-    local: RwLock<HashMap<SegKey, Arc<LocalSegment>>>,
-    remote: RwLock<HashMap<(u16, SegKey), Arc<RemoteSegment>>>,
-    registered: Mutex<()>,
-    registered_cv: Condvar,
-}
-
-impl SegmentTable {
-    pub fn local(&self, key: SegKey) -> Option<Arc<LocalSegment>> {
-        self.local.read().get(&key).cloned()
-    }
-
-    pub fn remote(&self, rank: Rank, key: SegKey) -> Option<Arc<RemoteSegment>> {
-        self.remote.read().get(&(rank.0, key)).cloned()
-    }
-
-    pub fn remove_local(&self, key: SegKey) -> Option<Arc<LocalSegment>> {
-        self.local.write().remove(&key)
-    }
-
-    pub fn for_each_local(&self, mut f: impl FnMut(&LocalSegment)) {
-        for s in self.local.read().values() {
-            f(s);
-        }
-    }
-}
-
-/// The shared-memory file of `rank`'s segment `key` under a job's `prefix`.
-pub(crate) fn shm_file(prefix: &str, rank: u16, key: SegKey) -> PathBuf {
-    PathBuf::from(format!("{prefix}-r{rank}-s{key}"))
-}
+use crate::memory::segment_memory::SegmentMemory;
+use crate::memory::segment_table::{LocalSegment, RemoteSegment};
+use crate::transport::route::Route;
+use crate::transport::Dest;
+use crate::types::{Alloc, Deadline, Group, Rank, SegKey, SegmentId, Timeout, INTERNAL_BASE};
+use crate::wire::control::{ControlMessage, SegmentAnnouncement};
 
 impl Shared {
     /// Path of the shared-memory file of `rank`'s segment `key` (when shm is in use).
@@ -119,94 +47,32 @@ impl Shared {
         self.insert_local_tagged(key, mem, 0)
     }
 
+    /// Adds local segment `key` over `mem`, registered with the verbs device when there is
+    /// one (peers learn about the region only through the directory entry written then;
+    /// without one they reach this segment over TCP).
     pub(crate) fn insert_local_tagged(
         &self,
         key: SegKey,
         mem: SegmentMemory,
         tag: u64,
     ) -> Result<Arc<LocalSegment>> {
-        let mut t = self.segments.local.write();
-        if t.contains_key(&key) {
-            return Err(Error::SegmentExists {
-                segment: SegmentId(key as u8),
-            });
-        }
-        let mem = Arc::new(mem);
-        if let Some(v) = &self.verbs {
-            // Peers learn about the region only through the directory entry written here;
-            // without one they reach this segment over TCP.
-            if let Err(e) = v.register_segment(key, &mem) {
-                tracing::warn!(
-                    segment = key,
-                    "cannot register segment with the device: {e}"
-                );
-                v.unregister_segment(key);
+        self.segments.insert_local_with(key, || {
+            let mem = Arc::new(mem);
+            if let Some(v) = &self.verbs {
+                if let Err(e) = v.register_segment(key, &mem) {
+                    tracing::warn!(
+                        segment = key,
+                        "cannot register segment with the device: {e}"
+                    );
+                    v.unregister_segment(key);
+                }
             }
-        }
-        let seg = Arc::new(LocalSegment {
-            mem,
-            tag,
-            failures_seen: AtomicU64::new(self.state.failures()),
-            allowed: (0..self.nranks)
-                .map(|r| AtomicBool::new(r == self.rank.0))
-                .collect(),
-        });
-        t.insert(key, seg.clone());
-        Ok(seg)
+            LocalSegment::new(mem, tag, self.rank, self.nranks, self.state.failures())
+        })
     }
 
-    /// A peer announced a segment (called by the TCP progress thread).
-    pub(crate) fn on_remote_register(
-        &self,
-        from: Rank,
-        key: SegKey,
-        size: u64,
-        notif_count: u32,
-        shm_data: bool,
-        tag: u64,
-    ) -> Result<()> {
-        let mut mem = None;
-        if self.routes.get(from) == Route::Shm {
-            if shm_data {
-                let path = self
-                    .shm_path(from, key)
-                    .ok_or_else(|| Error::Device("no shared-memory prefix".into()))?;
-                mem = Some(Arc::new(SegmentMemory::open_shared(
-                    &path,
-                    size as usize,
-                    notif_count,
-                )?));
-            } else {
-                tracing::info!(
-                    rank = from.0,
-                    segment = key,
-                    "peer registered user memory: using TCP to it from now on"
-                );
-                self.routes.demote_to_tcp(from);
-            }
-        }
-        self.segments.remote.write().insert(
-            (from.0, key),
-            Arc::new(RemoteSegment {
-                size,
-                tag,
-                notif_count,
-                mem,
-                verbs: OnceLock::new(),
-            }),
-        );
-        let _g = self.segments.registered.lock();
-        self.segments.registered_cv.notify_all();
-        Ok(())
-    }
-
-    pub(crate) fn on_remote_delete(&self, from: Rank, key: SegKey) {
-        self.segments.remote.write().remove(&(from.0, key));
-    }
-
-    /// Waits until `rank` has registered with us a segment `key` that `fresh` accepts (an
-    /// older registration under the same key may still be here: the peer's deletion of it
-    /// travels on its own schedule).
+    /// Waits until `rank` has registered with us a segment `key` that `fresh` accepts (see
+    /// [`SegmentTable::wait_remote`]); ends early when `rank` fails or this process leaves.
     pub(crate) fn wait_remote(
         &self,
         rank: Rank,
@@ -214,32 +80,17 @@ impl Shared {
         deadline: Deadline,
         fresh: impl Fn(&RemoteSegment) -> bool,
     ) -> Result<Arc<RemoteSegment>> {
-        let mut g = self.segments.registered.lock();
-        loop {
-            if let Some(r) = self.segments.remote(rank, key).filter(|r| fresh(r)) {
-                return Ok(r);
-            }
+        self.segments.wait_remote(rank, key, deadline, fresh, || {
             if self.state.is_unreachable(rank) {
                 return Err(Error::PeerFailed { rank });
             }
-            self.check_open()?;
-            match deadline.remaining() {
-                None => {
-                    self.segments.registered_cv.wait(&mut g);
-                }
-                Some(d) if d.is_zero() => return Err(Error::Timeout),
-                Some(d) => {
-                    self.segments.registered_cv.wait_for(&mut g, d);
-                }
-            }
-        }
+            self.check_open()
+        })
     }
 
     /// Wakes everything that waits on local state (after a peer failure).
     pub(crate) fn wake_all(&self) {
-        self.segments.for_each_local(|s| s.mem.wake());
-        let _g = self.segments.registered.lock();
-        self.segments.registered_cv.notify_all();
+        self.segments.wake_all();
     }
 }
 
@@ -444,7 +295,7 @@ impl Context {
         if size == 0 || size > max {
             return Err(Error::InvalidSegmentSize { size, max });
         }
-        if self.sh.segments.local.read().len()
+        if self.sh.segments.count_local(|_| true)
             >= self.sh.config.segment_max as usize + self.internal_segments()
         {
             return Err(Error::TooManySegments {
@@ -462,13 +313,7 @@ impl Context {
     }
 
     fn internal_segments(&self) -> usize {
-        self.sh
-            .segments
-            .local
-            .read()
-            .keys()
-            .filter(|k| **k >= INTERNAL_BASE)
-            .count()
+        self.sh.segments.count_local(|k| k >= INTERNAL_BASE)
     }
 
     /// Binds user memory as segment `seg` (`gaspi_segment_bind`). Local peers reach it over
@@ -532,15 +377,18 @@ impl Context {
         if rank == self.sh.rank {
             return Ok(());
         }
-        let mut h = Header::new(Op::SegRegister);
-        h.seg = key;
-        h.len = local.mem.len() as u64;
-        h.notif_id = local.mem.notif_count();
-        h.a = local.tag;
-        if local.mem.data_shareable() {
-            h.flags |= FLAG_SHM_DATA;
-        }
-        self.tcp()?.call(rank, h, deadline).map(|_| ())
+        let announcement = SegmentAnnouncement {
+            key,
+            size: local.mem.len() as u64,
+            notif_count: local.mem.notif_count(),
+            shm_data: local.mem.data_shareable(),
+            tag: local.tag,
+        };
+        self.tcp()?.call_control(
+            rank,
+            &ControlMessage::RegisterSegment(announcement),
+            deadline,
+        )
     }
 
     /// Allocates `seg` on every member of `group` and registers it with all of them
@@ -603,9 +451,7 @@ impl Context {
             for r in 0..self.sh.nranks {
                 let r = Rank(r);
                 if r != self.sh.rank && local.allows(r) && !self.sh.state.is_unreachable(r) {
-                    let mut h = Header::new(Op::SegDelete);
-                    h.seg = key;
-                    let _ = tcp.post_control(r, h);
+                    let _ = tcp.post_control(r, &ControlMessage::DeleteSegment { key });
                 }
             }
         }
@@ -622,11 +468,9 @@ impl Context {
         let mut v: Vec<SegmentId> = self
             .sh
             .segments
-            .local
-            .read()
-            .keys()
-            .filter(|k| **k < INTERNAL_BASE)
-            .map(|k| SegmentId(*k as u8))
+            .local_keys(|k| k < INTERNAL_BASE)
+            .into_iter()
+            .map(|k| SegmentId(k as u8))
             .collect();
         v.sort();
         v
@@ -639,10 +483,10 @@ impl Context {
 
     /// The lowest unused segment id (`gaspi_segment_avail_local`).
     pub fn segment_avail_local(&self) -> Result<SegmentId> {
-        let t = self.sh.segments.local.read();
+        let taken = self.sh.segments.local_keys(|k| k < INTERNAL_BASE);
         (0..self.sh.config.segment_max)
             .map(|s| s as SegKey)
-            .find(|k| !t.contains_key(k))
+            .find(|k| !taken.contains(k))
             .map(|k| SegmentId(k as u8))
             .ok_or(Error::TooManySegments {
                 max: self.sh.config.segment_max,

@@ -320,8 +320,8 @@ pub fn is_rank_of(name: &str) -> bool {
 
 /// A raw `Write` frame as a faulty or hostile peer would send it (no validation here).
 pub fn raw_write_frame(segment: u8, offset: u64, payload: &[u8]) -> Vec<u8> {
-    use crate::transport::tcp::wire::{Header, Op};
-    let mut h = Header::new(Op::Write);
+    use crate::wire::frame::{FrameKind, Header};
+    let mut h = Header::new(FrameKind::Write);
     h.seg = u16::from(segment);
     h.offset = offset;
     h.len = payload.len() as u64;
@@ -332,13 +332,15 @@ pub fn raw_write_frame(segment: u8, offset: u64, payload: &[u8]) -> Vec<u8> {
 
 /// A raw goodbye frame (what `term` sends last on each connection).
 pub fn raw_bye_frame() -> Vec<u8> {
-    use crate::transport::tcp::wire::{Header, Op};
-    Header::new(Op::Bye).encode().to_vec()
+    crate::wire::control::ControlMessage::Goodbye
+        .header()
+        .encode()
+        .to_vec()
 }
 
 /// The hello a rank sends first on a data connection.
 pub fn hello_bytes(token: JobToken, rank: u16, nranks: u16) -> Vec<u8> {
-    crate::transport::tcp::wire::Hello {
+    crate::wire::hello::Hello {
         token,
         rank,
         nranks,

@@ -194,3 +194,10 @@ pub enum AtomicOp {
     FetchAdd { add: u64 },
     CompareSwap { expected: u64, new: u64 },
 }
+
+/// Segment key inside the runtime: user segments `0..=254` (their [`SegmentId`]), internal
+/// ones (group collectives) from [`INTERNAL_BASE`]. Also the segment field of a frame.
+pub(crate) type SegKey = u16;
+
+/// The first key of the runtime's internal segments.
+pub(crate) const INTERNAL_BASE: SegKey = 256;

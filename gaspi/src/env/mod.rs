@@ -73,7 +73,7 @@ pub mod torchrun;
 
 pub use reference::numa_socket;
 pub use shm::remove_job_shm_files;
-pub(crate) use shm::shm_prefix;
+pub(crate) use shm::{shm_file, shm_prefix};
 pub use token::JobToken;
 
 pub const RANK: &str = "GASPI_RANK";

@@ -1,10 +1,19 @@
-//! Cleanup of a job's shared-memory files on this host.
+//! The names of a job's shared-memory files on this host, and their cleanup.
+
+use std::path::PathBuf;
+
+use crate::types::SegKey;
 
 /// The path prefix of a job's shared-memory files on this host: `/dev/shm/tnt-<job>-<nonce>`,
 /// followed by `-r<rank>-…` per file. The nonce (16 hex digits, drawn at the rendezvous)
 /// keeps a rerun under the same job id clear of an earlier run's files.
 pub(crate) fn shm_prefix(job_id: &str, nonce: u64) -> String {
     format!("/dev/shm/tnt-{job_id}-{nonce:016x}")
+}
+
+/// The shared-memory file of `rank`'s segment `key` under a job's `prefix`.
+pub(crate) fn shm_file(prefix: &str, rank: u16, key: SegKey) -> PathBuf {
+    PathBuf::from(format!("{prefix}-r{rank}-s{key}"))
 }
 
 /// Removes this host's shared-memory files of job `job_id`: what ranks leave behind when

@@ -17,13 +17,13 @@
 
 use std::sync::atomic::Ordering;
 
-use super::Committed;
+use super::state::{Coll, Committed, RoundState};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::notify::Watch;
 use crate::reduce::UserReduce;
-use crate::segment::SegKey;
 use crate::transport::Xfer;
+use crate::types::SegKey;
 use crate::types::{Deadline, Group, Rank, Timeout};
 
 /// Rounds a collective may need: fold + log2(65536) exchanges + unfold.
@@ -125,26 +125,6 @@ impl Doubling {
     }
 }
 
-#[derive(Default)]
-struct Progress {
-    epoch: u32,
-    step: usize,
-    sent: bool,
-    acc: Vec<u8>,
-}
-
-/// A group's collective state on this member.
-#[derive(Default)]
-pub(super) struct Coll {
-    barrier_done: u32,
-    barrier: Option<Progress>,
-    reduce_done: u32,
-    reduce: Option<Progress>,
-    /// Rounds of the allreduce in progress already complete (a reduction larger than one
-    /// round buffer runs in several; a call resumed after a timeout skips these).
-    reduce_rounds_done: usize,
-}
-
 impl Context {
     /// Waits until every member of `group` has entered the barrier (`gaspi_barrier`).
     pub fn barrier(&self, group: Group, timeout: Timeout) -> Result<()> {
@@ -156,7 +136,7 @@ impl Context {
         let mut coll = coll.try_lock().ok_or(Error::ActiveCollective)?;
         let starting = coll.barrier.is_none();
         let done = coll.barrier_done;
-        let p = coll.barrier.get_or_insert_with(|| Progress {
+        let p = coll.barrier.get_or_insert_with(|| RoundState {
             epoch: next_epoch(done),
             ..Default::default()
         });
@@ -188,7 +168,7 @@ impl Context {
         }
         coll.barrier = None;
         coll.barrier_done = epoch;
-        self.sh.stats.add(crate::stats::Counter::Barriers, 1);
+        self.sh.stats.add(crate::counters::Counter::Barriers, 1);
         Ok(())
     }
 
@@ -197,7 +177,7 @@ impl Context {
         &self,
         members: &[Rank],
         c: &Committed,
-        p: &mut Progress,
+        p: &mut RoundState,
         deadline: Deadline,
     ) -> Result<()> {
         let n = members.len();
@@ -242,7 +222,7 @@ impl Context {
             Some(rank) => Error::PeerFailed {
                 rank: Rank(rank as u16),
             },
-            None => Error::Other("a member aborted the collective".into()),
+            None => Error::CollectiveAborted,
         })
     }
 
@@ -324,7 +304,7 @@ impl Context {
             Err(Error::Timeout) => Err(Error::Timeout),
             Err(e) => {
                 let done = coll.reduce_done;
-                let p = coll.reduce.take().unwrap_or_else(|| Progress {
+                let p = coll.reduce.take().unwrap_or_else(|| RoundState {
                     epoch: next_epoch(done),
                     ..Default::default()
                 });
@@ -374,7 +354,7 @@ impl Context {
         let plan = Doubling::new(members.len(), me);
         let (rem, exchanges) = (plan.rem, plan.exchanges);
         let done = coll.reduce_done;
-        let p = coll.reduce.get_or_insert_with(|| Progress {
+        let p = coll.reduce.get_or_insert_with(|| RoundState {
             epoch: next_epoch(done),
             step: 0,
             sent: false,
@@ -463,7 +443,13 @@ impl Context {
     }
 
     /// Sends the running value to `to`'s receive buffer of `step` (once per step).
-    fn exchange_send(&self, c: &Committed, to: Rank, p: &mut Progress, step: usize) -> Result<()> {
+    fn exchange_send(
+        &self,
+        c: &Committed,
+        to: Rank,
+        p: &mut RoundState,
+        step: usize,
+    ) -> Result<()> {
         if p.sent {
             return Ok(());
         }

@@ -2,23 +2,20 @@
 //! mapped into this process, a write is one copy into it, a notification is a Release store
 //! plus a futex wake (see [`SegmentMemory::notify`]). Every op is complete when it returns.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::mem::SegmentMemory;
-use crate::queue::QueueState;
+use crate::memory::segment_memory::{apply_atomic, SegmentMemory};
+use crate::transport::completion::QueueState;
 use crate::transport::{Dest, Transport, Xfer};
 use crate::types::{AtomicOp, Deadline};
 
 pub(crate) struct Shm;
 
 fn mapped(dst: &Dest) -> Result<&SegmentMemory> {
-    dst.mem.as_deref().ok_or_else(|| {
-        Error::Other(format!(
-            "segment {} of rank {} is not mapped",
-            dst.key, dst.rank
-        ))
+    dst.mem.as_deref().ok_or(Error::NotMapped {
+        rank: dst.rank,
+        segment: dst.key,
     })
 }
 
@@ -54,18 +51,5 @@ impl Transport for Shm {
     fn atomic(&self, dst: &Dest, off: usize, op: AtomicOp, _deadline: Deadline) -> Result<u64> {
         let word = mapped(dst)?.atomic_u64(off)?;
         Ok(apply_atomic(word, op))
-    }
-}
-
-/// Executes an atomic on a word with a real atomic instruction (the same on every path, so
-/// atomics from shared-memory peers and TCP peers are atomic with respect to each other).
-pub(crate) fn apply_atomic(word: &std::sync::atomic::AtomicU64, op: AtomicOp) -> u64 {
-    match op {
-        AtomicOp::FetchAdd { add } => word.fetch_add(add, Ordering::SeqCst),
-        AtomicOp::CompareSwap { expected, new } => {
-            match word.compare_exchange(expected, new, Ordering::SeqCst, Ordering::SeqCst) {
-                Ok(v) | Err(v) => v,
-            }
-        }
     }
 }

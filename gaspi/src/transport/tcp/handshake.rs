@@ -12,11 +12,11 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
-use crate::admission::{Admission, Admitted, Framing};
 use crate::env::JobToken;
-use crate::error::{Error, Result};
-use crate::transport::tcp::wire::{Hello, HELLO_LEN};
+use crate::error::{Error, ProtocolError, Result};
 use crate::types::{Deadline, Rank};
+use crate::wire::admission::{Admission, Admitted, Framing};
+use crate::wire::hello::{Hello, HELLO_LEN};
 
 const ACCEPTED: u8 = b'K';
 
@@ -28,19 +28,20 @@ pub(crate) fn check_hello(
     bytes: &[u8],
     token: JobToken,
     nranks: u16,
-) -> std::result::Result<Hello, String> {
+) -> std::result::Result<Hello, ProtocolError> {
     let bytes: &[u8; HELLO_LEN] = bytes
         .try_into()
-        .map_err(|_| format!("a hello of {} bytes", bytes.len()))?;
+        .map_err(|_| ProtocolError::HelloLength(bytes.len()))?;
     let hello = Hello::decode(bytes)?;
     if hello.token != token {
-        return Err("wrong job token".into());
+        return Err(ProtocolError::WrongToken);
     }
     if hello.nranks != nranks || hello.rank >= nranks {
-        return Err(format!(
-            "rank {} of {} does not belong to this job of {nranks}",
-            hello.rank, hello.nranks
-        ));
+        return Err(ProtocolError::ForeignRank {
+            rank: hello.rank,
+            nranks: hello.nranks,
+            expected: nranks,
+        });
     }
     Ok(hello)
 }

@@ -2,19 +2,25 @@
 //!
 //! Each rank sends to a peer on one connection of its own, and receives from it on the one the
 //! peer opened: every op to a peer travels one connection in posting order, so data always
-//! arrives before a notification posted after it. See `wire` for the frame format,
-//! `handshake` for the mesh set-up, `pair` for the link to one peer and `progress` for the two
-//! threads that drive them all (one receives, one finishes queued sends). A thread blocked in
+//! arrives before a notification posted after it. The frame format is `crate::wire::frame`;
+//! here, `handshake` sets the mesh up, `pair` is the link to one peer (`send` its outgoing
+//! half, `receive` its incoming state machine, `execute` what incoming frames do),
+//! `endpoint` what the links need of the process, and `threads` the two threads that drive
+//! them all (one receives, one finishes queued sends). A thread blocked in
 //! a wait also receives, for as long as it spins
 //! ([`TcpTransport::poll_inbound`]); a connection's receive state is behind one lock, so
 //! whichever thread holds it takes the bytes in, in order.
 
+pub(crate) mod endpoint;
+mod execute;
 pub(crate) mod handshake;
 pub(crate) mod pair;
-pub(crate) mod progress;
-pub(crate) mod wire;
+pub(crate) mod receive;
+pub(crate) mod send;
+pub(crate) mod socket;
+pub(crate) mod threads;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -24,19 +30,24 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTime
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use parking_lot::Mutex;
 
-use crate::context::Shared;
 use crate::env::JobToken;
 use crate::error::{Error, Result};
-use crate::queue::QueueState;
-use crate::rpc::RpcSlot;
+use crate::transport::completion::QueueState;
+use crate::transport::requests::RpcSlot;
+use crate::transport::tcp::endpoint::Endpoint;
+use crate::transport::tcp::pair::Pair;
+use crate::transport::tcp::receive::PendingRead;
+use crate::transport::tcp::send::Payload;
+use crate::transport::tcp::socket::tune;
+use crate::transport::tcp::threads::{ReceiveLoop, Sender, LISTEN_TOKEN, WAKE_TOKEN};
 use crate::transport::{Dest, Transport, Xfer};
 use crate::types::{AtomicOp, Deadline, Rank};
-use pair::{Pair, Payload, PendingRead};
-use progress::{Progress, Sender, LISTEN_TOKEN, WAKE_TOKEN};
-use wire::{Header, Op, FLAG_CAS, FLAG_NOTIFY};
+use crate::wire::control::ControlMessage;
+use crate::wire::frame::{FrameKind, Header, FLAG_CAS, FLAG_NOTIFY};
 
+/// The TCP transport: one [`Pair`] of connections per peer and the threads that drive them.
 pub(crate) struct TcpTransport {
-    sh: Arc<Shared>,
+    endpoint: Arc<Endpoint>,
     pairs: Vec<Option<Arc<Pair>>>,
     /// The progress thread's epoll (incoming connections), also polled (never waited on) by
     /// waiting threads.
@@ -50,47 +61,43 @@ pub(crate) struct TcpTransport {
     listen_addr: SocketAddr,
 }
 
-fn epoll_err(e: nix::errno::Errno) -> Error {
-    Error::Other(format!("epoll: {e}"))
-}
-
 fn new_epoll() -> Result<Arc<Epoll>> {
-    Ok(Arc::new(
-        Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(epoll_err)?,
-    ))
+    Ok(Arc::new(Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?))
 }
 
 /// An eventfd that wakes whoever waits on `epoll` (to tell it to stop).
 fn wake_fd(epoll: &Epoll) -> Result<Arc<EventFd>> {
-    let fd =
-        EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK).map_err(epoll_err)?;
-    epoll
-        .add(&fd, EpollEvent::new(EpollFlags::EPOLLIN, WAKE_TOKEN))
-        .map_err(epoll_err)?;
+    let fd = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
+    epoll.add(&fd, EpollEvent::new(EpollFlags::EPOLLIN, WAKE_TOKEN))?;
     Ok(Arc::new(fd))
 }
 
 impl TcpTransport {
     /// Connects to every peer and starts the progress and sending threads.
     pub fn establish(
-        sh: Arc<Shared>,
+        endpoint: Arc<Endpoint>,
         listener: TcpListener,
         addrs: &[SocketAddr],
         token: JobToken,
         deadline: Deadline,
     ) -> Result<TcpTransport> {
         let listen_addr = listener.local_addr()?;
-        let links = handshake::connect_mesh(sh.rank, sh.nranks, &listener, addrs, token, deadline)?;
+        let links = handshake::connect_mesh(
+            endpoint.rank,
+            endpoint.nranks,
+            &listener,
+            addrs,
+            token,
+            deadline,
+        )?;
         let epoll = new_epoll()?;
         let tx_epoll = new_epoll()?;
         let wakes = [wake_fd(&epoll)?, wake_fd(&tx_epoll)?];
         listener.set_nonblocking(true)?;
-        epoll
-            .add(
-                &listener,
-                EpollEvent::new(EpollFlags::EPOLLIN, LISTEN_TOKEN),
-            )
-            .map_err(epoll_err)?;
+        epoll.add(
+            &listener,
+            EpollEvent::new(EpollFlags::EPOLLIN, LISTEN_TOKEN),
+        )?;
 
         let mut pairs: Vec<Option<Arc<Pair>>> = Vec::with_capacity(links.len());
         for (r, link) in links.into_iter().enumerate() {
@@ -101,21 +108,19 @@ impl TcpTransport {
                     let pair = Arc::new(Pair::new(
                         Rank(r as u16),
                         link,
-                        sh.clone(),
+                        endpoint.clone(),
                         epoll.clone(),
                         tx_epoll.clone(),
                     ));
-                    epoll.add(&pair.rx, pair.rx_events()).map_err(epoll_err)?;
-                    tx_epoll
-                        .add(&pair.tx, pair.tx_events(false))
-                        .map_err(epoll_err)?;
+                    epoll.add(&pair.rx, pair.rx_events())?;
+                    tx_epoll.add(&pair.outbox.tx, pair.outbox.events(false))?;
                     Some(pair)
                 }
                 None => None,
             });
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let progress = Progress {
+        let progress = ReceiveLoop {
             pairs: pairs.clone(),
             epoll: epoll.clone(),
             wake: wakes[0].clone(),
@@ -130,23 +135,20 @@ impl TcpTransport {
             stop: stop.clone(),
         };
         let spawn = |name: String, body: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name)
-                .spawn(body)
-                .map_err(|e| Error::Other(format!("cannot start a TCP thread: {e}")))
+            std::thread::Builder::new().name(name).spawn(body)
         };
         let threads = vec![
             spawn(
-                format!("tnt-progress-{}", sh.rank),
+                format!("tnt-progress-{}", endpoint.rank),
                 Box::new(move || progress.run()),
             )?,
             spawn(
-                format!("tnt-send-{}", sh.rank),
+                format!("tnt-send-{}", endpoint.rank),
                 Box::new(move || sender.run()),
             )?,
         ];
         Ok(TcpTransport {
-            sh,
+            endpoint,
             pairs,
             epoll,
             wakes,
@@ -197,29 +199,27 @@ impl TcpTransport {
         match self.pairs.get(rank.index()) {
             Some(Some(p)) if !p.is_closed() => Ok(p),
             Some(Some(_)) => Err(Error::PeerFailed { rank }),
-            _ => Err(Error::Other(format!("no connection to rank {rank}"))),
+            _ => Err(Error::NotConnected {
+                rank,
+                transport: "TCP",
+            }),
         }
     }
 
-    /// Sends a control frame that nobody waits for.
-    pub fn post_control(&self, rank: Rank, h: Header) -> Result<()> {
-        self.pair(rank)?.post(h, Payload::None, None)
+    /// Sends a control message that nobody waits for (a notice: deletion, kill).
+    pub fn post_control(&self, rank: Rank, msg: &ControlMessage) -> Result<()> {
+        self.pair(rank)?.post(msg.header(), Payload::None, None)
+    }
+
+    /// Sends a control request (registration, ping) and waits for its acknowledgement.
+    pub fn call_control(&self, rank: Rank, msg: &ControlMessage, deadline: Deadline) -> Result<()> {
+        self.call(rank, msg.header(), deadline).map(|_| ())
     }
 
     /// Sends a request and waits for the peer's answer (`Ack`, `AtomicResp`).
     pub fn call(&self, rank: Rank, h: Header, deadline: Deadline) -> Result<u64> {
-        self.call_with(rank, h, Payload::None, deadline)
-    }
-
-    pub fn call_with(
-        &self,
-        rank: Rank,
-        h: Header,
-        payload: Payload,
-        deadline: Deadline,
-    ) -> Result<u64> {
-        let (req, slot) = self.start_call(rank, h, payload)?;
-        self.sh.rpc.wait(req, &slot, deadline)
+        let (req, slot) = self.start_call(rank, h, Payload::None)?;
+        self.endpoint.requests.wait(req, &slot, deadline)
     }
 
     /// Sends a request and returns its id and the slot its answer will land in.
@@ -230,10 +230,12 @@ impl TcpTransport {
         payload: Payload,
     ) -> Result<(u64, Arc<RpcSlot>)> {
         let pair = self.pair(rank)?;
-        let (req, slot) = self.sh.rpc.begin(rank);
+        let (req, slot) = self.endpoint.requests.begin(rank);
         h.req = req;
         if let Err(e) = pair.post(h, payload, None) {
-            self.sh.rpc.complete(req, Err(Error::PeerFailed { rank }));
+            self.endpoint
+                .requests
+                .complete(req, Err(Error::PeerFailed { rank }));
             return Err(e);
         }
         Ok((req, slot))
@@ -244,7 +246,7 @@ impl TcpTransport {
     pub fn send_raw(&self, rank: Rank, bytes: Vec<u8>) -> Result<()> {
         use std::io::Write;
         let pair = self.pair(rank)?;
-        (&pair.tx).write_all(&bytes).map_err(Error::from)
+        (&pair.outbox.tx).write_all(&bytes).map_err(Error::from)
     }
 
     /// Orderly shutdown: say goodbye to every peer, let queued frames drain, wait (bounded)
@@ -258,7 +260,7 @@ impl TcpTransport {
         for p in self.pairs.iter().flatten() {
             p.leave();
             if !p.is_closed() {
-                let _ = p.post(Header::new(Op::Bye), Payload::None, None);
+                let _ = p.post(ControlMessage::Goodbye.header(), Payload::None, None);
             }
         }
         // Bounded drain: goodbyes are tiny, so this normally ends at once.
@@ -272,7 +274,7 @@ impl TcpTransport {
             std::thread::yield_now();
         }
         for p in self.pairs.iter().flatten() {
-            let _ = p.tx.shutdown(std::net::Shutdown::Write);
+            let _ = p.outbox.tx.shutdown(std::net::Shutdown::Write);
         }
         let until = start + close_limit;
         while Instant::now() < until && !self.pairs.iter().flatten().all(|p| p.is_closed()) {
@@ -286,7 +288,7 @@ impl TcpTransport {
             let _ = t.join();
         }
         for p in self.pairs.iter().flatten() {
-            let _ = p.tx.shutdown(std::net::Shutdown::Both);
+            let _ = p.outbox.tx.shutdown(std::net::Shutdown::Both);
             let _ = p.rx.shutdown(std::net::Shutdown::Both);
         }
     }
@@ -300,13 +302,6 @@ impl Drop for TcpTransport {
     }
 }
 
-fn tune(stream: &TcpStream) -> Result<()> {
-    stream.set_nodelay(true)?;
-    stream.set_read_timeout(None)?;
-    stream.set_nonblocking(true)?;
-    Ok(())
-}
-
 impl Transport for TcpTransport {
     fn write(
         &self,
@@ -314,7 +309,7 @@ impl Transport for TcpTransport {
         notify: Option<(u32, u32)>,
         q: Option<&Arc<QueueState>>,
     ) -> Result<()> {
-        let mut h = Header::new(Op::Write);
+        let mut h = Header::new(FrameKind::Write);
         h.seg = x.remote.key;
         h.offset = x.remote_off as u64;
         h.len = x.len as u64;
@@ -332,7 +327,7 @@ impl Transport for TcpTransport {
     }
 
     fn notify(&self, dst: &Dest, id: u32, value: u32, q: Option<&Arc<QueueState>>) -> Result<()> {
-        let mut h = Header::new(Op::Notify);
+        let mut h = Header::new(FrameKind::Notify);
         h.seg = dst.key;
         h.notif_id = id;
         h.notif_val = value;
@@ -355,7 +350,7 @@ impl Transport for TcpTransport {
                 done: q.cloned(),
             },
         );
-        let mut h = Header::new(Op::ReadReq);
+        let mut h = Header::new(FrameKind::ReadReq);
         h.seg = x.remote.key;
         h.offset = x.remote_off as u64;
         h.len = x.len as u64;
@@ -373,15 +368,15 @@ impl Transport for TcpTransport {
     }
 
     fn atomic(&self, dst: &Dest, off: usize, op: AtomicOp, deadline: Deadline) -> Result<u64> {
-        let mut h = Header::new(Op::AtomicReq);
+        let mut h = Header::new(FrameKind::AtomicReq);
         h.seg = dst.key;
         h.offset = off as u64;
         match op {
-            AtomicOp::FetchAdd { add } => h.a = add,
+            AtomicOp::FetchAdd { add } => h.word = add,
             AtomicOp::CompareSwap { expected, new } => {
                 h.flags |= FLAG_CAS;
-                h.a = expected;
-                h.b = new;
+                h.word = expected;
+                h.swap_new = new;
             }
         }
         self.call(dst.rank, h, deadline)

@@ -3,9 +3,24 @@
 //! for [`crate::bootstrap`].
 
 use super::device::{MrKeys, PortAddr};
-use crate::error::{Error, Result};
+use crate::error::{Error, ProtocolError, Result};
+use crate::wire::codec::{Decoder, Encoder};
 
 /// What every rank learns about a peer's device.
+/// What this rank contributes to the verbs part of the rendezvous: one record for everyone
+/// and one blob per peer (its queue pair numbers towards that peer). Empty without verbs.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct VerbsHello {
+    pub common: Vec<u8>,
+    pub to_peer: Vec<Vec<u8>>,
+}
+
+impl VerbsHello {
+    pub fn for_peer(&self, r: usize) -> &[u8] {
+        self.to_peer.get(r).map_or(&[], |v| v.as_slice())
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Endpoint {
     pub port: PortAddr,
@@ -19,21 +34,20 @@ const ENDPOINT_LEN: usize = 2 + 16 + 1 + 1 + 1 + 4 + 4 + 4 + 4 + 8;
 
 impl Endpoint {
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(ENDPOINT_LEN);
-        v.extend_from_slice(&self.port.lid.to_le_bytes());
-        v.extend_from_slice(&self.port.gid);
-        v.push(self.port.gid_index);
-        v.push(self.port.port);
-        v.push(u8::from(self.port.roce));
-        v.extend_from_slice(&self.port.mtu.to_le_bytes());
-        v.extend_from_slice(&self.psn.to_le_bytes());
-        v.extend_from_slice(&self.directory.lkey.to_le_bytes());
-        v.extend_from_slice(&self.directory.rkey.to_le_bytes());
-        v.extend_from_slice(&self.directory.base.to_le_bytes());
-        v
+        Encoder::new()
+            .u16(self.port.lid)
+            .raw(&self.port.gid)
+            .u8(self.port.gid_index)
+            .u8(self.port.port)
+            .u8(u8::from(self.port.roce))
+            .u32(self.port.mtu)
+            .u32(self.psn)
+            .u32(self.directory.lkey)
+            .u32(self.directory.rkey)
+            .u64(self.directory.base)
+            .finish()
     }
 
-    /// `None` for an empty record (the peer has no verbs device).
     pub fn decode(b: &[u8]) -> Result<Option<Endpoint>> {
         if b.is_empty() {
             return Ok(None);
@@ -44,30 +58,36 @@ impl Endpoint {
                 b.len()
             )));
         }
-        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
-        let mut gid = [0u8; 16];
-        gid.copy_from_slice(&b[2..18]);
-        Ok(Some(Endpoint {
-            port: PortAddr {
-                lid: u16::from_le_bytes([b[0], b[1]]),
-                gid,
-                gid_index: b[18],
-                port: b[19],
-                roce: b[20] != 0,
-                mtu: u32_at(21),
-            },
-            psn: u32_at(25),
-            directory: MrKeys {
-                lkey: u32_at(29),
-                rkey: u32_at(33),
-                base: u64::from_le_bytes(b[37..45].try_into().expect("8 bytes")),
-            },
-        }))
+        let record = |e| Error::Bootstrap(format!("verbs endpoint record: {e}"));
+        let mut d = Decoder::new(b);
+        let mut read = || -> std::result::Result<Endpoint, ProtocolError> {
+            Ok(Endpoint {
+                port: PortAddr {
+                    lid: d.u16()?,
+                    gid: d.array()?,
+                    gid_index: d.u8()?,
+                    port: d.u8()?,
+                    roce: d.u8()? != 0,
+                    mtu: d.u32()?,
+                },
+                psn: d.u32()?,
+                directory: MrKeys {
+                    lkey: d.u32()?,
+                    rkey: d.u32()?,
+                    base: d.u64()?,
+                },
+            })
+        };
+        read().map(Some).map_err(record)
     }
 }
 
 pub(crate) fn encode_qpns(qpns: &[u32]) -> Vec<u8> {
-    qpns.iter().flat_map(|q| q.to_le_bytes()).collect()
+    let mut e = Encoder::new();
+    for q in qpns {
+        e.u32(*q);
+    }
+    e.finish()
 }
 
 pub(crate) fn decode_qpns(b: &[u8], expect: usize) -> Result<Vec<u32>> {
@@ -78,9 +98,11 @@ pub(crate) fn decode_qpns(b: &[u8], expect: usize) -> Result<Vec<u32>> {
             expect * 4
         )));
     }
-    Ok(b.chunks_exact(4)
-        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect())
+    let mut d = Decoder::new(b);
+    (0..expect)
+        .map(|_| d.u32())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::Bootstrap(format!("queue pair numbers: {e}")))
 }
 
 #[cfg(test)]

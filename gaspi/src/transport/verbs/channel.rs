@@ -10,10 +10,11 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex as StdMutex};
 
-use super::device::{QueuePair, RecvRequest, RemoteAddr, Sge, WorkRequest, WrOp};
+use super::device::{QueuePair, RecvRequest, Sge, WorkRequest, WrOp};
 use crate::error::{Error, Result};
-use crate::mem::SegmentMemory;
-use crate::queue::QueueState;
+use crate::memory::segment_memory::SegmentMemory;
+use crate::memory::segment_table::RemoteAddr;
+use crate::transport::completion::QueueState;
 use crate::types::{QueueId, Rank};
 
 /// What to do when an op's last work request has completed.

@@ -1,6 +1,6 @@
 //! The device layer: the few verbs the transport needs, behind object-safe traits with two
-//! implementations, the real one on `sideway` ([`super::ibv`], feature `verbs`) and a fake
-//! one for tests ([`super::fake`]). Everything above these traits (queue pairs per peer and
+//! implementations, the real one on `sideway` (`ibv`, feature `verbs`) and a fake one for
+//! tests (`fake`, feature `fake-verbs`); `open` picks one. Everything above these traits (queue pairs per peer and
 //! queue, signaling, completions, failures) is shared by both, so the tests of the fake
 //! exercise the code that runs on hardware.
 
@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::segment::SegKey;
+use crate::memory::segment_table::RemoteAddr;
+use crate::types::SegKey;
 
 /// `GASPI_IB_DEVICE`: the device to use (default: the first with an active port); `fake`
 /// selects the test device.
@@ -114,10 +115,12 @@ pub(crate) struct MrKeys {
 
 /// Memory to register: one segment's mapping (or its user-bound data).
 pub(crate) struct Region {
+    #[cfg_attr(not(feature = "fake-verbs"), allow(dead_code))]
     pub key: SegKey,
     pub addr: *mut u8,
     pub len: usize,
     /// The shared-memory file behind it, when there is one (the fake maps peers' files).
+    #[cfg_attr(not(feature = "fake-verbs"), allow(dead_code))]
     pub file: Option<PathBuf>,
 }
 
@@ -127,13 +130,6 @@ pub(crate) struct Sge {
     pub lkey: u32,
     pub addr: u64,
     pub len: u32,
-}
-
-/// The remote side of a work request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct RemoteAddr {
-    pub rkey: u32,
-    pub addr: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -243,32 +239,6 @@ pub(crate) trait Device: Send + Sync {
     fn inject_fault(&self) -> bool {
         false
     }
-}
-
-/// Opens the device this rank should use: `Ok(None)` with the reason when there is none
-/// (the caller falls back to TCP and logs it); an error only when the fake was asked for and
-/// cannot work, since tests must not silently run over TCP.
-pub(crate) fn open(
-    choice: &DeviceChoice,
-    rank: u16,
-    job_id: &str,
-) -> Result<std::result::Result<Arc<dyn Device>, String>> {
-    if choice.is_fake() {
-        return Ok(Ok(Arc::new(super::fake::FakeDevice::new(rank, job_id)?)));
-    }
-    open_real(choice)
-}
-
-#[cfg(feature = "verbs")]
-fn open_real(choice: &DeviceChoice) -> Result<std::result::Result<Arc<dyn Device>, String>> {
-    Ok(super::ibv::IbvDevice::open(choice).map(|d| Arc::new(d) as Arc<dyn Device>))
-}
-
-#[cfg(not(feature = "verbs"))]
-fn open_real(_choice: &DeviceChoice) -> Result<std::result::Result<Arc<dyn Device>, String>> {
-    Ok(Err(
-        "built without the `verbs` feature (InfiniBand support)".into(),
-    ))
 }
 
 #[cfg(test)]

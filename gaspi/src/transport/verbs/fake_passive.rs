@@ -28,10 +28,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use super::device::{Completion, RecvRequest, RemoteAddr, Sge, PASSIVE_DEPTH_MAX};
-use super::fake::Fabric;
+use super::device::{Completion, RecvRequest, Sge, PASSIVE_DEPTH_MAX};
+use super::fake_fabric::Fabric;
 use crate::error::{Error, Result};
-use crate::mem::SegmentMemory;
+use crate::memory::segment_memory::SegmentMemory;
+use crate::memory::segment_table::RemoteAddr;
 
 /// Entries of a ring: the most receives a queue pair may have outstanding.
 const RING_CAP: u64 = PASSIVE_DEPTH_MAX as u64;
@@ -201,7 +202,7 @@ mod tests {
     use crate::transport::verbs::fake::FakeDevice;
 
     /// The registration key of the receive buffers (the transport's `PASSIVE_KEY`).
-    const PASSIVE_KEY: crate::segment::SegKey = 510;
+    const PASSIVE_KEY: crate::types::SegKey = 510;
 
     fn recv(wr_id: u64, addr: u64, len: u32) -> RecvRequest {
         RecvRequest {
@@ -269,7 +270,7 @@ mod tests {
         a.connect(0, &to(qb)).unwrap();
         b.connect(0, &to(qa)).unwrap();
         // Receive buffers: 2 × 64 bytes, file-backed as the transport makes them.
-        let rpath = crate::segment::shm_file(&prefix, 0, PASSIVE_KEY);
+        let rpath = crate::env::shm_file(&prefix, 0, PASSIVE_KEY);
         let rmem = SegmentMemory::create_shared(&rpath, 128, 0).unwrap();
         let smem = SegmentMemory::anonymous(256, 0).unwrap();
         let reg = |mem: &SegmentMemory, file: Option<&Path>| {

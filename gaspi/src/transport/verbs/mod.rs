@@ -12,13 +12,18 @@
 //! mesh.
 
 pub(crate) mod address;
-mod backoff;
+
 pub(crate) mod channel;
 pub(crate) mod device;
+#[cfg(feature = "fake-verbs")]
 pub(crate) mod fake;
+#[cfg(feature = "fake-verbs")]
+mod fake_fabric;
+#[cfg(feature = "fake-verbs")]
 pub(crate) mod fake_passive;
 #[cfg(feature = "verbs")]
 pub(crate) mod ibv;
+pub(crate) mod open;
 pub(crate) mod passive;
 pub(crate) mod registry;
 
@@ -27,21 +32,21 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::bootstrap::{Table, VerbsHello};
+use crate::backoff::Backoff;
 use crate::config::limits;
 use crate::error::{Error, Result};
-use crate::mem::SegmentMemory;
-use crate::queue::QueueState;
-use crate::segment::SegKey;
+use crate::memory::segment_memory::SegmentMemory;
+use crate::memory::segment_table::{RemoteAddr, RemoteKeys};
 use crate::state::StateVector;
+use crate::transport::completion::QueueState;
 use crate::transport::{Dest, Transport, Xfer};
+use crate::types::SegKey;
 use crate::types::{AtomicOp, Deadline, Rank};
-use address::{decode_qpns, encode_qpns, Endpoint};
-pub(crate) use backoff::{nap_for, Backoff};
+use address::{decode_qpns, encode_qpns, Endpoint, VerbsHello};
 use channel::{wr_peer, Channel, Done, Op, ResultSlot};
-use device::{Completion, CompletionQueue, Device, QueuePair, RemoteAddr, Sge, WrOp};
+use device::{Completion, CompletionQueue, Device, QueuePair, Sge, WrOp};
 use passive::{PassiveVerbs, PASSIVE_SQ_DEPTH};
-pub(crate) use registry::RemoteKeys;
+
 use registry::{Registry, ENTRY};
 
 /// One-sided channels per peer: one per possible queue, then the internal one.
@@ -112,7 +117,9 @@ impl VerbsSetup {
             qps.push(v);
         }
         let mut psn = [0u8; 4];
-        getrandom::fill(&mut psn).map_err(|e| Error::Other(format!("randomness: {e}")))?;
+        getrandom::fill(&mut psn).map_err(|e| {
+            Error::Device(format!("no randomness for packet sequence numbers: {e}"))
+        })?;
         Ok(VerbsSetup {
             device,
             registry,
@@ -144,10 +151,12 @@ impl VerbsSetup {
         }
     }
 
-    /// Connects the queue pairs of the peers in `peers` (the others are dropped).
+    /// Connects the queue pairs of the peers in `peers` (the others are dropped), from what
+    /// every rank published at the rendezvous: per rank, its endpoint record and its queue
+    /// pair numbers meant for this rank.
     pub fn connect(
         self,
-        table: &Table,
+        published: &[(Vec<u8>, Vec<u8>)],
         peers: &[Rank],
         state: Arc<StateVector>,
         shm_prefix: Option<&str>,
@@ -163,7 +172,7 @@ impl VerbsSetup {
                 channels.push(None);
                 continue;
             }
-            let (common, qpns) = &table.verbs[p];
+            let (common, qpns) = &published[p];
             let remote = Endpoint::decode(common)?
                 .ok_or_else(|| Error::Bootstrap(format!("rank {p} has no verbs endpoint")))?;
             let qpns = decode_qpns(qpns, QPS)?;
@@ -246,7 +255,10 @@ impl VerbsTransport {
             .get(rank.index())
             .and_then(|c| c.as_ref())
             .map(|v| &v[idx])
-            .ok_or_else(|| Error::Other(format!("no verbs connection to rank {rank}")))
+            .ok_or(Error::NotConnected {
+                rank,
+                transport: "verbs",
+            })
     }
 
     /// Registers a new local segment with the device (at alloc, bind and group creation).
@@ -397,8 +409,10 @@ impl VerbsTransport {
     /// Reads `rank`'s directory entry for segment `key`: its keys, or `None` when the
     /// segment's memory is not remotely accessible (the caller then uses TCP).
     pub fn lookup(&self, rank: Rank, key: SegKey) -> Result<Option<RemoteKeys>> {
-        let dir = self.directories[rank.index()]
-            .ok_or_else(|| Error::Other(format!("no verbs connection to rank {rank}")))?;
+        let dir = self.directories[rank.index()].ok_or(Error::NotConnected {
+            rank,
+            transport: "verbs",
+        })?;
         let (slot, sge) = self.registry.scratch(ENTRY as u32)?;
         let remote = RemoteAddr {
             rkey: dir.rkey,
@@ -507,9 +521,11 @@ impl Transport for VerbsTransport {
         if let Some(id) = notify {
             // The constant 1 in the peer's directory, read into our notification slot after
             // the data: RC places read responses in order.
-            let dir = self.directories[x.remote.rank.index()].ok_or_else(|| {
-                Error::Other(format!("no verbs connection to rank {}", x.remote.rank))
-            })?;
+            let dir =
+                self.directories[x.remote.rank.index()].ok_or_else(|| Error::NotConnected {
+                    rank: x.remote.rank,
+                    transport: "verbs",
+                })?;
             let sge = self.registry.local_slot_sge(x.local, id)?;
             let one = RemoteAddr {
                 rkey: dir.rkey,

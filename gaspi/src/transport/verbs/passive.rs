@@ -36,12 +36,14 @@ use parking_lot::Mutex;
 
 use super::channel::{wr_id, wr_peer, Done, Op, ResultSlot};
 use super::device::{Completion, WrOp};
-use super::device::{CompletionQueue, Device, MemoryRegion, RecvRequest, Region, RemoteAddr, Sge};
+use super::device::{CompletionQueue, Device, MemoryRegion, RecvRequest, Region, Sge};
 use super::{Backoff, VerbsTransport, PASSIVE};
+use crate::counters::{Counter, Stats};
+use crate::env::shm_file;
 use crate::error::{Error, Result};
-use crate::mem::SegmentMemory;
-use crate::segment::{shm_file, SegKey};
-use crate::stats::{Counter, Stats};
+use crate::memory::segment_memory::SegmentMemory;
+use crate::memory::segment_table::RemoteAddr;
+use crate::types::SegKey;
 use crate::types::{Deadline, Rank, SegmentId};
 
 /// Registration key of the passive buffers (above user and group segments, below the
@@ -194,9 +196,10 @@ impl VerbsTransport {
         stats: &Stats,
     ) -> Result<()> {
         let p = &self.passive;
-        let i = p
-            .position(rank)
-            .ok_or_else(|| Error::Other(format!("no verbs connection to rank {rank}")))?;
+        let i = p.position(rank).ok_or(Error::NotConnected {
+            rank,
+            transport: "verbs",
+        })?;
         if data.len() > p.send.size {
             return Err(Error::InvalidCommSize {
                 size: data.len() as u64,

@@ -17,10 +17,12 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::device::{Device, MemoryRegion, MrKeys, Region, RemoteAddr, Sge};
+use super::device::{Device, MemoryRegion, MrKeys, Region, Sge};
 use crate::error::{Error, Result};
-use crate::mem::SegmentMemory;
-use crate::segment::SegKey;
+use crate::memory::segment_memory::SegmentMemory;
+use crate::memory::segment_table::RemoteAddr;
+use crate::memory::segment_table::RemoteKeys;
+use crate::types::SegKey;
 
 /// The directory's own key (above every user and internal segment key).
 pub(crate) const DIR_KEY: SegKey = 511;
@@ -31,15 +33,6 @@ const SCRATCH_SLOTS: usize = 256;
 /// rendezvous, unlike segment files.
 pub(crate) fn directory_file(job_id: &str, rank: u16) -> PathBuf {
     PathBuf::from(format!("/dev/shm/tnt-{job_id}-verbs-r{rank}"))
-}
-
-/// A peer segment's keys, as read from its directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct RemoteKeys {
-    /// Byte 0 of the segment's mapping (notification slots are at fixed offsets from it).
-    pub ctl: RemoteAddr,
-    /// Byte 0 of the segment's data.
-    pub data: RemoteAddr,
 }
 
 impl RemoteKeys {
@@ -235,7 +228,7 @@ impl Registry {
             .free
             .lock()
             .pop()
-            .ok_or_else(|| Error::Other("too many atomics in flight".into()))?;
+            .ok_or(Error::TooManyAtomics { max: SCRATCH_SLOTS })?;
         Ok((
             i,
             Sge {

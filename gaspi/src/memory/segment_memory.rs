@@ -11,7 +11,6 @@
 //! is only ever moved with raw copies, never through Rust references to the data area.
 
 use std::fs::OpenOptions;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -20,6 +19,7 @@ use std::time::Duration;
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::{Error, Result};
+use crate::types::AtomicOp;
 
 const PAGE: usize = 4096;
 const MAGIC: u64 = 0x544e_545f_5345_4731; // "TNT_SEG1"
@@ -419,38 +419,16 @@ fn futex_wake(word: &AtomicU32) {
     }
 }
 
-/// Vectored non-blocking send of `iov` on a socket: bytes sent, or the I/O error
-/// (`WouldBlock` when the socket buffer is full). A peer that has gone gives `EPIPE`, never
-/// `SIGPIPE`: a C program linking libgaspi keeps the default action, which would kill it.
-pub(crate) fn send_vectored(fd: &impl AsRawFd, iov: &[libc::iovec]) -> std::io::Result<usize> {
-    // SAFETY: an all-zero msghdr is valid (no address, no control data).
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
-    msg.msg_iovlen = iov.len() as _;
-    // SAFETY: every iovec points to live memory (segment data checked by `iovec`, or Rust
-    // buffers owned by the caller for the duration of the call); the kernel only reads it.
-    let n = unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-    if n < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
-/// Non-blocking read from a socket straight into segment data `[off, off+len)`.
-pub(crate) fn read_into(
-    fd: &impl AsRawFd,
-    mem: &SegmentMemory,
-    off: usize,
-    len: usize,
-) -> std::io::Result<usize> {
-    let iov = mem.iovec(off, len);
-    // SAFETY: `iov` covers checked segment memory; the kernel writes at most `len` bytes.
-    let n = unsafe { libc::read(fd.as_raw_fd(), iov.iov_base, iov.iov_len) };
-    if n < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
+/// Executes an atomic on a word with a real atomic instruction (the same on every path, so
+/// atomics from shared-memory peers and TCP peers are atomic with respect to each other).
+pub(crate) fn apply_atomic(word: &std::sync::atomic::AtomicU64, op: AtomicOp) -> u64 {
+    match op {
+        AtomicOp::FetchAdd { add } => word.fetch_add(add, Ordering::SeqCst),
+        AtomicOp::CompareSwap { expected, new } => {
+            match word.compare_exchange(expected, new, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(v) | Err(v) => v,
+            }
+        }
     }
 }
 

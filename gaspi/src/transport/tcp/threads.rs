@@ -15,12 +15,14 @@ use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::eventfd::EventFd;
 
-use crate::transport::tcp::pair::{Pair, TX_TOKEN};
+use crate::error::ProtocolError;
+use crate::transport::tcp::pair::Pair;
+use crate::transport::tcp::send::TX_TOKEN;
 
 pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
 pub(crate) const LISTEN_TOKEN: u64 = u64::MAX - 1;
 
-pub(crate) struct Progress {
+pub(crate) struct ReceiveLoop {
     pub pairs: Vec<Option<Arc<Pair>>>,
     pub epoll: Arc<Epoll>,
     pub wake: Arc<EventFd>,
@@ -61,7 +63,7 @@ fn event_loop(
     }
 }
 
-impl Progress {
+impl ReceiveLoop {
     pub fn run(self) {
         event_loop(
             "progress",
@@ -164,14 +166,14 @@ impl Sender {
             // above all, which makes the end orderly); the incoming connection then ends too.
             let reason = match pair.on_readable() {
                 Err(reason) => reason,
-                Ok(()) => "outgoing connection reset".into(),
+                Ok(()) => ProtocolError::OutgoingReset,
             };
             pair.fail(&reason);
             return;
         }
         if flags.contains(EpollFlags::EPOLLOUT) {
             if let Err(e) = pair.flush() {
-                pair.fail(&format!("send: {e}"));
+                pair.fail(&ProtocolError::Send(e.kind()));
             }
         }
     }

@@ -2,7 +2,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::context::Context;
 use crate::error::{Error, Result};
 
 /// The counters this implementation keeps (all without argument).
@@ -70,21 +69,12 @@ impl Stats {
     pub fn add(&self, c: Counter, v: u64) {
         self.0[c as usize].fetch_add(v, Ordering::Relaxed);
     }
-}
 
-impl Context {
-    /// Number of statistics counters (`gaspi_statistic_counter_max`).
-    pub fn statistic_counter_max(&self) -> u32 {
-        Counter::ALL.len() as u32
+    pub fn get(&self, c: Counter) -> u64 {
+        self.0[c as usize].load(Ordering::Relaxed)
     }
 
-    /// Current value of a counter (`gaspi_statistic_counter_get`).
-    pub fn statistic_counter_get(&self, c: Counter) -> u64 {
-        self.sh.stats.0[c as usize].load(Ordering::Relaxed)
-    }
-
-    /// Sets a counter back to 0 (`gaspi_statistic_counter_reset`).
-    pub fn statistic_counter_reset(&self, c: Counter) {
-        self.sh.stats.0[c as usize].store(0, Ordering::Relaxed);
+    pub fn reset(&self, c: Counter) {
+        self.0[c as usize].store(0, Ordering::Relaxed);
     }
 }

@@ -6,14 +6,16 @@
 //! size or a duplicate rank with a reason and drops the connection; once all ranks are in,
 //! it sends everyone the table.
 
-use std::io::{Read, Write};
+use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use crate::admission::{Admission, Admitted, Framing};
 use crate::env::{JobEnv, JobToken, RENDEZVOUS};
-use crate::error::{Error, Result};
+use crate::error::{Error, ProtocolError, Result};
+use crate::transport::verbs::address::VerbsHello;
 use crate::types::{Deadline, Rank};
+use crate::wire::admission::{Admission, Admitted, Framing};
+use crate::wire::codec::{read_message, write_message, Decoder, Encoder, ReadMessageError};
 
 const MAGIC_HELLO: &[u8; 4] = b"TNTB";
 const MAGIC_TABLE: &[u8; 4] = b"TNTT";
@@ -31,20 +33,6 @@ pub(crate) struct Table {
     pub verbs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
-/// What this rank contributes to the verbs part of the rendezvous: one record for everyone
-/// and one blob per peer (its queue pair numbers towards that peer). Empty without verbs.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct VerbsHello {
-    pub common: Vec<u8>,
-    pub to_peer: Vec<Vec<u8>>,
-}
-
-impl VerbsHello {
-    fn for_peer(&self, r: usize) -> &[u8] {
-        self.to_peer.get(r).map_or(&[], |v| v.as_slice())
-    }
-}
-
 /// Identity of "this host" for shared memory: same kernel boot and same network namespace.
 /// Ranks in different network namespaces count as different hosts (as containers do).
 pub(crate) fn host_identity() -> String {
@@ -58,84 +46,28 @@ pub(crate) fn host_identity() -> String {
     format!("{host}|{}|{netns}", boot.trim())
 }
 
-struct Wire<'a>(&'a mut Vec<u8>);
-
-impl Wire<'_> {
-    fn u16(&mut self, v: u16) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn str(&mut self, s: &str) {
-        self.bytes(s.as_bytes());
-    }
-    fn bytes(&mut self, b: &[u8]) {
-        self.u16(b.len() as u16);
-        self.0.extend_from_slice(b);
-    }
-}
-
 /// The largest rendezvous frame either side accepts.
 const MAX_FRAME: usize = 1 << 20;
 /// How long a connection to the rendezvous has for its whole request.
 const HELLO_WITHIN: Duration = Duration::from_secs(5);
 
 fn send_frame(stream: &TcpStream, body: &[u8]) -> Result<()> {
-    let mut s = stream;
-    s.write_all(&(body.len() as u32).to_le_bytes())?;
-    s.write_all(body)?;
-    Ok(())
+    Ok(write_message(stream, body)?)
 }
 
 fn recv_frame(stream: &TcpStream, deadline: Deadline) -> Result<Vec<u8>> {
-    let limit = deadline
-        .remaining()
-        .unwrap_or(Duration::from_secs(3600))
-        .max(Duration::from_millis(1));
-    stream.set_read_timeout(Some(limit))?;
-    let mut s = stream;
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len)
-        .map_err(|e| Error::Bootstrap(format!("reading from the rendezvous: {e}")))?;
-    let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_FRAME {
-        return Err(Error::Bootstrap(format!("rendezvous frame of {len} bytes")));
-    }
-    let mut body = vec![0; len];
-    s.read_exact(&mut body)
-        .map_err(|e| Error::Bootstrap(format!("reading from the rendezvous: {e}")))?;
-    Ok(body)
+    read_message(stream, deadline, MAX_FRAME).map_err(|e| match e {
+        ReadMessageError::Io(e)
+            if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
+        {
+            Error::Timeout
+        }
+        e => Error::Bootstrap(format!("reading from the rendezvous: {e}")),
+    })
 }
 
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8]> {
-        let s = self
-            .b
-            .get(self.at..self.at + n)
-            .ok_or_else(|| Error::Bootstrap("truncated message".into()))?;
-        self.at += n;
-        Ok(s)
-    }
-    fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_le_bytes(
-            self.take(2)?.try_into().expect("2 bytes"),
-        ))
-    }
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
-    fn str(&mut self) -> Result<String> {
-        String::from_utf8(self.bytes()?).map_err(|_| Error::Bootstrap("bad string".into()))
-    }
-    fn bytes(&mut self) -> Result<Vec<u8>> {
-        let n = usize::from(self.u16()?);
-        Ok(self.take(n)?.to_vec())
-    }
+fn truncated(e: ProtocolError) -> Error {
+    Error::Bootstrap(format!("rendezvous table: {e}"))
 }
 
 fn resolve(rendezvous: &str) -> Result<SocketAddr> {
@@ -218,25 +150,21 @@ fn join(
     };
     let local_ip = stream.local_addr()?.ip();
     let listener = data_listener(env, local_ip)?;
-    let mut body = MAGIC_HELLO.to_vec();
-    body.extend_from_slice(&env.token.0);
-    let mut w = Wire(&mut body);
-    w.u16(env.rank.0);
-    w.u16(env.nranks);
-    w.str(&host_identity());
-    w.str(&listener.local_addr()?.to_string());
-    w.bytes(&verbs.common);
-    w.u16(env.nranks);
+    let mut w = Encoder::new();
+    w.raw(MAGIC_HELLO)
+        .raw(&env.token.0)
+        .u16(env.rank.0)
+        .u16(env.nranks)
+        .str(&host_identity())
+        .str(&listener.local_addr()?.to_string())
+        .bytes(&verbs.common)
+        .u16(env.nranks);
     for r in 0..usize::from(env.nranks) {
         w.bytes(verbs.for_peer(r));
     }
-    send_frame(&stream, &body)?;
+    send_frame(&stream, &w.finish())?;
     let reply = recv_frame(&stream, deadline).map_err(|e| match e {
-        Error::Bootstrap(m)
-            if m.contains("timed out") || m.contains("would block") || m.contains("Resource") =>
-        {
-            timeout_error(env, "the job did not assemble")
-        }
+        Error::Timeout => timeout_error(env, "the job did not assemble"),
         other => other,
     })?;
     if reply.starts_with(MAGIC_REJECT) {
@@ -250,20 +178,20 @@ fn join(
             "unexpected reply from the rendezvous".into(),
         ));
     }
-    let mut r = Reader { b: &reply, at: 4 };
-    let n = r.u16()?;
+    let mut r = Decoder::new(&reply[4..]);
+    let n = r.u16().map_err(truncated)?;
     if n != env.nranks {
         return Err(Error::Bootstrap(format!(
             "rendezvous table has {n} ranks, expected {}",
             env.nranks
         )));
     }
-    let nonce = r.u64()?;
+    let nonce = r.u64().map_err(truncated)?;
     let mut hosts = Vec::new();
     let mut addrs = Vec::new();
     for _ in 0..n {
-        hosts.push(r.str()?);
-        let a = r.str()?;
+        hosts.push(r.str().map_err(truncated)?);
+        let a = r.str().map_err(truncated)?;
         addrs.push(
             a.parse()
                 .map_err(|_| Error::Bootstrap(format!("bad address {a:?} in the table")))?,
@@ -271,7 +199,7 @@ fn join(
     }
     let mut table_verbs = Vec::with_capacity(usize::from(n));
     for _ in 0..n {
-        table_verbs.push((r.bytes()?, r.bytes()?));
+        table_verbs.push((r.bytes().map_err(truncated)?, r.bytes().map_err(truncated)?));
     }
     Ok((
         Table {
@@ -344,8 +272,10 @@ fn serve(
                 }
                 Err(why) => {
                     tracing::warn!("rendezvous: rejected {from}: {why}");
-                    let mut m = MAGIC_REJECT.to_vec();
-                    m.extend_from_slice(why.as_bytes());
+                    let m = Encoder::new()
+                        .raw(MAGIC_REJECT)
+                        .raw(why.to_string().as_bytes())
+                        .finish();
                     let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
                     let _ = send_frame(&stream, &m);
                 }
@@ -359,24 +289,20 @@ fn serve(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
     let addrs: Vec<SocketAddr> = addrs.into_iter().map(|a| a.expect("all joined")).collect();
-    let mut body = MAGIC_TABLE.to_vec();
-    let mut w = Wire(&mut body);
-    w.u16(env.nranks);
-    body.extend_from_slice(&nonce.to_le_bytes());
-    let mut w = Wire(&mut body);
+    let mut w = Encoder::new();
+    w.raw(MAGIC_TABLE).u16(env.nranks).u64(nonce);
     for (h, a) in hosts.iter().zip(&addrs) {
-        w.str(h);
-        w.str(&a.to_string());
+        w.str(h).str(&a.to_string());
     }
+    let body = w.finish();
     // Each rank gets every rank's verbs record plus the queue pairs meant for it.
     for (dest, c) in &conns {
-        let mut personal = body.clone();
-        let mut w = Wire(&mut personal);
+        let mut w = Encoder::new();
+        w.raw(&body);
         for h in &hellos {
-            w.bytes(&h.common);
-            w.bytes(h.for_peer(*dest));
+            w.bytes(&h.common).bytes(h.for_peer(*dest));
         }
-        send_frame(c, &personal)?;
+        send_frame(c, &w.finish())?;
     }
     let verbs = hellos
         .iter()
@@ -393,41 +319,61 @@ fn serve(
     ))
 }
 
+/// Why rank 0 turned a join request away (sent back to the requester as text).
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error("not a tarantella rendezvous request")]
+    NotOurs,
+    #[error("wrong job token (GASPI_JOB_TOKEN differs from rank 0's)")]
+    WrongToken,
+    #[error("job size {got} differs from rank 0's {expected}")]
+    JobSize { got: u16, expected: u16 },
+    #[error("rank {0} is not valid here")]
+    InvalidRank(u16),
+    #[error("rank {0} joined twice")]
+    Twice(u16),
+    #[error("bad data address {0:?}")]
+    BadAddress(String),
+    #[error("malformed request: {0}")]
+    Malformed(#[from] ProtocolError),
+}
+
+/// A join request: the rank, its host identity, its data address and its verbs hello.
+type Join = (usize, String, SocketAddr, VerbsHello);
+
 fn check_hello(
     env: &JobEnv,
     body: &[u8],
     seen: &[Option<SocketAddr>],
-) -> std::result::Result<(usize, String, SocketAddr, VerbsHello), String> {
-    if !body.starts_with(MAGIC_HELLO) || body.len() < 4 + 16 + 4 {
-        return Err("not a tarantella rendezvous request".into());
+) -> std::result::Result<Join, Refusal> {
+    let mut r = Decoder::new(body);
+    if r.array::<4>().ok().as_ref() != Some(MAGIC_HELLO) {
+        return Err(Refusal::NotOurs);
     }
-    let mut token = [0u8; 16];
-    token.copy_from_slice(&body[4..20]);
-    if JobToken(token) != env.token {
-        return Err("wrong job token (GASPI_JOB_TOKEN differs from rank 0's)".into());
+    if JobToken(r.array()?) != env.token {
+        return Err(Refusal::WrongToken);
     }
-    let mut r = Reader { b: body, at: 20 };
-    let rank = r.u16().map_err(|e| e.to_string())?;
-    let nranks = r.u16().map_err(|e| e.to_string())?;
+    let rank = r.u16()?;
+    let nranks = r.u16()?;
     if nranks != env.nranks {
-        return Err(format!(
-            "job size {nranks} differs from rank 0's {}",
-            env.nranks
-        ));
+        return Err(Refusal::JobSize {
+            got: nranks,
+            expected: env.nranks,
+        });
     }
     if rank == 0 || rank >= nranks {
-        return Err(format!("rank {rank} is not valid here"));
+        return Err(Refusal::InvalidRank(rank));
     }
     if seen[usize::from(rank)].is_some() {
-        return Err(format!("rank {rank} joined twice"));
+        return Err(Refusal::Twice(rank));
     }
-    let host = r.str().map_err(|e| e.to_string())?;
-    let a = r.str().map_err(|e| e.to_string())?;
-    let addr = a.parse().map_err(|_| format!("bad data address {a:?}"))?;
-    let common = r.bytes().map_err(|e| e.to_string())?;
-    let count = r.u16().map_err(|e| e.to_string())?;
+    let host = r.str()?;
+    let a = r.str()?;
+    let addr = a.parse().map_err(|_| Refusal::BadAddress(a))?;
+    let common = r.bytes()?;
+    let count = r.u16()?;
     let to_peer = (0..count)
-        .map(|_| r.bytes().map_err(|e| e.to_string()))
+        .map(|_| r.bytes())
         .collect::<std::result::Result<Vec<_>, _>>()?;
     Ok((
         usize::from(rank),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
-use crate::types::{Deadline, Rank};
+use crate::types::{Deadline, Rank, SegmentId};
 
 #[derive(Default)]
 pub(crate) struct RpcSlot {
@@ -109,5 +109,30 @@ impl RpcTable {
             }
             answer => answer,
         }
+    }
+}
+
+/// A passive message sent over TCP whose `passive_send` returned `Timeout`.
+pub(crate) struct Unacked {
+    pub req: u64,
+    pub slot: Arc<RpcSlot>,
+    /// The segment range the message was read from.
+    pub what: (SegmentId, u64),
+    /// Its bytes, to recognize the caller's retry.
+    pub data: Vec<u8>,
+}
+
+/// The sending side's memory of TCP passive sends whose call timed out before their
+/// acknowledgement, per target rank (see `passive_send_tcp`).
+#[derive(Default)]
+pub(crate) struct UnackedSends(Mutex<HashMap<Rank, Unacked>>);
+
+impl UnackedSends {
+    pub fn take(&self, rank: Rank) -> Option<Unacked> {
+        self.0.lock().remove(&rank)
+    }
+
+    pub fn keep(&self, rank: Rank, u: Unacked) {
+        self.0.lock().insert(rank, u);
     }
 }

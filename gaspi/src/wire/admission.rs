@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ProtocolError, Result};
 use crate::types::Deadline;
 
 /// How a first message is delimited.
@@ -55,7 +55,7 @@ pub(crate) struct Admission {
 enum Reading {
     Complete(Vec<u8>),
     Partial,
-    Dropped(String),
+    Dropped(ProtocolError),
 }
 
 impl Admission {
@@ -184,14 +184,14 @@ impl Admission {
             let start = w.buf.len();
             w.buf.resize(start + need, 0);
             match w.stream.read(&mut w.buf[start..]) {
-                Ok(0) => return Reading::Dropped("closed before its message was complete".into()),
+                Ok(0) => return Reading::Dropped(ProtocolError::Closed),
                 Ok(n) => w.buf.truncate(start + n),
                 Err(e) => {
                     w.buf.truncate(start);
                     match e.kind() {
                         ErrorKind::WouldBlock => return Reading::Partial,
                         ErrorKind::Interrupted => {}
-                        _ => return Reading::Dropped(e.to_string()),
+                        _ => return Reading::Dropped(ProtocolError::Receive(e.kind())),
                     }
                 }
             }
@@ -200,7 +200,7 @@ impl Admission {
 }
 
 /// How many more bytes the message in `buf` needs (0: complete), or why it is refused.
-fn wanted(framing: Framing, buf: &[u8]) -> std::result::Result<usize, String> {
+fn wanted(framing: Framing, buf: &[u8]) -> std::result::Result<usize, ProtocolError> {
     match framing {
         Framing::Fixed(n) => Ok(n - buf.len()),
         Framing::LengthPrefixed { max } => {
@@ -209,9 +209,10 @@ fn wanted(framing: Framing, buf: &[u8]) -> std::result::Result<usize, String> {
             }
             let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
             if len > max {
-                return Err(format!(
-                    "announced a message of {len} bytes (at most {max})"
-                ));
+                return Err(ProtocolError::TooLong {
+                    len: len as u64,
+                    max: max as u64,
+                });
             }
             Ok(4 + len - buf.len())
         }

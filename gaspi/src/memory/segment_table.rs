@@ -1,0 +1,191 @@
+//! The table of segments this rank knows: its own (which peers may access, checked on every
+//! incoming operation) and what peers announced of theirs (size, notification count, the
+//! mapping of a shared-memory peer's segment, its verbs keys).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::error::{Error, Result};
+use crate::memory::segment_memory::SegmentMemory;
+use crate::types::{Deadline, Rank, SegKey, SegmentId};
+
+/// The remote side of a work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RemoteAddr {
+    pub rkey: u32,
+    pub addr: u64,
+}
+
+/// A peer segment's keys, as read from its directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RemoteKeys {
+    /// Byte 0 of the segment's mapping (notification slots are at fixed offsets from it).
+    pub ctl: RemoteAddr,
+    /// Byte 0 of the segment's data.
+    pub data: RemoteAddr,
+}
+
+pub(crate) struct LocalSegment {
+    pub mem: Arc<SegmentMemory>,
+    /// Announced with the registration (group segments: a digest of the member list).
+    pub tag: u64,
+    /// Ranks this segment is registered with (allowed to access it).
+    allowed: Vec<AtomicBool>,
+    /// Peer failures already reported by waits on this segment.
+    pub failures_seen: AtomicU64,
+}
+
+impl LocalSegment {
+    pub fn allows(&self, rank: Rank) -> bool {
+        self.allowed
+            .get(rank.index())
+            .is_some_and(|a| a.load(Ordering::Acquire))
+    }
+
+    pub fn allow(&self, rank: Rank) {
+        self.allowed[rank.index()].store(true, Ordering::Release);
+    }
+}
+
+/// What a peer told us about one of its segments.
+pub(crate) struct RemoteSegment {
+    pub size: u64,
+    pub tag: u64,
+    pub notif_count: u32,
+    /// The peer's segment mapped here, when it is on this host and shareable.
+    pub mem: Option<Arc<SegmentMemory>>,
+    /// Its verbs keys, read from the peer's directory at first use (`None` inside: the
+    /// segment is not reachable over verbs).
+    pub verbs: OnceLock<Option<RemoteKeys>>,
+}
+
+#[derive(Default)]
+pub(crate) struct SegmentTable {
+    local: RwLock<HashMap<SegKey, Arc<LocalSegment>>>,
+    remote: RwLock<HashMap<(u16, SegKey), Arc<RemoteSegment>>>,
+    registered: Mutex<()>,
+    registered_cv: Condvar,
+}
+
+impl SegmentTable {
+    pub fn local(&self, key: SegKey) -> Option<Arc<LocalSegment>> {
+        self.local.read().get(&key).cloned()
+    }
+
+    pub fn remote(&self, rank: Rank, key: SegKey) -> Option<Arc<RemoteSegment>> {
+        self.remote.read().get(&(rank.0, key)).cloned()
+    }
+
+    pub fn remove_local(&self, key: SegKey) -> Option<Arc<LocalSegment>> {
+        self.local.write().remove(&key)
+    }
+
+    pub fn for_each_local(&self, mut f: impl FnMut(&LocalSegment)) {
+        for s in self.local.read().values() {
+            f(s);
+        }
+    }
+
+    /// Adds local segment `key`, built by `make` while the table is locked (so that two
+    /// threads creating the same id cannot both succeed).
+    pub fn insert_local_with(
+        &self,
+        key: SegKey,
+        make: impl FnOnce() -> LocalSegment,
+    ) -> Result<Arc<LocalSegment>> {
+        let mut t = self.local.write();
+        if t.contains_key(&key) {
+            return Err(Error::SegmentExists {
+                segment: SegmentId(key as u8),
+            });
+        }
+        let seg = Arc::new(make());
+        t.insert(key, seg.clone());
+        Ok(seg)
+    }
+
+    /// The keys of the local segments that `keep` accepts.
+    pub fn local_keys(&self, keep: impl Fn(SegKey) -> bool) -> Vec<SegKey> {
+        self.local
+            .read()
+            .keys()
+            .copied()
+            .filter(|k| keep(*k))
+            .collect()
+    }
+
+    /// How many local segments `keep` accepts.
+    pub fn count_local(&self, keep: impl Fn(SegKey) -> bool) -> usize {
+        self.local.read().keys().filter(|k| keep(**k)).count()
+    }
+
+    /// Records what `from` announced about its segment `key` and wakes those waiting for it.
+    pub fn insert_remote(&self, from: Rank, key: SegKey, seg: RemoteSegment) {
+        self.remote.write().insert((from.0, key), Arc::new(seg));
+        let _g = self.registered.lock();
+        self.registered_cv.notify_all();
+    }
+
+    /// `from` deleted its segment `key`.
+    pub fn remove_remote(&self, from: Rank, key: SegKey) {
+        self.remote.write().remove(&(from.0, key));
+    }
+
+    /// Waits until `rank` has registered with us a segment `key` that `fresh` accepts (an
+    /// older registration under the same key may still be here: the peer's deletion of it
+    /// travels on its own schedule). `give_up` is asked after every wake-up whether to stop
+    /// (peer failed, process terminating).
+    pub fn wait_remote(
+        &self,
+        rank: Rank,
+        key: SegKey,
+        deadline: Deadline,
+        fresh: impl Fn(&RemoteSegment) -> bool,
+        give_up: impl Fn() -> Result<()>,
+    ) -> Result<Arc<RemoteSegment>> {
+        let mut g = self.registered.lock();
+        loop {
+            if let Some(r) = self.remote(rank, key).filter(|r| fresh(r)) {
+                return Ok(r);
+            }
+            give_up()?;
+            match deadline.remaining() {
+                None => {
+                    self.registered_cv.wait(&mut g);
+                }
+                Some(d) if d.is_zero() => return Err(Error::Timeout),
+                Some(d) => {
+                    self.registered_cv.wait_for(&mut g, d);
+                }
+            }
+        }
+    }
+
+    /// Wakes everything that waits on local state (after a peer failure or a goodbye).
+    pub fn wake_all(&self) {
+        self.for_each_local(|s| s.mem.wake());
+        let _g = self.registered.lock();
+        self.registered_cv.notify_all();
+    }
+}
+
+impl LocalSegment {
+    /// A segment over `mem`, accessible to `me` only until registered with peers.
+    pub fn new(
+        mem: Arc<SegmentMemory>,
+        tag: u64,
+        me: Rank,
+        nranks: u16,
+        failures_seen: u64,
+    ) -> Self {
+        LocalSegment {
+            mem,
+            tag,
+            failures_seen: AtomicU64::new(failures_seen),
+            allowed: (0..nranks).map(|r| AtomicBool::new(r == me.0)).collect(),
+        }
+    }
+}

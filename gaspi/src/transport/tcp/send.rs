@@ -1,0 +1,220 @@
+//! The sending half of a link: an ordered queue of frames on the outgoing connection.
+//!
+//! Sends go straight to the socket from the posting thread when nothing is queued (one
+//! vectored send of header + segment slice, no staging copy); what does not fit in the socket
+//! buffer is queued and finished by the sending thread on `EPOLLOUT`, in order.
+
+use std::collections::VecDeque;
+use std::io::ErrorKind;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags};
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::memory::segment_memory::SegmentMemory;
+use crate::transport::completion::QueueState;
+use crate::transport::tcp::socket::send_vectored;
+use crate::types::Rank;
+use crate::wire::frame::{Header, HEADER_LEN};
+
+/// Set in the epoll token of a peer's outgoing connection (the incoming one's is the rank).
+pub(crate) const TX_TOKEN: u64 = 1 << 32;
+
+/// Bytes that follow a header on the wire.
+pub(crate) enum Payload {
+    None,
+    /// A slice of segment memory, sent without copying.
+    Segment {
+        mem: Arc<SegmentMemory>,
+        off: usize,
+        len: usize,
+    },
+    Owned(Vec<u8>),
+}
+
+struct OutFrame {
+    header: [u8; HEADER_LEN],
+    payload: Payload,
+    /// Bytes of header + payload already written.
+    sent: usize,
+    done: Option<Arc<QueueState>>,
+}
+
+impl OutFrame {
+    fn total(&self) -> usize {
+        HEADER_LEN
+            + match &self.payload {
+                Payload::None => 0,
+                Payload::Segment { len, .. } => *len,
+                Payload::Owned(v) => v.len(),
+            }
+    }
+}
+
+#[derive(Default)]
+struct SendQueue {
+    frames: VecDeque<OutFrame>,
+    out_armed: bool,
+}
+
+/// The outgoing connection to one peer and the frames queued on it.
+pub(crate) struct Outbox {
+    peer: Rank,
+    /// Carries every frame this rank sends to the peer; nothing is read from it.
+    pub tx: TcpStream,
+    /// The sending thread's epoll (the outgoing connection is in it).
+    tx_epoll: Arc<Epoll>,
+    queue: Mutex<SendQueue>,
+}
+
+impl Outbox {
+    pub fn new(peer: Rank, tx: TcpStream, tx_epoll: Arc<Epoll>) -> Self {
+        Outbox {
+            peer,
+            tx,
+            tx_epoll,
+            queue: Mutex::default(),
+        }
+    }
+
+    /// The outgoing connection's epoll registration: writability while frames are queued.
+    /// Its hang-up and errors are reported whatever the flags.
+    pub fn events(&self, out: bool) -> EpollEvent {
+        let f = if out {
+            EpollFlags::EPOLLOUT
+        } else {
+            EpollFlags::empty()
+        };
+        EpollEvent::new(f, TX_TOKEN | u64::from(self.peer.0))
+    }
+
+    /// Posts one frame, unless `closed` is set (checked under the queue's lock, so nothing
+    /// is queued after [`drain`](Self::drain)). Completes at once if the socket takes it
+    /// all; otherwise queues it and counts it on `q` until the sending thread has written it.
+    pub fn post(
+        &self,
+        header: Header,
+        payload: Payload,
+        q: Option<&Arc<QueueState>>,
+        closed: &AtomicBool,
+    ) -> Result<()> {
+        let mut frame = OutFrame {
+            header: header.encode(),
+            payload,
+            sent: 0,
+            done: None,
+        };
+        let failed = Error::PeerFailed { rank: self.peer };
+        let mut sq = self.queue.lock();
+        if closed.load(Ordering::Acquire) {
+            return Err(failed);
+        }
+        if sq.frames.is_empty() {
+            match self.write_some(&mut frame) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::debug!(peer = self.peer.0, "send failed: {e}");
+                    // The progress thread sees the error on the socket and fails the pair.
+                    return Err(failed);
+                }
+            }
+        }
+        if let Some(q) = q {
+            q.begin_async();
+            frame.done = Some(q.clone());
+        }
+        sq.frames.push_back(frame);
+        if !sq.out_armed {
+            sq.out_armed = true;
+            let mut ev = self.events(true);
+            self.tx_epoll.modify(&self.tx, &mut ev)?;
+        }
+        Ok(())
+    }
+
+    /// Writes as much of `f` as the socket takes; true when all of it is written.
+    fn write_some(&self, f: &mut OutFrame) -> std::io::Result<bool> {
+        let total = f.total();
+        while f.sent < total {
+            let mut iov = [libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            }; 2];
+            let mut n = 0;
+            if f.sent < HEADER_LEN {
+                iov[0] = libc::iovec {
+                    iov_base: f.header[f.sent..].as_ptr() as *mut libc::c_void,
+                    iov_len: HEADER_LEN - f.sent,
+                };
+                n = 1;
+            }
+            let body_done = f.sent.saturating_sub(HEADER_LEN);
+            match &f.payload {
+                Payload::None => {}
+                Payload::Segment { mem, off, len } => {
+                    if body_done < *len {
+                        iov[n] = mem.iovec(off + body_done, len - body_done);
+                        n += 1;
+                    }
+                }
+                Payload::Owned(v) => {
+                    if body_done < v.len() {
+                        iov[n] = libc::iovec {
+                            iov_base: v[body_done..].as_ptr() as *mut libc::c_void,
+                            iov_len: v.len() - body_done,
+                        };
+                        n += 1;
+                    }
+                }
+            }
+            match send_vectored(&self.tx, &iov[..n]) {
+                Ok(w) => f.sent += w,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Sending thread, on `EPOLLOUT`: writes queued frames in order.
+    pub fn flush(&self) -> std::io::Result<()> {
+        let mut sq = self.queue.lock();
+        while let Some(front) = sq.frames.front_mut() {
+            if !self.write_some(front)? {
+                return Ok(());
+            }
+            let f = sq.frames.pop_front().expect("front exists");
+            if let Some(q) = f.done {
+                q.complete(None);
+            }
+        }
+        if sq.out_armed {
+            sq.out_armed = false;
+            let mut ev = self.events(false);
+            let _ = self.tx_epoll.modify(&self.tx, &mut ev);
+        }
+        Ok(())
+    }
+
+    /// True when nothing is left to send (used by `term` to let goodbyes drain).
+    pub fn is_idle(&self) -> bool {
+        self.queue.lock().frames.is_empty()
+    }
+
+    /// Takes the connection out of the sending thread's epoll and fails every queued frame's
+    /// completion (the peer failed).
+    pub fn drain(&self) {
+        let _ = self.tx_epoll.delete(&self.tx);
+        let frames: Vec<OutFrame> = self.queue.lock().frames.drain(..).collect();
+        for f in frames {
+            if let Some(q) = f.done {
+                q.complete(Some(self.peer));
+            }
+        }
+    }
+}
