@@ -14,8 +14,12 @@ use gaspi::{testing, Config, Context, Rank};
 /// How the ranks of a test case talk to each other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Net {
+    /// `GASPI_TRANSPORT=auto`: shared memory between the ranks (a test's ranks all run on this
+    /// host), as a job on one host gets by default.
     Auto,
+    /// `GASPI_TRANSPORT=tcp`: TCP over loopback between every pair of ranks.
     Tcp,
+    /// `GASPI_TRANSPORT=shm`: shared memory between every pair of ranks.
     Shm,
     /// `GASPI_TRANSPORT=verbs` on the fake verbs device: the verbs code path (queue pairs,
     /// memory regions, signaling, completions) with work requests executed by the fake.
@@ -23,6 +27,7 @@ pub enum Net {
 }
 
 impl Net {
+    /// The `GASPI_TRANSPORT` the ranks are started with.
     pub fn transport(self) -> TransportChoice {
         match self {
             Net::Auto => TransportChoice::Auto,

@@ -289,6 +289,8 @@ fn segment_errors(ctx: &Context, peer: Rank) {
         "size bad rank": ctx.segment_size(S, Rank(n)) => ERR_INV_RANK, nr;
         "ptr unknown": ctx.segment_ptr(UNKNOWN) => ERR_INV_SEG, "segment 7";
         "segment unknown": ctx.segment(UNKNOWN).map(|_| ()) => ERR_INV_SEG, "segment 7";
+        // SAFETY: a null pointer is refused before anything is bound, so no memory is ever
+        // given to the runtime.
         "bind null": unsafe { ctx.segment_bind(SegmentId(4), std::ptr::null_mut(), 64) }
             => ERR_NULLPTR, "null";
     }

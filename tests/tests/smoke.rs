@@ -1,3 +1,7 @@
+//! The smoke test: every rank sends its rank to its right neighbour with `write_notify` and
+//! reads its left neighbour's, then an allreduce of the ranks, a barrier and `term`; over TCP
+//! (2 and 3 ranks), shared memory (2 and 5) and on a single rank.
+
 use gaspi::*;
 use tarantella_tests::spmd_cases;
 
