@@ -177,6 +177,35 @@ pub enum Error {
     /// A member of the group aborted the collective without naming a failed rank.
     #[error("a member aborted the collective")]
     CollectiveAborted,
+    /// A user-defined reduction (`gaspi_allreduce_user`) returned a failure code.
+    #[error("the user reduction returned {code}")]
+    UserReduction {
+        /// What the reduction returned.
+        code: i32,
+    },
+    /// A call into the operating system failed (CPU affinity, thread creation, system
+    /// information).
+    #[error("{call}: {source}")]
+    System {
+        /// What was attempted.
+        call: &'static str,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// `gaspi_threads_*` before `gaspi_threads_init`.
+    #[error("gaspi_threads: not initialized (gaspi_threads_init first)")]
+    ThreadPoolNotInitialized,
+    /// `gaspi_threads_init` twice.
+    #[error("gaspi_threads: already initialized")]
+    ThreadPoolInitialized,
+    /// The barrier of the ranks that `gaspi_threads_sync_all` runs failed.
+    #[error("the ranks' barrier: {reason}")]
+    RanksBarrier {
+        /// The GASPI return code it failed with.
+        code: i32,
+        /// Its message.
+        reason: String,
+    },
 }
 
 /// Why a peer's connection was dropped: what it sent broke the wire protocol, or the
@@ -300,7 +329,12 @@ impl Error {
             | Error::QueueBusy { .. }
             | Error::PassiveInboxFull { .. }
             | Error::TooManyAtomics { .. }
-            | Error::CollectiveAborted => ERROR,
+            | Error::CollectiveAborted
+            | Error::UserReduction { .. }
+            | Error::System { .. }
+            | Error::ThreadPoolNotInitialized
+            | Error::ThreadPoolInitialized
+            | Error::RanksBarrier { .. } => ERROR,
         }
     }
 

@@ -167,7 +167,7 @@ gaspi_api! { COLL_API;
                 if rc == 0 {
                     Ok(())
                 } else {
-                    Err(Error::Other(format!("the user reduction returned {rc}")))
+                    Err(Error::UserReduction { code: rc })
                 }
             };
             with_buffers(buffer_send, buffer_receive, len as usize, |i, o| {

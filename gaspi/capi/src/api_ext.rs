@@ -17,10 +17,10 @@ fn affinity() -> Result<Vec<usize>> {
     let rc =
         unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if rc != 0 {
-        return Err(Error::Other(format!(
-            "sched_getaffinity: {}",
-            std::io::Error::last_os_error()
-        )));
+        return Err(Error::System {
+            call: "sched_getaffinity",
+            source: std::io::Error::last_os_error(),
+        });
     }
     Ok((0..libc::CPU_SETSIZE as usize)
         // SAFETY: `cpu` is below CPU_SETSIZE, the size of `set`.
@@ -39,10 +39,10 @@ fn set_affinity(cpus: &[usize]) -> Result<()> {
     // SAFETY: `set` is a valid `cpu_set_t` of the size passed; pid 0 is this thread.
     let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if rc != 0 {
-        return Err(Error::Other(format!(
-            "sched_setaffinity: {}",
-            std::io::Error::last_os_error()
-        )));
+        return Err(Error::System {
+            call: "sched_setaffinity",
+            source: std::io::Error::last_os_error(),
+        });
     }
     Ok(())
 }
@@ -85,7 +85,10 @@ fn socket_cpus(socket: u8) -> Result<Vec<usize>> {
     let list = match std::fs::read_to_string(&node) {
         Ok(t) => t,
         Err(_) if socket == 0 => std::fs::read_to_string("/sys/devices/system/cpu/online")
-            .map_err(|e| Error::Other(format!("reading the online CPUs: {e}")))?,
+            .map_err(|e| Error::System {
+                call: "reading the online CPUs",
+                source: e,
+            })?,
         Err(_) => {
             return Err(Error::InvalidNumber(format!(
                 "socket {socket}: this machine has no NUMA node {socket}"
@@ -94,7 +97,13 @@ fn socket_cpus(socket: u8) -> Result<Vec<usize>> {
     };
     parse_cpulist(&list)
         .filter(|c| !c.is_empty())
-        .ok_or_else(|| Error::Other(format!("cannot parse the CPU list of {node}: {list:?}")))
+        .ok_or_else(|| Error::System {
+            call: "parsing a CPU list",
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{node}: {list:?}"),
+            ),
+        })
 }
 
 gaspi_api! { EXT_API;
@@ -107,7 +116,10 @@ gaspi_api! { EXT_API;
             let mut u: libc::utsname = unsafe { std::mem::zeroed() };
             // SAFETY: `u` is a valid, writable `utsname`.
             if unsafe { libc::uname(&mut u) } != 0 {
-                return Err(Error::Other(format!("uname: {}", std::io::Error::last_os_error())));
+                return Err(Error::System {
+                    call: "uname",
+                    source: std::io::Error::last_os_error(),
+                });
             }
             // SAFETY: the kernel NUL-terminates `machine` inside the array.
             let name = unsafe { std::ffi::CStr::from_ptr(u.machine.as_ptr()) }

@@ -44,14 +44,17 @@ thread_local! {
 }
 
 fn not_initialized() -> Error {
-    Error::Other("gaspi_threads: not initialized (gaspi_threads_init first)".into())
+    Error::ThreadPoolNotInitialized
 }
 
 /// The cores this process may run on.
 fn cores() -> Result<gaspi_int> {
     std::thread::available_parallelism()
         .map(|n| n.get() as gaspi_int)
-        .map_err(|e| Error::Other(format!("cannot count the cores: {e}")))
+        .map_err(|source| Error::System {
+            call: "counting the cores",
+            source,
+        })
 }
 
 /// Waits until every thread of the pool has arrived; the last to arrive runs `leader`
@@ -79,7 +82,10 @@ fn barrier(leader: impl FnOnce() -> Result<()>) -> Result<()> {
                 return match &p.result {
                     Ok(()) => Ok(()),
                     Err((rt::error::code::TIMEOUT, _)) => Err(Error::Timeout),
-                    Err((_, why)) => Err(Error::Other(format!("the ranks' barrier: {why}"))),
+                    Err((code, why)) => Err(Error::RanksBarrier {
+                        code: *code,
+                        reason: why.clone(),
+                    }),
                 }
             }
             Some(_) => {}
@@ -98,7 +104,7 @@ fn init_pool(n: u32) -> Result<()> {
     }
     let mut pool = POOL.lock();
     if pool.is_some() {
-        return Err(Error::Other("gaspi_threads: already initialized".into()));
+        return Err(Error::ThreadPoolInitialized);
     }
     *pool = Some(Pool {
         total: n.min(1024) as i32,
@@ -178,7 +184,10 @@ gaspi_api! { THREADS_API;
                 unsafe { f(arg.0) };
             })
             .map(|_| ())
-            .map_err(|e| Error::Other(format!("cannot start a thread: {e}")))
+            .map_err(|source| Error::System {
+                call: "starting a thread",
+                source,
+            })
     }
 
     /// `gaspi_threads_register`: the next id of the pool for this thread.

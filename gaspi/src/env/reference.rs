@@ -1,7 +1,7 @@
 //! The reference implementation's (GPI-2's) per-rank variables: the NUMA socket and the
 //! machine file.
 
-use super::{MFILE, SOCKET};
+use super::vars::{MFILE, SOCKET};
 use crate::error::{Error, Result};
 
 /// This rank's NUMA socket from `GASPI_SOCKET` (`None` when unset), as the reference

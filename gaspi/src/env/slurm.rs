@@ -1,6 +1,6 @@
 //! Jobs started by `srun`: rank, size and rendezvous from Slurm's variables.
 
-use super::{parse_u16, Placement};
+use super::placement::{parse_u16, Placement};
 use crate::error::Result;
 
 /// The job `srun` describes, when `SLURM_PROCID` and `SLURM_NTASKS` are set and the

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::JOB_TOKEN;
+use super::vars::JOB_TOKEN;
 use crate::error::{Error, Result};
 
 /// A 128-bit job token that every rank presents to its peers.

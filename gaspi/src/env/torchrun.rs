@@ -2,7 +2,8 @@
 //! rank, size and rendezvous from `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`,
 //! `MASTER_ADDR` and `MASTER_PORT`.
 
-use super::{parse_u16, Placement, SN_PORT};
+use super::placement::{parse_u16, Placement};
+use super::vars::SN_PORT;
 use crate::error::{Error, Result};
 
 pub const RANK: &str = "RANK";

@@ -67,7 +67,7 @@ pub(crate) struct Channel {
 }
 
 /// One op's work requests, before ids and signaling are assigned.
-pub(crate) struct Op {
+pub(crate) struct WorkBatch {
     pub wrs: Vec<(WrOp, RemoteAddr)>,
     pub done: Done,
     pub hold: Option<Arc<SegmentMemory>>,
@@ -123,7 +123,7 @@ impl Channel {
     }
 
     /// Posts `op` (the caller checked [`has_room`](Self::has_room)).
-    pub fn post(&mut self, op: Op) -> Result<()> {
+    pub fn post(&mut self, op: WorkBatch) -> Result<()> {
         if self.failed.is_some() {
             return Err(Error::PeerFailed { rank: self.peer });
         }
@@ -182,7 +182,7 @@ impl Channel {
         if self.in_flight.is_empty() || self.last_signaled || self.failed.is_some() {
             return Ok(());
         }
-        self.post(Op {
+        self.post(WorkBatch {
             wrs: vec![(WrOp::Write { sge: scratch }, remote)],
             done: Done::Nothing,
             hold: None,
@@ -253,14 +253,14 @@ mod tests {
         }
     }
 
-    fn write_op(q: &Arc<QueueState>) -> Op {
+    fn write_op(q: &Arc<QueueState>) -> WorkBatch {
         let sge = Sge {
             lkey: 1,
             addr: 0,
             len: 8,
         };
         let remote = RemoteAddr { rkey: 2, addr: 0 };
-        Op {
+        WorkBatch {
             wrs: vec![(WrOp::Write { sge }, remote)],
             done: Done::Queue(q.clone()),
             hold: None,
