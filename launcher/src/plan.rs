@@ -98,8 +98,6 @@ pub const REDACTED: &str = "<redacted>";
 
 /// Set on every rank by `--no-gpu`; never set otherwise.
 const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
-/// The trainer's log filter (`train` reads it; it gets the same level as the runtime).
-const TRAINER_LOG: &str = "TNT_LOG";
 
 impl Plan {
     /// Builds the plan from the options and what this host offers.
@@ -366,8 +364,8 @@ impl Plan {
         // errors only.
         let level = if loud { c.log_level } else { "error" };
         push(genv::LOG, level.to_string());
-        push(TRAINER_LOG, level.to_string());
-        push("TNT_FUSION_THRESHOLD_KB", c.fusion_kb.to_string());
+        push(tnt_env::LOG, level.to_string());
+        push(tnt_env::FUSION_THRESHOLD_KB, c.fusion_kb.to_string());
         // No per-rank GPU here: every rank of a host sees the same GPUs and the program
         // picks its own by local rank, as with torchrun. A per-rank CUDA_VISIBLE_DEVICES
         // would replace the one the user chose (e.g. `3,5`).
@@ -377,7 +375,7 @@ impl Plan {
         if c.gpi2_binds_sockets {
             push(env::GASPI_SET_NUMA_SOCKET, "1".to_string());
         }
-        push(rundir::JOB_MARK_VAR, self.job_id.clone());
+        push(tnt_env::JOB_ID, self.job_id.clone());
         vars.extend(c.exports.iter().cloned());
     }
 

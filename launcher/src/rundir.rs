@@ -15,16 +15,12 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-/// Set on every process `tarantella` starts (ranks and ssh clients), so `--cleanup` can
-/// tell a job's processes from an unrelated process that reused a PID.
-pub const JOB_MARK_VAR: &str = "TARANTELLA_JOB_ID";
-
 /// The machine file in a run directory: one host per rank, in rank order (`GASPI_MFILE`).
 pub const MACHINE_FILE: &str = "machines";
 
 /// Where run directories live.
 pub fn base() -> PathBuf {
-    if let Some(d) = std::env::var_os("TARANTELLA_RUN_DIR").filter(|d| !d.is_empty()) {
+    if let Some(d) = std::env::var_os(tnt_env::RUN_DIR).filter(|d| !d.is_empty()) {
         return PathBuf::from(d);
     }
     if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
@@ -60,7 +56,7 @@ impl Layout {
     /// srun users look for output, and is normally shared by the nodes).
     pub fn slurm() -> Layout {
         let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
-        Layout::slurm_from(var("TARANTELLA_RUN_DIR"), var("SLURM_SUBMIT_DIR"))
+        Layout::slurm_from(var(tnt_env::RUN_DIR), var("SLURM_SUBMIT_DIR"))
     }
 
     /// [`Layout::slurm`] from the two variables' values. Without either, the run directory

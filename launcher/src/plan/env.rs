@@ -4,22 +4,21 @@
 //! any variable tarantella sets.
 
 use gaspi::env as genv;
+use gaspi::env::torchrun::{
+    LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE,
+};
 
 use super::{host_address, Mode, Plan, RankPlan};
 use crate::error::{Error, Result};
 use crate::rundir;
 
-/// torchrun's variables, which PyTorch programs read (`torch.distributed`'s `env://`,
-/// Lightning, ...). Our own bootstrap uses `GASPI_RENDEZVOUS`: `MASTER_ADDR` and
-/// `MASTER_PORT` are for the program's own use, a free port of their own.
-pub const RANK: &str = "RANK";
-pub const WORLD_SIZE: &str = "WORLD_SIZE";
-pub const LOCAL_RANK: &str = "LOCAL_RANK";
-pub const LOCAL_WORLD_SIZE: &str = "LOCAL_WORLD_SIZE";
+/// torchrun's index of the rank's host among the hosts of the job. The runtime has no use
+/// for it (so `gaspi::env::torchrun` does not name it); programs written for torchrun do.
 pub const NODE_RANK: &str = "NODE_RANK";
-pub const MASTER_ADDR: &str = "MASTER_ADDR";
-pub const MASTER_PORT: &str = "MASTER_PORT";
-/// All of torchrun's variables that every rank gets, in torchrun's order.
+/// All of torchrun's variables that every rank gets, in torchrun's order. PyTorch programs
+/// read them (`torch.distributed`'s `env://`, Lightning, ...). Our own bootstrap uses
+/// `GASPI_RENDEZVOUS`: `MASTER_ADDR` and `MASTER_PORT` are for the program's own use, a
+/// free port of their own.
 pub const TORCHRUN_VARIABLES: [&str; 7] = [
     RANK,
     WORLD_SIZE,
@@ -110,7 +109,7 @@ const LAUNCHER_VARIABLES: &[(&str, &str)] = &[
     (genv::JOB_ID, "use --job-id"),
     (genv::INIT_TIMEOUT_MS, "use --timeout"),
     (genv::TRANSPORT, "use --transport"),
-    (rundir::JOB_MARK_VAR, "use --job-id"),
+    (tnt_env::JOB_ID, "use --job-id"),
     (RANK, "tarantella numbers the ranks"),
     (WORLD_SIZE, "use -n"),
     (LOCAL_RANK, "tarantella numbers the ranks on each host"),

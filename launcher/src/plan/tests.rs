@@ -369,13 +369,13 @@ fn one_log_level_reaches_runtime_and_trainer_on_rank_zero_and_errors_elsewhere()
     for (r, want) in [(0, "info"), (1, "error")] {
         let vars = plan.rank_env(&plan.ranks[r]);
         assert_eq!(level_of(&vars, genv::LOG), [want], "rank {r}");
-        assert_eq!(level_of(&vars, TRAINER_LOG), [want], "rank {r}");
+        assert_eq!(level_of(&vars, tnt_env::LOG), [want], "rank {r}");
         assert!(vars.iter().all(|(k, _)| !k.starts_with("TNT_LOG_")));
     }
     let plan = local_plan(&["-n", "2", "--log-on-all-devices"], no_gpus);
     let vars = plan.rank_env(&plan.ranks[1]);
     assert_eq!(
-        level_of(&vars, TRAINER_LOG),
+        level_of(&vars, tnt_env::LOG),
         ["warn"],
         "the default level, on every rank"
     );

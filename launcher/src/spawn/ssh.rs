@@ -42,7 +42,7 @@ const WRAPPER: &str = concat!(
 
 /// The ssh command: `$TARANTELLA_SSH` (split like a shell would) or `ssh`.
 pub fn base_command() -> Result<Vec<String>> {
-    let words = match std::env::var("TARANTELLA_SSH") {
+    let words = match std::env::var(tnt_env::SSH) {
         Ok(s) if !s.trim().is_empty() => shell::split(&s)?,
         _ => vec!["ssh".to_string()],
     };
@@ -100,7 +100,7 @@ pub fn spawn(
     argv: &[String],
     token: &str,
     machine_file: &[String],
-    mark: (&str, &str),
+    job_id: &str,
     (out, err): (Sink, Sink),
     events: Sender<Event>,
 ) -> Result<Proc> {
@@ -110,14 +110,15 @@ pub fn spawn(
     let remote = RemoteRank {
         host,
         cwd: &cwd,
-        job_id: mark.1,
+        job_id,
         env,
         argv,
     };
     let line = rank_command_line(base, &remote);
     let mut cmd = Command::new(&line[0]);
     cmd.args(&line[1..])
-        .env(mark.0, mark.1)
+        // Marks the ssh client as the job's for `--cleanup`, as the ranks are.
+        .env(tnt_env::JOB_ID, job_id)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
