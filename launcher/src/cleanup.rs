@@ -9,7 +9,7 @@ use nix::unistd::Pid;
 
 use crate::cli::Cli;
 use crate::error::{Error, Result};
-use crate::plan::validate_job_id;
+use crate::job_id;
 use crate::rundir;
 use crate::shell;
 
@@ -17,7 +17,7 @@ use crate::shell;
 pub fn run(cli: &Cli) -> Result<i32> {
     let base = rundir::base();
     let ids = match &cli.job_id {
-        Some(id) => vec![validate_job_id(id)?],
+        Some(id) => vec![job_id::validate(id)?],
         None => rundir::list_jobs(&base),
     };
     if ids.is_empty() {

@@ -1,6 +1,8 @@
 //! Unit tests of the plan: placement, environment, GPUs and the dry run.
 
+use super::env::CUDA_VISIBLE_DEVICES;
 use super::*;
+use crate::dry_run::describe;
 use clap::Parser;
 
 fn cli(args: &[&str]) -> Cli {
@@ -148,7 +150,7 @@ fn dry_run_says_how_ranks_get_their_gpus() {
             .map(str::to_string)
             .collect()
     };
-    let hidden = local_plan(&["-n", "2", "--no-gpu"], no_gpus).describe(&[]);
+    let hidden = describe(&local_plan(&["-n", "2", "--no-gpu"], no_gpus), &[]);
     assert!(
         hidden.contains("# GPUs: hidden by --no-gpu (CUDA_VISIBLE_DEVICES= on every rank)"),
         "{hidden}"
@@ -160,7 +162,7 @@ fn dry_run_says_how_ranks_get_their_gpus() {
         "{hidden}"
     );
 
-    let shared = local_plan(&["-n", "2"], four_gpus).describe(&[]);
+    let shared = describe(&local_plan(&["-n", "2"], four_gpus), &[]);
     assert!(
         shared.contains("# GPUs: none assigned by tarantella; every rank "),
         "{shared}"
@@ -176,8 +178,10 @@ fn dry_run_says_how_ranks_get_their_gpus() {
         "{shared}"
     );
 
-    let exported =
-        local_plan(&["--no-gpu", "-x", "CUDA_VISIBLE_DEVICES=3,5"], no_gpus).describe(&[]);
+    let exported = describe(
+        &local_plan(&["--no-gpu", "-x", "CUDA_VISIBLE_DEVICES=3,5"], no_gpus),
+        &[],
+    );
     assert!(
         exported.contains("every rank gets CUDA_VISIBLE_DEVICES=3,5 from -x"),
         "{exported}"
@@ -347,14 +351,6 @@ fn max_slots_is_the_limit_for_ranks_per_host() {
     assert_eq!(plan.nranks, 3);
     // Without --n-per-node a host gets its slots, not its max_slots.
     assert_eq!(ssh_plan(hosts, &[]).unwrap().nranks, 4);
-}
-
-#[test]
-fn job_ids() {
-    assert!(validate_job_id("abc-1.2_x").is_ok());
-    for bad in ["", "../x", "a b", ".hidden"] {
-        assert!(validate_job_id(bad).is_err(), "{bad:?}");
-    }
 }
 
 #[test]

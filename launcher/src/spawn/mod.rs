@@ -19,6 +19,8 @@ use nix::unistd::Pid;
 
 pub use tail::{Tail, Tails, TAIL_LINES};
 
+use crate::plan::{env, Plan, RankPlan};
+
 /// Marks the control lines that the remote wrapper writes on stderr (`\x1eTNT pid 123`).
 pub const CONTROL_MARK: &[u8] = b"\x1eTNT ";
 
@@ -271,6 +273,29 @@ impl Sink {
             }
         }
     }
+}
+
+/// The `--dry-run` line that names rank `r` and where it runs, above its command line.
+fn dry_run_heading(r: &RankPlan) -> String {
+    let host = r.host.as_deref().unwrap_or("localhost (this host)");
+    format!(
+        "# rank {} on {host} (local rank {} of {})\n",
+        r.rank, r.local_rank, r.local_nranks
+    )
+}
+
+/// The words `--dry-run` shows for what rank `r` of `plan` runs: `env`, the rank's
+/// variables (the job token redacted), then its command line.
+fn dry_run_command(plan: &Plan, r: &RankPlan) -> Vec<String> {
+    let mut words = vec!["env".to_string()];
+    words.extend(
+        plan.rank_env(r)
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}")),
+    );
+    words.push(env::redacted_token_var());
+    words.extend(plan.rank_argv(r));
+    words
 }
 
 /// Control lines found in an ssh rank's stderr.

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use super::{Kind, OpenStreams, Proc, Tails};
 use crate::cli::MapBy;
 use crate::error::{Error, Result};
-use crate::plan::Plan;
+use crate::plan::{env, Plan, RankPlan, TORCHRUN_VARIABLES};
 use crate::shell;
 
 /// Arguments: run directory, `1` when every rank's output is shown, `1` when srun deals the
@@ -77,7 +77,7 @@ pub fn command_line(plan: &Plan) -> Vec<String> {
     v.push(plan.run_dir.to_string_lossy().into_owned());
     v.push(if plan.show_all_output { "1" } else { "0" }.into());
     v.push(if plan.map_by == MapBy::Node { "1" } else { "0" }.into());
-    let rank0 = crate::plan::RankPlan {
+    let rank0 = RankPlan {
         rank: 0,
         host: None,
         local_rank: 0,
@@ -88,7 +88,8 @@ pub fn command_line(plan: &Plan) -> Vec<String> {
     v
 }
 
-/// `--dry-run` text.
+/// `--dry-run`: the srun command line, with the variables that are the same on every rank
+/// (the job token redacted), and what each rank's wrapper makes of `SLURM_*`.
 pub fn describe(plan: &Plan) -> String {
     let mut words = vec!["env".to_string()];
     words.extend(
@@ -96,12 +97,12 @@ pub fn describe(plan: &Plan) -> String {
             .into_iter()
             .map(|(k, v)| format!("{k}={v}")),
     );
-    words.push(Plan::redacted_token_var());
+    words.push(env::redacted_token_var());
     words.extend(command_line(plan));
     format!(
         "# one srun step; each rank maps SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_NODEID to \
-         GASPI_* and torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, \
-         MASTER_ADDR, MASTER_PORT\n{}\n",
+         GASPI_* and torchrun's {}\n{}\n",
+        TORCHRUN_VARIABLES.join(", "),
         shell::join(&words)
     )
 }
@@ -242,7 +243,7 @@ mod tests {
         (lines, String::from_utf8_lossy(&out.stderr).into_owned())
     }
 
-    const TORCHRUN: [&str; 7] = crate::plan::TORCHRUN_VARIABLES;
+    const TORCHRUN: [&str; 7] = TORCHRUN_VARIABLES;
 
     #[test]
     fn a_slurm_rank_gets_torchruns_variables_and_its_nodes_rank_count() {
