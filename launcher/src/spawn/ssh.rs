@@ -13,8 +13,10 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicI32;
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
+
+use gaspi::env as genv;
 
 use super::{
     dry_run_command, dry_run_heading, pump, Control, Event, Kind, OpenStreams, Proc, Sink, Tails,
@@ -29,19 +31,29 @@ use crate::shell;
 /// line; without a token (tarantella went away) it runs nothing. The machine file goes to
 /// a private temporary file on this host (`GASPI_MFILE`, for programs linked against GPI-2),
 /// removed when the rank ends.
-const WRAPPER: &str = concat!(
-    "read -r t || { echo 'tarantella: no job token arrived on the ssh connection' >&2; exit 97; }; ",
-    "GASPI_JOB_TOKEN=\"$t\"; export GASPI_JOB_TOKEN; t=; ",
-    "m=$(mktemp \"${TMPDIR:-/tmp}/tnt-$2-machines.XXXXXX\") || { echo \"tarantella: cannot create the machine file (GASPI_MFILE) on $(uname -n)\" >&2; exit 98; }; ",
-    "while read -r h && [ -n \"$h\" ]; do printf '%s\\n' \"$h\"; done >\"$m\"; GASPI_MFILE=$m; export GASPI_MFILE; ",
-    "cd \"$1\" 2>/dev/null; shift 2; exec 3<&0; ",
-    "setsid env \"$@\" </dev/null 3<&- & c=$!; ",
-    "printf '\\036TNT pid %s\\n' \"$c\" >&2; ",
-    "( while read -r m; do case \"$m\" in term) kill -TERM -\"$c\";; kill) kill -KILL -\"$c\";; esac; done; ",
-    "kill -TERM -\"$c\" && sleep 3 && kill -KILL -\"$c\" ) <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; ",
-    "wait \"$c\" 2>/dev/null; r=$?; rm -f \"$GASPI_MFILE\"; kill \"$w\" 2>/dev/null; kill -TERM -\"$c\" 2>/dev/null; ",
-    "printf '\\036TNT exit %s\\n' \"$r\" >&2; exit \"$r\""
-);
+///
+/// A `format!` string, so that the variables' names are gaspi's constants: `{token}` and
+/// `{mfile}` stand for them, `{{` and `}}` are the script's own braces.
+static WRAPPER: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        concat!(
+            "read -r t || {{ echo 'tarantella: no job token arrived on the ssh connection' >&2; exit 97; }}; ",
+            "{token}=\"$t\"; export {token}; t=; ",
+            "m=$(mktemp \"${{TMPDIR:-/tmp}}/tnt-$2-{suffix}XXXXXX\") || {{ echo \"tarantella: cannot create the machine file ({mfile}) on $(uname -n)\" >&2; exit 98; }}; ",
+            "while read -r h && [ -n \"$h\" ]; do printf '%s\\n' \"$h\"; done >\"$m\"; {mfile}=$m; export {mfile}; ",
+            "cd \"$1\" 2>/dev/null; shift 2; exec 3<&0; ",
+            "setsid env \"$@\" </dev/null 3<&- & c=$!; ",
+            "printf '\\036TNT pid %s\\n' \"$c\" >&2; ",
+            "( while read -r m; do case \"$m\" in term) kill -TERM -\"$c\";; kill) kill -KILL -\"$c\";; esac; done; ",
+            "kill -TERM -\"$c\" && sleep 3 && kill -KILL -\"$c\" ) <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; ",
+            "wait \"$c\" 2>/dev/null; r=$?; rm -f \"${mfile}\"; kill \"$w\" 2>/dev/null; kill -TERM -\"$c\" 2>/dev/null; ",
+            "printf '\\036TNT exit %s\\n' \"$r\" >&2; exit \"$r\""
+        ),
+        token = genv::JOB_TOKEN,
+        mfile = genv::MFILE,
+        suffix = MACHINE_FILE_SUFFIX,
+    )
+});
 
 /// The ssh command: `$TARANTELLA_SSH` (split like a shell would) or `ssh`.
 pub fn base_command() -> Result<Vec<String>> {
@@ -110,7 +122,7 @@ pub fn remote_rank_command(rank: &RemoteRank) -> String {
     let mut words = vec![
         "sh".to_string(),
         "-c".into(),
-        WRAPPER.into(),
+        WRAPPER.to_string(),
         "tarantella-rank".into(),
         cwd.to_string(),
         rank.job_id.to_string(),

@@ -82,7 +82,7 @@ const WRAPPER_TEST_JOB: &str = "wrapper-test";
 /// until it exits; returns its exit status, stdout and stderr.
 fn run_wrapper(stdin: Option<&str>, argv: &[&str]) -> (Option<i32>, String, String) {
     let mut child = Command::new("sh")
-        .args(["-c", WRAPPER, "tarantella-rank", "/", WRAPPER_TEST_JOB])
+        .args(["-c", &WRAPPER, "tarantella-rank", "/", WRAPPER_TEST_JOB])
         .args(argv)
         .stdin(if stdin.is_some() {
             Stdio::piped()
@@ -181,7 +181,7 @@ fn remote_command_quotes_everything() {
     });
     let words = shell::split(&c).unwrap();
     assert_eq!(words[0], "sh");
-    assert_eq!(words[2], WRAPPER);
+    assert_eq!(words[2], *WRAPPER);
     assert_eq!(
         &words[4..],
         ["/home/u/my dir", "j1", "A=x y", "prog", "it's"]
