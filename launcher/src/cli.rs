@@ -223,13 +223,18 @@ pub enum MapBy {
 /// `--log-level`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogLevel {
+    /// Errors only.
     Error,
+    /// Errors and warnings.
     Warn,
+    /// Also what happens in the job (setup, progress).
     Info,
+    /// Also details for finding a problem.
     Debug,
 }
 
 impl LogLevel {
+    /// The level as the `GASPI_LOG`/`TNT_LOG` filters take it (the `tracing` level name).
     pub fn as_str(self) -> &'static str {
         match self {
             LogLevel::Error => "error",
@@ -243,8 +248,11 @@ impl LogLevel {
 /// `--transport`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Transport {
+    /// Shared memory between the ranks of a host, TCP across hosts.
     Auto,
+    /// TCP between all ranks, also on one host.
     Tcp,
+    /// Shared memory only: every rank on one host.
     Shm,
     /// InfiniBand verbs to every peer with an active port (TCP to the others).
     Verbs,

@@ -4,7 +4,7 @@
 //!
 //! The parts of a plan have modules of their own, which know nothing of [`Plan`]:
 //! [`placement`] (which rank on which host), [`pinning`] (which socket, through `numactl`),
-//! [`env`] (each rank's environment) and [`program`] (the command each rank runs).
+//! [`env`](mod@env) (each rank's environment) and [`program`] (the command each rank runs).
 
 pub mod env;
 pub mod pinning;

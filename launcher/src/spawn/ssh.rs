@@ -104,10 +104,15 @@ pub fn describe(plan: &Plan, base: &[String]) -> String {
 /// directory, the job id, and the rank's environment and command. No secret belongs in
 /// `env`: every user of either host can read it.
 pub struct RemoteRank<'a> {
+    /// The ssh destination, `[user@]host`.
     pub host: &'a str,
+    /// The directory the rank runs in: `tarantella`'s, assumed to exist there too.
     pub cwd: &'a str,
+    /// The job id, which names the rank's machine file on its host.
     pub job_id: &'a str,
+    /// The rank's environment, passed on `env`'s command line.
     pub env: &'a [(String, String)],
+    /// The rank's command line.
     pub argv: &'a [String],
 }
 
