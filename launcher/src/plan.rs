@@ -141,10 +141,15 @@ impl Plan {
         } else {
             Mode::Local
         };
-        let (ranks, nranks) = match mode {
-            Mode::Local => with_count(placement::on_this_host(cli)?),
-            Mode::Ssh => with_count(placement::on_hosts(cli)?),
-            Mode::Slurm => (Vec::new(), cli.nranks.unwrap_or(0)),
+        let ranks = match mode {
+            Mode::Local => placement::on_this_host(cli)?,
+            Mode::Ssh => placement::on_hosts(cli)?,
+            Mode::Slurm => Vec::new(),
+        };
+        let nranks = match mode {
+            Mode::Local | Mode::Ssh => ranks.len(),
+            // srun places the ranks; without -n, as many as the allocation has tasks.
+            Mode::Slurm => cli.nranks.unwrap_or(0),
         };
         if nranks > usize::from(u16::MAX) {
             return Err(Error::Invalid(format!(
@@ -253,12 +258,6 @@ impl Plan {
         argv.extend(self.argv.iter().cloned());
         argv
     }
-}
-
-/// The placed ranks with their number.
-fn with_count(ranks: Vec<RankPlan>) -> (Vec<RankPlan>, usize) {
-    let n = ranks.len();
-    (ranks, n)
 }
 
 /// What `--devices-per-node` on a host without GPUs gets: the job still runs, on CPU.
