@@ -306,7 +306,10 @@ fn tarantella() -> &'static Path {
             cmd.arg("--release");
         }
         let status = cmd.status().expect("cargo runs");
-        assert!(status.success(), "cargo build -p launcher --bin tarantella failed");
+        assert!(
+            status.success(),
+            "cargo build -p launcher --bin tarantella failed"
+        );
         let exe = dir.join("tarantella");
         assert!(exe.is_file(), "{} was not built", exe.display());
         exe
