@@ -25,7 +25,9 @@ use crate::cli::Cli;
 pub enum ParseError {
     /// clap's error (or its `--help`/`--version` output), with a hint when one may help.
     Clap {
+        /// clap's error, formatted for `tarantella`'s command.
         error: clap::Error,
+        /// What may help beyond clap's message (an unknown option may be the program's).
         hint: Option<String>,
     },
     /// A mistake clap cannot see, explained.

@@ -9,15 +9,15 @@ use nix::unistd::Pid;
 
 use crate::cli::Cli;
 use crate::error::{Error, Result};
-use crate::plan::validate_job_id;
-use crate::rundir::{self, JOB_MARK_VAR};
+use crate::job_id;
+use crate::rundir;
 use crate::shell;
 
 /// Runs `--cleanup`; returns tarantella's exit status.
 pub fn run(cli: &Cli) -> Result<i32> {
     let base = rundir::base();
     let ids = match &cli.job_id {
-        Some(id) => vec![validate_job_id(id)?],
+        Some(id) => vec![job_id::validate(id)?],
         None => rundir::list_jobs(&base),
     };
     if ids.is_empty() {
@@ -102,7 +102,7 @@ pub(crate) fn is_tarantella(pid: i32) -> bool {
 /// PIDs on this host in one of `groups` that carry this job's id in their environment.
 pub(crate) fn job_processes(job_id: &str, groups: &[i32]) -> Vec<i32> {
     let marks = [
-        format!("{JOB_MARK_VAR}={job_id}"),
+        format!("{}={job_id}", tnt_env::JOB_ID),
         format!("{}={job_id}", gaspi::env::JOB_ID),
     ];
     let Ok(rd) = std::fs::read_dir("/proc") else {
@@ -157,8 +157,9 @@ fn remote_script(job_id: &str, groups: &[i32], first: Signal, grace: Duration) -
     let sig = &first.as_str()[3..];
     format!(
         "id={job_id}; s() {{ for g in {groups}; do for p in $(pgrep -g \"$g\"); do \
-         tr '\\0' '\\n' </proc/$p/environ 2>/dev/null | grep -qxF \"GASPI_JOB_ID=$id\" && kill -$1 $p; \
+         tr '\\0' '\\n' </proc/$p/environ 2>/dev/null | grep -qxF \"{}=$id\" && kill -$1 $p; \
          done; done; }}; s {sig}; sleep {}; s KILL; {}; true",
+        gaspi::env::JOB_ID,
         grace.as_secs_f64(),
         crate::spawn::ssh::leftovers_rm_command(job_id)
     )

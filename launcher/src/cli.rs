@@ -17,15 +17,19 @@ use gaspi::env::TransportChoice;
     version,
     // clap would write `[-- <PROGRAM [ARGS]>...]`, but the `--` is optional (argv.rs).
     override_usage = "tarantella [OPTIONS] [--] PROGRAM [ARGS]...",
-    after_help = "Examples:\n  \
+    after_help = format!(
+        "Examples:\n  \
         tarantella -n 4 -- ./train --epochs 3\n  \
         tarantella -np 4 ./train --epochs 3            (as with mpirun: no `--` needed)\n  \
         tarantella --hostfile hosts --n-per-node 2 -x OMP_NUM_THREADS=4 -- train.py\n  \
         tarantella -H node1:2,node2:2 -x PATH -- ./train\n  \
         tarantella --dry-run -n 2 -- ./train\n  \
         tarantella --cleanup --job-id 1a2b3c4d5e6f\n\n\
-        Environment: TARANTELLA_SSH overrides the ssh command (e.g. \"ssh -p 2222 -i key\"),\n\
-        TARANTELLA_RUN_DIR where job records and rank logs are kept."
+        Environment: {} overrides the ssh command (e.g. \"ssh -p 2222 -i key\"),\n\
+        {} where job records and rank logs are kept.",
+        tnt_env::SSH,
+        tnt_env::RUN_DIR
+    )
 )]
 pub struct Cli {
     /// Number of ranks to start [default: hostfile slots, else --devices-per-node, else 1].
@@ -219,13 +223,18 @@ pub enum MapBy {
 /// `--log-level`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogLevel {
+    /// Errors only.
     Error,
+    /// Errors and warnings.
     Warn,
+    /// Also what happens in the job (setup, progress).
     Info,
+    /// Also details for finding a problem.
     Debug,
 }
 
 impl LogLevel {
+    /// The level as the `GASPI_LOG`/`TNT_LOG` filters take it (the `tracing` level name).
     pub fn as_str(self) -> &'static str {
         match self {
             LogLevel::Error => "error",
@@ -239,8 +248,11 @@ impl LogLevel {
 /// `--transport`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Transport {
+    /// Shared memory between the ranks of a host, TCP across hosts.
     Auto,
+    /// TCP between all ranks, also on one host.
     Tcp,
+    /// Shared memory only: every rank on one host.
     Shm,
     /// InfiniBand verbs to every peer with an active port (TCP to the others).
     Verbs,

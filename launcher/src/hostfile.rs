@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 /// One host line of a hostfile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Host {
+    /// The ssh destination: a host name or address, possibly as `user@host`.
     pub name: String,
     /// `slots=N` or `name:N` (or the number of lines naming the host), when given.
     pub slots: Option<usize>,

@@ -30,9 +30,12 @@
 pub mod argv;
 pub mod cleanup;
 pub mod cli;
+pub mod dry_run;
 pub mod error;
+pub mod hardware;
 pub mod hostfile;
 pub mod hostlist;
+pub mod job_id;
 pub mod plan;
 pub mod prune;
 pub mod report;
@@ -41,6 +44,7 @@ pub mod shell;
 pub mod signals;
 pub mod spawn;
 pub mod supervise;
+pub mod which;
 
 pub use error::{Error, Result};
 
@@ -54,13 +58,7 @@ pub fn run(cli: &cli::Cli) -> Result<i32> {
         eprintln!("tarantella: warning: {warning}");
     }
     if cli.dry_run {
-        let ssh = match plan.mode {
-            plan::Mode::Ssh => spawn::ssh::base_command()?,
-            _ => Vec::new(),
-        };
-        let ssh_line = spawn::ssh::command_line(&ssh, "HOST", "");
-        let base = &ssh_line[..ssh_line.len() - 3];
-        print!("{}", plan.describe(base));
+        print!("{}", dry_run::text(&plan)?);
         return Ok(0);
     }
     supervise::run(&mut plan)

@@ -1,4 +1,9 @@
-//! `tarantella [OPTIONS] [--] PROGRAM [ARGS...]`: see the `launcher` crate docs.
+//! `tarantella [OPTIONS] [--] PROGRAM [ARGS...]`: starts PROGRAM as the ranks of a GASPI job
+//! (on this host, through ssh or through srun), supervises them and tears the job down;
+//! `tarantella --cleanup` stops what a crashed job left behind. The command line is read as
+//! mpirun, srun, torchrun and gaspi_run users type it; the work is the `launcher` library's
+//! (see its crate docs). The exit status is the job's: 0 when every rank succeeded, else the
+//! first failed rank's (128 + N for a signal), 2 for a usage or start-up error.
 
 fn main() {
     let cli = match launcher::argv::parse(std::env::args_os()) {

@@ -1,15 +1,31 @@
 //! What runs where: the ranks of a job, their hosts, environment and command line. Built
-//! once from the options, printed by `--dry-run` and executed by the spawners.
+//! once from the options and what this host offers, then printed by `--dry-run` or carried
+//! out by the spawners.
+//!
+//! The parts of a plan have modules of their own, which know nothing of [`Plan`]:
+//! [`placement`] (which rank on which host), [`pinning`] (which socket, through `numactl`),
+//! [`env`](mod@env) (each rank's environment) and [`program`] (the command each rank runs).
+
+pub mod env;
+pub mod pinning;
+pub mod placement;
+pub mod program;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use gaspi::env::{self as genv, JobEnv, JobToken};
-use gaspi::Rank;
+use gaspi::env::{self as genv, JobToken};
 
 use crate::cli::{Cli, MapBy};
 use crate::error::{Error, Result};
-use crate::{hostfile, hostlist, rundir, shell};
+use crate::{hardware, job_id, rundir};
+
+pub use env::TORCHRUN_VARIABLES;
+pub use pinning::Pinning;
+pub use placement::RankPlan;
+
+/// Set by Slurm in a job allocation: `tarantella` inside one starts its ranks with `srun`.
+const SLURM_JOB_ID: &str = "SLURM_JOB_ID";
 
 /// How ranks are started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,24 +38,27 @@ pub enum Mode {
     Slurm,
 }
 
-/// One rank of a local or ssh job.
-#[derive(Clone, Debug)]
-pub struct RankPlan {
-    pub rank: usize,
-    /// `None` for this host (local mode).
-    pub host: Option<String>,
-    pub local_rank: usize,
-    pub local_nranks: usize,
-    /// Index of the rank's host among the hosts that run ranks, in host order.
-    pub node_rank: usize,
+impl Mode {
+    /// The mode's name, as `--dry-run` gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Local => "local",
+            Mode::Ssh => "ssh",
+            Mode::Slurm => "slurm",
+        }
+    }
 }
 
 /// The whole job.
 #[derive(Debug)]
 pub struct Plan {
+    /// How the ranks are started.
     pub mode: Mode,
+    /// The job id (`--job-id` or random), see [`crate::job_id`].
     pub job_id: String,
+    /// The secret the ranks present to each other, random per job.
     pub token: JobToken,
+    /// N, the number of ranks; for Slurm, 0 leaves it to the allocation.
     pub nranks: usize,
     /// Local and ssh modes: every rank. Slurm mode: empty (srun places the ranks).
     pub ranks: Vec<RankPlan>,
@@ -56,56 +75,29 @@ pub struct Plan {
     /// The machine file (`GASPI_MFILE`): rank r's host on line r, as GPI-2 programs read it.
     /// Local and ssh modes; empty for Slurm (each rank writes its own from `SLURM_*`).
     pub machine_file: Vec<String>,
-    /// numactl binding per local rank: `Some(sockets)` when pinning is asked for.
-    pub pin: Option<Pinning>,
+    /// The numactl binding of the ranks, when pinning is asked for.
+    pub pinning: Option<Pinning>,
+    /// The job's run directory: its record, PIDs and rank logs.
     pub run_dir: PathBuf,
     /// Where `run_dir` and the run directories of earlier jobs are.
     pub run_layout: rundir::Layout,
     /// `--keep-runs`: how many run directories (this job's among them) to keep.
     pub keep_runs: usize,
+    /// Whether every rank's output goes to the terminal (else only rank 0's does).
     pub show_all_output: bool,
+    /// `--grace`: how long the ranks get between SIGTERM and SIGKILL.
     pub grace: Duration,
     /// Printed once on stderr before the job starts (or before the dry run's text).
     pub warnings: Vec<String>,
-    cli_env: CommonEnv,
+    /// What the options set on every rank.
+    pub settings: env::Settings,
 }
-
-/// `--pin-to-socket` / `--pin-memory-to-socket`.
-#[derive(Clone, Copy, Debug)]
-pub struct Pinning {
-    pub cpus: bool,
-    pub memory: bool,
-    /// NUMA nodes per host (this host's count; hosts are assumed alike).
-    pub sockets: usize,
-}
-
-#[derive(Debug)]
-struct CommonEnv {
-    init_timeout_ms: u64,
-    transport: genv::TransportChoice,
-    log_level: &'static str,
-    log_on_all: bool,
-    fusion_kb: u64,
-    /// `--no-gpu`. Otherwise `CUDA_VISIBLE_DEVICES` is left as the ranks inherit it.
-    hide_gpus: bool,
-    /// `-N`: `GASPI_SET_NUMA_SOCKET=1`, GPI-2 programs bind themselves to their socket.
-    gpi2_binds_sockets: bool,
-    exports: Vec<(String, String)>,
-}
-
-/// What `--dry-run` shows instead of the job token.
-pub const REDACTED: &str = "<redacted>";
-
-/// Set on every rank by `--no-gpu`; never set otherwise.
-const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
-/// The trainer's log filter (`train` reads it; it gets the same level as the runtime).
-const TRAINER_LOG: &str = "TNT_LOG";
 
 impl Plan {
     /// Builds the plan from the options and what this host offers.
     pub fn new(cli: &Cli) -> Result<Plan> {
-        let in_slurm_allocation = std::env::var_os("SLURM_JOB_ID").is_some();
-        Plan::for_host(cli, in_slurm_allocation, count_gpus)
+        let in_slurm_allocation = std::env::var_os(SLURM_JOB_ID).is_some();
+        Plan::for_host(cli, in_slurm_allocation, hardware::count_gpus)
     }
 
     /// [`Plan::new`] with the host's facts passed in; `gpus_here` is called only when the
@@ -139,8 +131,8 @@ impl Plan {
             )));
         }
         let job_id = match &cli.job_id {
-            Some(id) => validate_job_id(id)?,
-            None => JobToken::random()?.to_hex()[..12].to_string(),
+            Some(id) => job_id::validate(id)?,
+            None => job_id::random()?,
         };
         let mode = if cli.names_hosts() {
             Mode::Ssh
@@ -149,66 +141,15 @@ impl Plan {
         } else {
             Mode::Local
         };
-        let (ranks, nranks) = match mode {
-            Mode::Local => {
-                // Like torchrun's nproc_per_node: one rank unless asked for more, whether or
-                // not this host has GPUs.
-                let n = cli.nranks.or(per_node).unwrap_or(1);
-                if let Some(k) = per_node.filter(|&k| k < n) {
-                    return Err(Error::NotEnoughSlots {
-                        requested: n,
-                        available: k,
-                        detail: format!(
-                            "{} {k} on this host, no --hostfile",
-                            cli.ranks_per_node_flag()
-                        ),
-                    });
-                }
-                (place(&[(None, n)], n, cli.map_by), n)
-            }
-            Mode::Ssh => {
-                let hosts = match &cli.hostfile {
-                    Some(path) => hostfile::read(path)?,
-                    None => hostlist::parse(&cli.hosts)?,
-                };
-                // More ranks per host than a host's slots is a mistake to report, not a
-                // request to quietly lower (the job would run with fewer ranks than asked).
-                if let Some(k) = per_node {
-                    if let Some(h) = hosts.iter().find(|h| h.limit().is_some_and(|l| l < k)) {
-                        return Err(Error::PerNodeAboveSlots {
-                            flag: cli.ranks_per_node_flag(),
-                            per_node: k,
-                            host: h.name.clone(),
-                            limit: h.limit().unwrap_or_default(),
-                            limit_name: if h.max_slots.is_some() {
-                                "max_slots"
-                            } else {
-                                "slots"
-                            },
-                        });
-                    }
-                }
-                let caps: Vec<(Option<String>, usize)> = hosts
-                    .iter()
-                    .map(|h| (Some(h.name.clone()), per_node.or(h.slots).unwrap_or(1)))
-                    .collect();
-                let total: usize = caps.iter().map(|c| c.1).sum();
-                let n = cli.nranks.unwrap_or(total);
-                if n > total {
-                    let detail = caps
-                        .iter()
-                        .map(|(h, c)| format!("{}: {c}", h.as_deref().unwrap_or("")))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    return Err(Error::NotEnoughSlots {
-                        requested: n,
-                        available: total,
-                        detail,
-                    });
-                }
-                (place(&caps, n, cli.map_by), n)
-            }
-            Mode::Slurm => (Vec::new(), cli.nranks.unwrap_or(0)),
+        let ranks = match mode {
+            Mode::Local => placement::on_this_host(cli)?,
+            Mode::Ssh => placement::on_hosts(cli)?,
+            Mode::Slurm => Vec::new(),
+        };
+        let nranks = match mode {
+            Mode::Local | Mode::Ssh => ranks.len(),
+            // srun places the ranks; without -n, as many as the allocation has tasks.
+            Mode::Slurm => cli.nranks.unwrap_or(0),
         };
         if nranks > usize::from(u16::MAX) {
             return Err(Error::Invalid(format!(
@@ -220,22 +161,7 @@ impl Plan {
         if mode == Mode::Local {
             program::check(&argv, &cli.command)?;
         }
-        let pin = (cli.pins_cpus() || cli.pin_memory_to_socket).then(|| Pinning {
-            cpus: cli.pins_cpus(),
-            memory: cli.pin_memory_to_socket,
-            sockets: count_numa_nodes(),
-        });
-        if pin.is_some() && mode == Mode::Local && find_on_path("numactl").is_none() {
-            return Err(Error::NumactlMissing {
-                what: if cli.pin_to_socket {
-                    "--pin-to-socket"
-                } else if cli.numa {
-                    "-N/--NUMA"
-                } else {
-                    "--pin-memory-to-socket"
-                },
-            });
-        }
+        let pinning = Pinning::from_cli(cli, mode == Mode::Local)?;
         // Only in local mode do the ranks run on the host whose GPUs we can look at.
         let asked_for_gpus = cli.devices_per_node.is_some() && !cli.no_gpu;
         let warnings = if asked_for_gpus && mode == Mode::Local && gpus_here() == 0 {
@@ -263,20 +189,11 @@ impl Plan {
             master_port: None,
             argv,
             machine_file,
-            pin,
+            pinning,
             show_all_output: cli.shows_all_output(),
             grace: Duration::from_secs_f64(cli.grace),
             warnings,
-            cli_env: CommonEnv {
-                init_timeout_ms: (cli.timeout * 1000.0).round() as u64,
-                transport: cli.transport.into(),
-                log_level: cli.effective_log_level().as_str(),
-                log_on_all: cli.log_on_all_devices,
-                fusion_kb: cli.fusion_threshold,
-                hide_gpus: cli.no_gpu,
-                gpi2_binds_sockets: cli.numa,
-                exports,
-            },
+            settings: env::Settings::from_cli(cli, exports),
         })
     }
 
@@ -284,7 +201,7 @@ impl Plan {
     /// name or address from the hostfile (without a `user@`).
     pub fn master_addr(&self) -> String {
         match self.ranks.first().and_then(|r| r.host.as_deref()) {
-            Some(host) => host_address(host).to_string(),
+            Some(host) => placement::host_address(host).to_string(),
             None => "127.0.0.1".to_string(),
         }
     }
@@ -303,30 +220,21 @@ impl Plan {
     /// The environment of `rank`, in the order it is applied (later entries win). It holds
     /// no secret, so it may be shown and put on a command line: the job token is apart, in
     /// [`Plan::token_var`].
-    pub fn rank_env(&self, r: &RankPlan) -> Vec<(String, String)> {
-        let e = JobEnv {
-            rank: Rank(r.rank as u16),
-            nranks: self.nranks as u16,
-            local_rank: r.local_rank as u16,
-            local_nranks: r.local_nranks as u16,
-            rendezvous: self.rendezvous.clone(),
+    pub fn rank_env(&self, rank: &RankPlan) -> Vec<(String, String)> {
+        let machine_file =
+            (self.mode == Mode::Local).then(|| self.run_dir.join(rundir::MACHINE_FILE));
+        let job = env::JobFacts {
+            job_id: &self.job_id,
             token: self.token,
-            job_id: self.job_id.clone(),
-            init_timeout_ms: self.cli_env.init_timeout_ms,
-            transport: self.cli_env.transport,
-            addr: None,
+            nranks: self.nranks,
+            rendezvous: self.rendezvous.as_deref(),
+            master_addr: self.master_addr(),
+            master_port: self.master_port,
+            gpi2_master: self.machine_file.first().map(String::as_str),
+            machine_file,
+            settings: &self.settings,
         };
-        let mut vars: Vec<(String, String)> = e
-            .to_vars()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-        // The token reaches each rank by a way that only its user can read (see the spawners).
-        vars.retain(|(k, _)| k != genv::JOB_TOKEN && !(self.nranks == 1 && k == genv::RENDEZVOUS));
-        vars.extend(self.convention_vars(r));
-        let loud = r.rank == 0 || self.cli_env.log_on_all;
-        self.common_vars(&mut vars, loud);
-        vars
+        env::rank_vars(&job, rank)
     }
 
     /// The job token, as the variable the ranks read it from. Secret: never to be shown or
@@ -335,154 +243,20 @@ impl Plan {
         (genv::JOB_TOKEN, self.token.to_hex())
     }
 
-    /// The token's variable as `--dry-run` shows it.
-    pub fn redacted_token_var() -> String {
-        format!("{}={REDACTED}", genv::JOB_TOKEN)
-    }
-
-    /// Slurm mode: the variables that are the same on every rank (srun passes them on; the
-    /// rank-specific ones are mapped from SLURM_* on each rank). Without the job token, as
-    /// [`Plan::rank_env`].
+    /// Slurm mode: the variables that are the same on every rank, see
+    /// [`env::slurm_step_vars`].
     pub fn slurm_env(&self) -> Vec<(String, String)> {
-        let mut vars = vec![
-            (genv::JOB_ID.to_string(), self.job_id.clone()),
-            (
-                genv::INIT_TIMEOUT_MS.to_string(),
-                self.cli_env.init_timeout_ms.to_string(),
-            ),
-            (
-                genv::TRANSPORT.to_string(),
-                self.cli_env.transport.to_string(),
-            ),
-        ];
-        self.common_vars(&mut vars, true);
-        vars
-    }
-
-    fn common_vars(&self, vars: &mut Vec<(String, String)>, loud: bool) {
-        let c = &self.cli_env;
-        let mut push = |k: &str, v: String| vars.push((k.to_string(), v));
-        // One level for the runtime (GASPI_LOG) and the trainer (TNT_LOG); quiet ranks log
-        // errors only.
-        let level = if loud { c.log_level } else { "error" };
-        push(genv::LOG, level.to_string());
-        push(TRAINER_LOG, level.to_string());
-        push("TNT_FUSION_THRESHOLD_KB", c.fusion_kb.to_string());
-        // No per-rank GPU here: every rank of a host sees the same GPUs and the program
-        // picks its own by local rank, as with torchrun. A per-rank CUDA_VISIBLE_DEVICES
-        // would replace the one the user chose (e.g. `3,5`).
-        if c.hide_gpus {
-            push(CUDA_VISIBLE_DEVICES, String::new());
-        }
-        if c.gpi2_binds_sockets {
-            push(env::GASPI_SET_NUMA_SOCKET, "1".to_string());
-        }
-        push(rundir::JOB_MARK_VAR, self.job_id.clone());
-        vars.extend(c.exports.iter().cloned());
+        env::slurm_step_vars(&self.job_id, &self.settings)
     }
 
     /// The full command line of `rank`: numactl prefix, interpreter, program, arguments.
-    pub fn rank_argv(&self, r: &RankPlan) -> Vec<String> {
-        let mut argv = Vec::new();
-        if let Some(p) = self.pin {
-            let node = r.local_rank % p.sockets.max(1);
-            argv.push("numactl".to_string());
-            if p.cpus {
-                argv.push(format!("--cpunodebind={node}"));
-            }
-            if p.memory {
-                argv.push(format!("--membind={node}"));
-            }
-        }
+    pub fn rank_argv(&self, rank: &RankPlan) -> Vec<String> {
+        let mut argv = match &self.pinning {
+            Some(p) => p.numactl_prefix(rank.local_rank),
+            None => Vec::new(),
+        };
         argv.extend(self.argv.iter().cloned());
         argv
-    }
-
-    /// `--dry-run`: what would run on each host.
-    pub fn describe(&self, ssh_base: &[String]) -> String {
-        let mut out = String::new();
-        let mode = match self.mode {
-            Mode::Local => "local",
-            Mode::Ssh => "ssh",
-            Mode::Slurm => "slurm",
-        };
-        out += &format!(
-            "# tarantella dry run: job {} ({mode}), {} rank(s); run directory {}\n",
-            self.job_id,
-            self.nranks,
-            self.run_dir.display()
-        );
-        out += "# GASPI_JOB_TOKEN is random per run and never shown: ranks get it in their \
-                environment (ssh ranks through the ssh connection, not its command line).\n\
-                # GASPI_RENDEZVOUS and MASTER_PORT get free ports on rank 0's host at start.\n";
-        out += &self.describe_gpus();
-        if self.mode == Mode::Slurm {
-            out += &crate::spawn::slurm::describe(self);
-            return out;
-        }
-        out += &format!(
-            "# machine file (GASPI_MFILE, rank r's host on line r): {}\n",
-            self.machine_file.join(" ")
-        );
-        if self.mode == Mode::Ssh {
-            out += &format!(
-                "# each ssh rank's wrapper writes it on the rank's host, as \
-                 $TMPDIR/tnt-{}-machines.XXXXXX, and sets GASPI_MFILE\n",
-                self.job_id
-            );
-        }
-        for r in &self.ranks {
-            let host = r.host.as_deref().unwrap_or("localhost (this host)");
-            out += &format!(
-                "# rank {} on {host} (local rank {} of {})\n",
-                r.rank, r.local_rank, r.local_nranks
-            );
-            let mut words: Vec<String> = Vec::new();
-            if let Some(h) = &r.host {
-                words.extend(ssh_base.iter().cloned());
-                words.push(h.clone());
-                words.push("--".into());
-            }
-            words.push("env".into());
-            for (k, v) in self.rank_env(r) {
-                words.push(format!("{k}={v}"));
-            }
-            words.push(Plan::redacted_token_var());
-            words.extend(self.rank_argv(r));
-            out += &shell::join(&words);
-            out.push('\n');
-        }
-        out
-    }
-
-    /// The dry run's line on GPUs: hidden, or which ones every rank sees (tarantella assigns
-    /// none; the trainer picks one by local rank).
-    fn describe_gpus(&self) -> String {
-        // -x is applied after --no-gpu's empty value, so it wins over --no-gpu too.
-        let exported = self
-            .cli_env
-            .exports
-            .iter()
-            .rev()
-            .find(|(k, _)| k == CUDA_VISIBLE_DEVICES)
-            .map(|(_, v)| v);
-        if self.cli_env.hide_gpus && exported.is_none() {
-            return format!("# GPUs: hidden by --no-gpu ({CUDA_VISIBLE_DEVICES}= on every rank)\n");
-        }
-        let seen = match (exported, self.mode) {
-            (Some(v), _) => format!("gets {CUDA_VISIBLE_DEVICES}={v} from -x"),
-            (None, Mode::Local) => match std::env::var_os(CUDA_VISIBLE_DEVICES) {
-                Some(v) => format!("inherits {CUDA_VISIBLE_DEVICES}={}", v.to_string_lossy()),
-                None => format!("sees all GPUs ({CUDA_VISIBLE_DEVICES} unset)"),
-            },
-            (None, Mode::Ssh) => format!("sees what its host's {CUDA_VISIBLE_DEVICES} exposes"),
-            (None, Mode::Slurm) => "sees the GPUs srun gives it".to_string(),
-        };
-        format!(
-            "# GPUs: none assigned by tarantella; every rank {seen}; the trainer uses visible \
-             GPU number ({} mod their count)\n",
-            genv::LOCAL_RANK
-        )
     }
 }
 
@@ -494,71 +268,6 @@ fn cpu_fallback_warning(ranks: usize) -> String {
     };
     format!("no GPU found on this host; {ranks} on CPU")
 }
-
-/// The host of an ssh destination: `node1` of `user@node1`.
-pub fn host_address(destination: &str) -> &str {
-    destination.rsplit('@').next().unwrap_or(destination)
-}
-
-/// Checks a job id against the characters gaspi allows.
-pub fn validate_job_id(id: &str) -> Result<String> {
-    let ok = !id.is_empty()
-        && id.len() <= 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-        && !id.starts_with('.');
-    if ok {
-        Ok(id.to_string())
-    } else {
-        Err(Error::Invalid(format!(
-            "job id {id:?}: use 1 to 64 letters, digits, '-', '_' or '.' (not starting with '.')"
-        )))
-    }
-}
-
-/// NVIDIA GPUs on this host (0 when none or no driver).
-fn count_gpus() -> usize {
-    if let Ok(rd) = std::fs::read_dir("/proc/driver/nvidia/gpus") {
-        return rd.count();
-    }
-    std::fs::read_dir("/dev")
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| {
-                    let n = e.file_name();
-                    let n = n.to_string_lossy();
-                    n.strip_prefix("nvidia")
-                        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
-                })
-                .count()
-        })
-        .unwrap_or(0)
-}
-
-fn count_numa_nodes() -> usize {
-    std::fs::read_dir("/sys/devices/system/node")
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| {
-                    let n = e.file_name();
-                    let n = n.to_string_lossy();
-                    n.strip_prefix("node")
-                        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
-                })
-                .count()
-        })
-        .unwrap_or(1)
-        .max(1)
-}
-
-mod env;
-
-pub use env::TORCHRUN_VARIABLES;
-mod placement;
-mod program;
-use placement::place;
-pub use program::find_on_path;
 
 #[cfg(test)]
 mod tests;

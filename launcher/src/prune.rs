@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::cleanup;
-use crate::plan::validate_job_id;
+use crate::job_id;
 use crate::rundir::{self, Layout, MACHINE_FILE, RUN_MARKER};
 
 /// Removes the run directories under `layout` beyond the `keep` newest, counting and never
@@ -51,7 +51,7 @@ fn run_dirs(layout: &Layout) -> Vec<(SystemTime, PathBuf, String)> {
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
             let job_id = name.strip_prefix(layout.prefix)?;
-            validate_job_id(job_id).ok()?;
+            job_id::validate(job_id).ok()?;
             // Not a symbolic link: its target is not ours to judge.
             let meta = fs::symlink_metadata(e.path()).ok()?;
             if !meta.is_dir() || !holds_only_run_files(&e.path()) {

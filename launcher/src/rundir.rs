@@ -15,16 +15,12 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-/// Set on every process `tarantella` starts (ranks and ssh clients), so `--cleanup` can
-/// tell a job's processes from an unrelated process that reused a PID.
-pub const JOB_MARK_VAR: &str = "TARANTELLA_JOB_ID";
-
 /// The machine file in a run directory: one host per rank, in rank order (`GASPI_MFILE`).
 pub const MACHINE_FILE: &str = "machines";
 
 /// Where run directories live.
 pub fn base() -> PathBuf {
-    if let Some(d) = std::env::var_os("TARANTELLA_RUN_DIR").filter(|d| !d.is_empty()) {
+    if let Some(d) = std::env::var_os(tnt_env::RUN_DIR).filter(|d| !d.is_empty()) {
         return PathBuf::from(d);
     }
     if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
@@ -39,9 +35,16 @@ pub fn base() -> PathBuf {
 /// directories apart from whatever else a shared root (the Slurm submit directory) holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// The directory that holds the run directories.
     pub root: PathBuf,
+    /// Put before the job id in a run directory's name: empty, except in a Slurm submit
+    /// directory ([`SLURM_PREFIX`]).
     pub prefix: &'static str,
 }
+
+/// Set by Slurm to the directory a job was submitted from, where its users look for its
+/// output.
+const SLURM_SUBMIT_DIR: &str = "SLURM_SUBMIT_DIR";
 
 /// The prefix of run directories in a Slurm submit directory.
 pub const SLURM_PREFIX: &str = "tarantella-";
@@ -60,7 +63,7 @@ impl Layout {
     /// srun users look for output, and is normally shared by the nodes).
     pub fn slurm() -> Layout {
         let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
-        Layout::slurm_from(var("TARANTELLA_RUN_DIR"), var("SLURM_SUBMIT_DIR"))
+        Layout::slurm_from(var(tnt_env::RUN_DIR), var(SLURM_SUBMIT_DIR))
     }
 
     /// [`Layout::slurm`] from the two variables' values. Without either, the run directory
@@ -99,6 +102,7 @@ pub fn this_host() -> String {
 /// A process recorded for a job.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PidRecord {
+    /// The rank the process runs (or, for an ssh client, connects to).
     pub rank: usize,
     /// `None`: a process on the launcher's host (a local rank or an ssh client).
     pub host: Option<String>,
@@ -109,16 +113,20 @@ pub struct PidRecord {
 /// What the `job` file records.
 #[derive(Clone, Debug, Default)]
 pub struct JobRecord {
+    /// The PID of the job's `tarantella`, which `--cleanup` leaves alone while it runs.
     pub supervisor: Option<i32>,
     /// The host `supervisor` runs on: run directories may be on a file system that other
     /// hosts share (the Slurm submit directory), where a PID says nothing by itself.
     pub host: Option<String>,
+    /// The ssh command the job used, for `--cleanup` to reach its hosts the same way.
     pub ssh: Vec<String>,
+    /// The processes the job started, as far as they were recorded.
     pub pids: Vec<PidRecord>,
 }
 
 /// An open run directory.
 pub struct JobDir {
+    /// The run directory.
     pub path: PathBuf,
     pids: File,
 }

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::plan::{Mode, Plan};
 use crate::prune;
 use crate::report;
-use crate::rundir::{JobDir, PidRecord, JOB_MARK_VAR};
+use crate::rundir::{JobDir, PidRecord};
 use crate::signals;
 use crate::spawn::{self, Event, Kind, Proc, RankStatus};
 
@@ -90,7 +90,7 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
                         &argv,
                         &token,
                         &plan.machine_file,
-                        (JOB_MARK_VAR, &plan.job_id),
+                        &plan.job_id,
                         sinks,
                         tx.clone(),
                     ),

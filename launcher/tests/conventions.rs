@@ -29,23 +29,29 @@ fn refused(args: &[&str]) -> String {
     job.stderr_text()
 }
 
+/// A variable of the shell `tarantella` runs in, passed on by a bare `-x VAR`.
+const FROM_SHELL: &str = "TNT_FROM_SHELL";
+/// A variable given its value on `tarantella`'s command line, by `-x VAR=VALUE`.
+const GIVEN: &str = "TNT_GIVEN";
+
 #[test]
 fn an_mpirun_command_line_runs_without_double_dash_and_the_program_keeps_its_flags() {
     let run = TempDir::new("mpirun-line");
     let mut cmd = tarantella(run.path());
-    cmd.env("TNT_FROM_SHELL", "shell value").args([
+    let given = format!("{GIVEN}=given");
+    cmd.env(FROM_SHELL, "shell value").args([
         "-np",
         "2",
         "-x",
-        "TNT_FROM_SHELL",
+        FROM_SHELL,
         "-x",
-        "TNT_GIVEN=given",
+        &given,
         "--output-on-all-devices",
         PROBE,
         "--env",
-        "TNT_FROM_SHELL",
+        FROM_SHELL,
         "--env",
-        "TNT_GIVEN",
+        GIVEN,
         // The program's own -n, which tarantella must leave alone.
         "--env",
         "-n",
@@ -58,8 +64,8 @@ fn an_mpirun_command_line_runs_without_double_dash_and_the_program_keeps_its_fla
         "{:?}",
         job.out
     );
-    assert_eq!(env_values(&job, "TNT_FROM_SHELL"), ["shell value"; 2]);
-    assert_eq!(env_values(&job, "TNT_GIVEN"), ["given"; 2]);
+    assert_eq!(env_values(&job, FROM_SHELL), ["shell value"; 2]);
+    assert_eq!(env_values(&job, GIVEN), ["given"; 2]);
     assert_eq!(env_values(&job, "-n"), ["<unset>"; 2]);
 }
 

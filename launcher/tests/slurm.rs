@@ -24,8 +24,8 @@ fn salloc(args: &[&str]) -> Job {
     let mut cmd = Command::new("salloc");
     cmd.args(["-N1", "-n2", TARANTELLA])
         .args(args)
-        .env("TARANTELLA_RUN_DIR", run.path())
-        .env_remove("TARANTELLA_SSH");
+        .env(tnt_env::RUN_DIR, run.path())
+        .env_remove(tnt_env::SSH);
     Job::spawn(cmd, run)
 }
 

@@ -162,7 +162,7 @@ fn ssh_ranks_stop_when_tarantella_dies_and_cleanup_removes_shm() {
     );
     assert_eq!(shm_files(&id).len(), 2);
     let out = tarantella(job.run_dir.path())
-        .env("TARANTELLA_SSH", &sshd.ssh)
+        .env(tnt_env::SSH, &sshd.ssh)
         .args(["--cleanup", "--job-id", &id, "--grace", "0.5"])
         .output()
         .unwrap();
@@ -270,8 +270,8 @@ fn ranks_in_two_network_namespaces() {
     let run = TempDir::new("netnsrun");
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns.names[0], TARANTELLA])
-        .env("TARANTELLA_RUN_DIR", run.path())
-        .env("TARANTELLA_SSH", &ns.sshds[0].ssh)
+        .env(tnt_env::RUN_DIR, run.path())
+        .env(tnt_env::SSH, &ns.sshds[0].ssh)
         .env_remove("SLURM_JOB_ID")
         .arg("--hostfile")
         .arg(&hf)

@@ -22,7 +22,7 @@ fn ssh_ranks_from_a_host_list_on_the_command_line() {
     };
     let run = TempDir::new("sshrun");
     let mut cmd = tarantella(run.path());
-    cmd.env("TARANTELLA_SSH", &sshd.ssh).args([
+    cmd.env(tnt_env::SSH, &sshd.ssh).args([
         "-H",
         "127.0.0.1:2",
         "--output-on-all-devices",
@@ -130,7 +130,7 @@ fn ssh_ranks_see_the_job_as_gaspi_run_shows_it_to_a_gpi2_program() {
     ] {
         let run = TempDir::new("sshrun");
         let mut cmd = tarantella(run.path());
-        cmd.env("TARANTELLA_SSH", &sshd.ssh)
+        cmd.env(tnt_env::SSH, &sshd.ssh)
             .arg(hosts_flag)
             .arg(hosts)
             .args([

@@ -1,12 +1,14 @@
 //! The C test suite: the programs of `tests/c/` compiled with `cc` against libgaspi and run
 //! as real multi-process jobs (1-4 ranks over TCP and shared memory), by the job runner, by
-//! the `tarantella` launcher and with only the reference implementation's variables.
+//! the `tarantella` launcher (its binary, built by cargo) and with only the reference implementation's variables.
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::{assert_all_ok, compile, lib_dir, report, run_all, Link};
@@ -291,25 +293,38 @@ fn reference_per_rank_variables_start_a_job() {
     );
 }
 
-/// In the child this test runs the launcher library as `tarantella` with the arguments in
-/// this variable (separated by `\x1f`).
-const LAUNCH: &str = "TNT_CAPI_TEST_LAUNCH";
+/// The `tarantella` binary of this test run's profile, built (once per test binary) by
+/// cargo as [`lib_dir`] builds libgaspi: the launcher is a program these tests start, as a
+/// user would, not a library they link.
+fn tarantella() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let dir = common::profile_dir();
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-p", "launcher", "--bin", "tarantella"]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("cargo runs");
+        assert!(
+            status.success(),
+            "cargo build -p launcher --bin tarantella failed"
+        );
+        let exe = dir.join("tarantella");
+        assert!(exe.is_file(), "{} was not built", exe.display());
+        exe
+    })
+}
 
 #[test]
 fn launcher_starts_c_programs() {
-    if let Ok(args) = std::env::var(LAUNCH) {
-        use clap::Parser;
-        let argv = std::iter::once("tarantella").chain(args.split('\x1f'));
-        let cli = launcher::cli::Cli::parse_from(argv);
-        let code = launcher::run(&cli).unwrap_or_else(|e| {
-            eprintln!("tarantella: error: {e}");
-            2
-        });
-        std::process::exit(code);
-    }
     let exe = compile("ring", Link::Shared, "launcher", &[]);
     for (n, transport) in [(4, "tcp"), (2, "shm")] {
-        let args = [
+        let markers = lib_dir().join(format!("capi-launch-{}-{transport}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&markers);
+        std::fs::create_dir_all(&markers).unwrap();
+        let mut cmd = clean_command(tarantella());
+        cmd.args([
             "-n",
             &n.to_string(),
             "--output-on-all-devices",
@@ -318,20 +333,8 @@ fn launcher_starts_c_programs() {
             "--timeout",
             "30",
             "--",
-            exe.to_str().unwrap(),
-        ]
-        .join("\x1f");
-        let markers = lib_dir().join(format!("capi-launch-{}-{transport}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&markers);
-        std::fs::create_dir_all(&markers).unwrap();
-        let mut cmd = clean_command(&std::env::current_exe().unwrap());
-        cmd.args([
-            "--exact",
-            "launcher_starts_c_programs",
-            "--nocapture",
-            "--test-threads=1",
         ])
-        .env(LAUNCH, args)
+        .arg(&exe)
         .env("TNT_RING_MARKERS", &markers);
         let procs = run_all(vec![cmd], JOB_TIMEOUT);
         assert_all_ok(&procs);

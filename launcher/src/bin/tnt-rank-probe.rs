@@ -26,7 +26,7 @@ use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use gaspi::env::JobEnv;
+use gaspi::env::{self as genv, JobEnv};
 
 /// Every line of `--flood` is this long, newline included.
 const FLOOD_LINE_LEN: usize = 64;
@@ -160,7 +160,7 @@ fn main() -> ExitCode {
                 let list: Vec<String> = pids.iter().map(u32::to_string).collect();
                 println!(
                     "token_in_env={} token_on_cmdlines={} pids={}",
-                    u8::from(std::env::var_os(gaspi::env::JOB_TOKEN).is_some()),
+                    u8::from(std::env::var_os(genv::JOB_TOKEN).is_some()),
                     pids.len(),
                     if list.is_empty() {
                         "-".to_string()
@@ -226,13 +226,14 @@ fn gpi2_view() -> Result<String, String> {
             .map_err(|_| format!("{name}={v:?} is not a number"))
     };
     let (nranks, rank, socket) = (
-        number("GASPI_NRANKS")?,
-        number("GASPI_RANK")?,
-        number("GASPI_SOCKET")?,
+        number(genv::NRANKS)?,
+        number(genv::RANK)?,
+        number(genv::SOCKET)?,
     );
-    let master = var("GASPI_MASTER")?;
-    let path = var("GASPI_MFILE")?;
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("GASPI_MFILE={path}: {e}"))?;
+    let master = var(genv::MASTER)?;
+    let path = var(genv::MFILE)?;
+    let mfile = genv::MFILE;
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{mfile}={path}: {e}"))?;
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim)
@@ -240,7 +241,7 @@ fn gpi2_view() -> Result<String, String> {
         .collect();
     if lines.len() != nranks || rank >= nranks {
         return Err(format!(
-            "GASPI_MFILE={path} has {} lines for rank {rank} of {nranks}",
+            "{mfile}={path} has {} lines for rank {rank} of {nranks}",
             lines.len()
         ));
     }
@@ -248,12 +249,14 @@ fn gpi2_view() -> Result<String, String> {
     let before = lines[..rank].iter().filter(|l| **l == host).count();
     if socket != before {
         return Err(format!(
-            "GASPI_SOCKET={socket}, but {before} earlier ranks share its host {host}"
+            "{}={socket}, but {before} earlier ranks share its host {host}",
+            genv::SOCKET
         ));
     }
     if master != lines[0] {
         return Err(format!(
-            "GASPI_MASTER={master}, but line 0 of GASPI_MFILE is {}",
+            "{}={master}, but line 0 of {mfile} is {}",
+            genv::MASTER,
             lines[0]
         ));
     }

@@ -1,8 +1,95 @@
-//! Which host each rank runs on: filling each host in turn (mpirun's `--map-by slot`, the
-//! default) or dealing ranks round-robin over the hosts (`--map-by node`).
+//! Which rank runs on which host, and where among that host's ranks: filling each host in
+//! turn (mpirun's `--map-by slot`, the default) or dealing ranks round-robin over the hosts
+//! (`--map-by node`), within the slots of each host.
 
-use super::RankPlan;
-use crate::cli::MapBy;
+use crate::cli::{Cli, MapBy};
+use crate::error::{Error, Result};
+use crate::{hostfile, hostlist};
+
+/// Where one rank of a local or ssh job runs.
+#[derive(Clone, Debug)]
+pub struct RankPlan {
+    /// The rank, `0..N-1`.
+    pub rank: usize,
+    /// The ssh destination (`[user@]host`) of the rank's host; `None` for this host (local
+    /// mode).
+    pub host: Option<String>,
+    /// The rank's index among the ranks of its host, `0..local_nranks-1`.
+    pub local_rank: usize,
+    /// How many ranks run on the rank's host.
+    pub local_nranks: usize,
+    /// Index of the rank's host among the hosts that run ranks, in host order.
+    pub node_rank: usize,
+}
+
+/// The ranks of a job on this host alone (no `--hostfile` or `-H`): `-n`, else the ranks
+/// per host, else one rank, as torchrun's `--nproc-per-node` defaults, GPUs or not.
+pub fn on_this_host(cli: &Cli) -> Result<Vec<RankPlan>> {
+    let per_node = cli.ranks_per_node();
+    let n = cli.nranks.or(per_node).unwrap_or(1);
+    if let Some(k) = per_node.filter(|&k| k < n) {
+        return Err(Error::NotEnoughSlots {
+            requested: n,
+            available: k,
+            detail: format!(
+                "{} {k} on this host, no --hostfile",
+                cli.ranks_per_node_flag()
+            ),
+        });
+    }
+    Ok(place(&[(None, n)], n, cli.map_by))
+}
+
+/// The ranks of a job on the hosts of `--hostfile` or `-H`: `-n` of them, else as many as
+/// the hosts have slots (the ranks per host, when given, stand for every host's slots).
+pub fn on_hosts(cli: &Cli) -> Result<Vec<RankPlan>> {
+    let per_node = cli.ranks_per_node();
+    let hosts = match &cli.hostfile {
+        Some(path) => hostfile::read(path)?,
+        None => hostlist::parse(&cli.hosts)?,
+    };
+    // More ranks per host than a host's slots is a mistake to report, not a request to
+    // quietly lower (the job would run with fewer ranks than asked).
+    if let Some(k) = per_node {
+        if let Some(h) = hosts.iter().find(|h| h.limit().is_some_and(|l| l < k)) {
+            return Err(Error::PerNodeAboveSlots {
+                flag: cli.ranks_per_node_flag(),
+                per_node: k,
+                host: h.name.clone(),
+                limit: h.limit().unwrap_or_default(),
+                limit_name: if h.max_slots.is_some() {
+                    "max_slots"
+                } else {
+                    "slots"
+                },
+            });
+        }
+    }
+    let caps: Vec<(Option<String>, usize)> = hosts
+        .iter()
+        .map(|h| (Some(h.name.clone()), per_node.or(h.slots).unwrap_or(1)))
+        .collect();
+    let total: usize = caps.iter().map(|c| c.1).sum();
+    let n = cli.nranks.unwrap_or(total);
+    if n > total {
+        let detail = caps
+            .iter()
+            .map(|(h, c)| format!("{}: {c}", h.as_deref().unwrap_or("")))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(Error::NotEnoughSlots {
+            requested: n,
+            available: total,
+            detail,
+        });
+    }
+    Ok(place(&caps, n, cli.map_by))
+}
+
+/// The host of an ssh destination, as the ranks reach it: `node1` of `user@node1`.
+pub fn host_address(destination: &str) -> &str {
+    destination.rsplit('@').next().unwrap_or(destination)
+}
 
 /// Places `n` ranks on hosts of the given capacities (`None` = this host), in host order;
 /// `n` is at most the total capacity.

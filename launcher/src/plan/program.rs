@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::shell;
+use crate::which::find_on_path;
 
 /// The interpreter a `.py` program gets without `--interpreter`, as in Tarantella.
 pub const PYTHON: &str = "python3";
@@ -52,17 +53,6 @@ fn check_executable(prog: &str) -> Result<()> {
         return Err(Error::ProgramNotExecutable(path));
     }
     Ok(())
-}
-
-/// The first executable `name` on PATH.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
 }
 
 #[cfg(test)]

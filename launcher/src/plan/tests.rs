@@ -1,6 +1,8 @@
 //! Unit tests of the plan: placement, environment, GPUs and the dry run.
 
+use super::env::CUDA_VISIBLE_DEVICES;
 use super::*;
+use crate::dry_run::describe;
 use clap::Parser;
 
 fn cli(args: &[&str]) -> Cli {
@@ -148,7 +150,7 @@ fn dry_run_says_how_ranks_get_their_gpus() {
             .map(str::to_string)
             .collect()
     };
-    let hidden = local_plan(&["-n", "2", "--no-gpu"], no_gpus).describe(&[]);
+    let hidden = describe(&local_plan(&["-n", "2", "--no-gpu"], no_gpus), &[]);
     assert!(
         hidden.contains("# GPUs: hidden by --no-gpu (CUDA_VISIBLE_DEVICES= on every rank)"),
         "{hidden}"
@@ -160,7 +162,7 @@ fn dry_run_says_how_ranks_get_their_gpus() {
         "{hidden}"
     );
 
-    let shared = local_plan(&["-n", "2"], four_gpus).describe(&[]);
+    let shared = describe(&local_plan(&["-n", "2"], four_gpus), &[]);
     assert!(
         shared.contains("# GPUs: none assigned by tarantella; every rank "),
         "{shared}"
@@ -176,8 +178,10 @@ fn dry_run_says_how_ranks_get_their_gpus() {
         "{shared}"
     );
 
-    let exported =
-        local_plan(&["--no-gpu", "-x", "CUDA_VISIBLE_DEVICES=3,5"], no_gpus).describe(&[]);
+    let exported = describe(
+        &local_plan(&["--no-gpu", "-x", "CUDA_VISIBLE_DEVICES=3,5"], no_gpus),
+        &[],
+    );
     assert!(
         exported.contains("every rank gets CUDA_VISIBLE_DEVICES=3,5 from -x"),
         "{exported}"
@@ -350,14 +354,6 @@ fn max_slots_is_the_limit_for_ranks_per_host() {
 }
 
 #[test]
-fn job_ids() {
-    assert!(validate_job_id("abc-1.2_x").is_ok());
-    for bad in ["", "../x", "a b", ".hidden"] {
-        assert!(validate_job_id(bad).is_err(), "{bad:?}");
-    }
-}
-
-#[test]
 fn one_log_level_reaches_runtime_and_trainer_on_rank_zero_and_errors_elsewhere() {
     let level_of = |vars: &[(String, String)], key: &str| -> Vec<String> {
         vars.iter()
@@ -369,13 +365,13 @@ fn one_log_level_reaches_runtime_and_trainer_on_rank_zero_and_errors_elsewhere()
     for (r, want) in [(0, "info"), (1, "error")] {
         let vars = plan.rank_env(&plan.ranks[r]);
         assert_eq!(level_of(&vars, genv::LOG), [want], "rank {r}");
-        assert_eq!(level_of(&vars, TRAINER_LOG), [want], "rank {r}");
+        assert_eq!(level_of(&vars, tnt_env::LOG), [want], "rank {r}");
         assert!(vars.iter().all(|(k, _)| !k.starts_with("TNT_LOG_")));
     }
     let plan = local_plan(&["-n", "2", "--log-on-all-devices"], no_gpus);
     let vars = plan.rank_env(&plan.ranks[1]);
     assert_eq!(
-        level_of(&vars, TRAINER_LOG),
+        level_of(&vars, tnt_env::LOG),
         ["warn"],
         "the default level, on every rank"
     );

@@ -3,8 +3,10 @@
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
-use super::{pump, Kind, OpenStreams, Proc, Sink, Tails};
+use super::{dry_run_command, dry_run_heading, pump, Kind, OpenStreams, Proc, Sink, Tails};
 use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::shell;
 
 /// Starts `argv` with `env` and the job token (`token`: variable, value) as rank `rank`.
 pub fn spawn(
@@ -49,6 +51,17 @@ pub fn spawn(
         reaped: None,
         status: None,
     })
+}
+
+/// `--dry-run`: the command line of each rank on this host, under a line naming it.
+pub fn describe(plan: &Plan) -> String {
+    let mut out = String::new();
+    for r in &plan.ranks {
+        out += &dry_run_heading(r);
+        out += &shell::join(&dry_run_command(plan, r));
+        out.push('\n');
+    }
+    out
 }
 
 /// Makes the child receive SIGTERM if `tarantella` dies without tearing the job down

@@ -19,6 +19,8 @@ use nix::unistd::Pid;
 
 pub use tail::{Tail, Tails, TAIL_LINES};
 
+use crate::plan::{env, Plan, RankPlan};
+
 /// Marks the control lines that the remote wrapper writes on stderr (`\x1eTNT pid 123`).
 pub const CONTROL_MARK: &[u8] = b"\x1eTNT ";
 
@@ -26,19 +28,27 @@ pub const CONTROL_MARK: &[u8] = b"\x1eTNT ";
 #[derive(Debug)]
 pub enum Event {
     /// An ssh rank reported the PID (= process group) of the rank on its host.
-    RemotePid { idx: usize, pid: i32 },
+    RemotePid {
+        /// The rank's index among the started processes (`Proc`s) of the job.
+        idx: usize,
+        /// The PID on the remote host, which `--cleanup` needs should `tarantella` die.
+        pid: i32,
+    },
 }
 
 /// How a rank ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RankStatus {
+    /// It exited with this status.
     Exited(i32),
+    /// It was killed by this signal.
     Signaled(i32),
     /// The ssh connection failed before the rank could report (ssh's own exit status).
     SshFailed(i32),
 }
 
 impl RankStatus {
+    /// Whether the rank succeeded: exited with status 0.
     pub fn success(&self) -> bool {
         *self == RankStatus::Exited(0)
     }
@@ -52,6 +62,7 @@ impl RankStatus {
         }
     }
 
+    /// The status of a process that ran the rank itself (not through ssh).
     pub(crate) fn from_exit(st: ExitStatus) -> RankStatus {
         use std::os::unix::process::ExitStatusExt;
         match (st.code(), st.signal()) {
@@ -84,6 +95,7 @@ pub enum Kind {
     Ssh {
         /// The wrapper's control channel: `term`/`kill` lines; EOF stops the rank too.
         control: Option<ChildStdin>,
+        /// The PID the wrapper reported for the rank on its host, `-1` while unknown.
         remote_pid: Arc<AtomicI32>,
         /// The status the wrapper reported (`\x1eTNT exit N`), `-1` while unknown.
         remote_exit: Arc<AtomicI32>,
@@ -94,10 +106,14 @@ pub enum Kind {
 
 /// One started rank (or, for Slurm, the whole step).
 pub struct Proc {
+    /// The rank; `None` for the `srun` of a Slurm step, which runs them all.
     pub rank: Option<usize>,
     /// Host name for messages.
     pub host: String,
+    /// The process `tarantella` started: the rank, its ssh client, or `srun`. It leads a
+    /// process group of its own.
     pub child: Child,
+    /// How it was started, which decides how it is signalled.
     pub kind: Kind,
     /// Output threads still copying.
     pub open_streams: OpenStreams,
@@ -111,10 +127,13 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// The process group of the started process (its PID: it leads the group), which the
+    /// rank's own children share.
     pub fn pgid(&self) -> Pid {
         Pid::from_raw(self.child.id() as i32)
     }
 
+    /// What messages call it: `rank K on HOST`, or `srun`.
     pub fn label(&self) -> String {
         match self.rank {
             Some(r) => format!("rank {r} on {}", self.host),
@@ -244,8 +263,13 @@ impl Drop for StreamGuard {
 /// Where a stream of a rank goes.
 #[derive(Clone)]
 pub enum Sink {
-    /// This process's stdout (`err == false`) or stderr, lines prefixed with `prefix`.
-    Terminal { err: bool, prefix: String },
+    /// This process's stdout or stderr, each line prefixed.
+    Terminal {
+        /// stderr rather than stdout.
+        err: bool,
+        /// Put before each line: `[rank K] ` when every rank's output is shown, else empty.
+        prefix: String,
+    },
     /// A log file shared by the rank's stdout and stderr.
     File(Arc<Mutex<File>>),
 }
@@ -273,11 +297,38 @@ impl Sink {
     }
 }
 
-/// Control lines found in an ssh rank's stderr.
+/// The `--dry-run` line that names rank `r` and where it runs, above its command line.
+fn dry_run_heading(r: &RankPlan) -> String {
+    let host = r.host.as_deref().unwrap_or("localhost (this host)");
+    format!(
+        "# rank {} on {host} (local rank {} of {})\n",
+        r.rank, r.local_rank, r.local_nranks
+    )
+}
+
+/// The words `--dry-run` shows for what rank `r` of `plan` runs: `env`, the rank's
+/// variables (the job token redacted), then its command line.
+fn dry_run_command(plan: &Plan, r: &RankPlan) -> Vec<String> {
+    let mut words = vec!["env".to_string()];
+    words.extend(
+        plan.rank_env(r)
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}")),
+    );
+    words.push(env::redacted_token_var());
+    words.extend(plan.rank_argv(r));
+    words
+}
+
+/// Where the control lines found in an ssh rank's stderr go.
 pub struct Control {
+    /// The rank's index among the started processes, for [`Event::RemotePid`].
     pub idx: usize,
+    /// The supervisor's channel, told of the rank's remote PID.
     pub events: Sender<Event>,
+    /// Set to the remote PID (`\x1eTNT pid N`).
     pub remote_pid: Arc<AtomicI32>,
+    /// Set to the rank's exit status (`\x1eTNT exit N`).
     pub remote_exit: Arc<AtomicI32>,
 }
 

@@ -4,11 +4,14 @@
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::LazyLock;
+
+use gaspi::env::{self as genv, torchrun};
 
 use super::{Kind, OpenStreams, Proc, Tails};
 use crate::cli::MapBy;
 use crate::error::{Error, Result};
-use crate::plan::Plan;
+use crate::plan::{env, Plan, RankPlan, TORCHRUN_VARIABLES};
 use crate::shell;
 
 /// Arguments: run directory, `1` when every rank's output is shown, `1` when srun deals the
@@ -28,32 +31,56 @@ use crate::shell;
 /// (`GASPI_MFILE`: rank r's node on line r, following the distribution) to a private
 /// temporary file on its node, removed when the rank ends; `GASPI_SOCKET` is its local rank
 /// and `GASPI_MASTER` rank 0's node.
-const WRAPPER: &str = concat!(
-    "d=$1; a=$2; y=$3; shift 3; ",
-    "export GASPI_RANK=\"$SLURM_PROCID\" GASPI_NRANKS=\"$SLURM_NTASKS\" GASPI_LOCAL_RANK=\"${SLURM_LOCALID:-0}\"; ",
-    "c=$(printf '%s\\n' \"${SLURM_STEP_TASKS_PER_NODE:-${SLURM_TASKS_PER_NODE:-1}}\" | tr ',' '\\n' ",
-    "| sed 's/^\\([0-9]*\\)(x\\([0-9]*\\))$/\\1 \\2/' | awk '{ for (i = 0; i < ($2 == \"\" ? 1 : $2); i++) print $1 }'); ",
-    "t=$(printf '%s\\n' \"$c\" | sed -n \"$((${SLURM_NODEID:-0} + 1))p\"); [ -n \"$t\" ] || t=$(printf '%s\\n' \"$c\" | head -n 1); ",
-    "export GASPI_LOCAL_NRANKS=\"$t\"; ",
-    "nl=\"${SLURM_STEP_NODELIST:-$SLURM_JOB_NODELIST}\"; hs=$(scontrol show hostnames \"$nl\" 2>/dev/null); ",
-    "case \"$nl\" in *'['*) ;; *) [ -n \"$hs\" ] || hs=$(printf '%s\\n' \"$nl\" | tr ',' '\\n');; esac; ",
-    "h=$(printf '%s\\n' \"$hs\" | head -n 1); [ -n \"$h\" ] || h=\"${nl%%[,[]*}\"; ",
-    "s=$(((SLURM_JOB_ID * 16 + ${SLURM_STEP_ID:-0}) % 40000)); ",
-    "[ -n \"$GASPI_RENDEZVOUS\" ] || export GASPI_RENDEZVOUS=\"$h:$((20000 + s))\"; ",
-    "export RANK=\"$GASPI_RANK\" WORLD_SIZE=\"$GASPI_NRANKS\" LOCAL_RANK=\"$GASPI_LOCAL_RANK\" ",
-    "LOCAL_WORLD_SIZE=\"$GASPI_LOCAL_NRANKS\" NODE_RANK=\"${SLURM_NODEID:-0}\" ",
-    "MASTER_ADDR=\"$h\" MASTER_PORT=\"$((20000 + (s + 20000) % 40000))\" GASPI_MASTER=\"$h\"; ",
-    "[ \"$GASPI_LOCAL_RANK\" -gt 255 ] || export GASPI_SOCKET=\"$GASPI_LOCAL_RANK\"; ",
-    "m=; if [ -n \"$hs\" ] && [ \"$(printf '%s\\n' \"$hs\" | grep -c .)\" = \"$(printf '%s\\n' \"$c\" | grep -c .)\" ] ",
-    "&& m=$(mktemp \"${TMPDIR:-/tmp}/tnt-$GASPI_JOB_ID-machines.XXXXXX\"); then ",
-    "printf '%s\\n' \"$c\" | awk -v cyclic=\"$y\" -v hosts=\"$(printf '%s ' $hs)\" '",
-    "BEGIN { nh = split(hosts, h, \" \") } { k[NR] = $1 } ",
-    "END { if (cyclic == 1) { left = 1; while (left) { left = 0; for (i = 1; i <= nh; i++) if (k[i] > 0) { print h[i]; k[i]--; left = 1 } } } ",
-    "else for (i = 1; i <= nh; i++) for (j = 0; j < k[i]; j++) print h[i] }' >\"$m\"; export GASPI_MFILE=\"$m\"; ",
-    "else echo \"tarantella: rank $SLURM_PROCID gets no GASPI_MFILE: the step's nodes could not be listed (scontrol)\" >&2; fi; ",
-    "if [ \"$a\" != 1 ] && [ \"$SLURM_PROCID\" != 0 ]; then mkdir -p \"$d\"; exec >\"$d/rank-$SLURM_PROCID.log\" 2>&1; fi; ",
-    "\"$@\"; r=$?; [ -z \"$m\" ] || rm -f \"$m\"; [ \"$r\" = 0 ] || echo \"$r $(hostname)\" >\"$d/status-$SLURM_PROCID\"; exit \"$r\""
-);
+///
+/// A `format!` string, so that the variables' names are the constants the runtime reads
+/// them by: `{g_...}` stand for gaspi's names, `{t_...}` for torchrun's, `{{` and `}}` are
+/// the script's own braces.
+static WRAPPER: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        concat!(
+            "d=$1; a=$2; y=$3; shift 3; ",
+            "export {g_rank}=\"$SLURM_PROCID\" {g_nranks}=\"$SLURM_NTASKS\" {g_local_rank}=\"${{SLURM_LOCALID:-0}}\"; ",
+            "c=$(printf '%s\\n' \"${{SLURM_STEP_TASKS_PER_NODE:-${{SLURM_TASKS_PER_NODE:-1}}}}\" | tr ',' '\\n' ",
+            "| sed 's/^\\([0-9]*\\)(x\\([0-9]*\\))$/\\1 \\2/' | awk '{{ for (i = 0; i < ($2 == \"\" ? 1 : $2); i++) print $1 }}'); ",
+            "t=$(printf '%s\\n' \"$c\" | sed -n \"$((${{SLURM_NODEID:-0}} + 1))p\"); [ -n \"$t\" ] || t=$(printf '%s\\n' \"$c\" | head -n 1); ",
+            "export {g_local_nranks}=\"$t\"; ",
+            "nl=\"${{SLURM_STEP_NODELIST:-$SLURM_JOB_NODELIST}}\"; hs=$(scontrol show hostnames \"$nl\" 2>/dev/null); ",
+            "case \"$nl\" in *'['*) ;; *) [ -n \"$hs\" ] || hs=$(printf '%s\\n' \"$nl\" | tr ',' '\\n');; esac; ",
+            "h=$(printf '%s\\n' \"$hs\" | head -n 1); [ -n \"$h\" ] || h=\"${{nl%%[,[]*}}\"; ",
+            "s=$(((SLURM_JOB_ID * 16 + ${{SLURM_STEP_ID:-0}}) % 40000)); ",
+            "[ -n \"${g_rendezvous}\" ] || export {g_rendezvous}=\"$h:$((20000 + s))\"; ",
+            "export {t_rank}=\"${g_rank}\" {t_world_size}=\"${g_nranks}\" {t_local_rank}=\"${g_local_rank}\" ",
+            "{t_local_world_size}=\"${g_local_nranks}\" {node_rank}=\"${{SLURM_NODEID:-0}}\" ",
+            "{t_master_addr}=\"$h\" {t_master_port}=\"$((20000 + (s + 20000) % 40000))\" {g_master}=\"$h\"; ",
+            "[ \"${g_local_rank}\" -gt 255 ] || export {g_socket}=\"${g_local_rank}\"; ",
+            "m=; if [ -n \"$hs\" ] && [ \"$(printf '%s\\n' \"$hs\" | grep -c .)\" = \"$(printf '%s\\n' \"$c\" | grep -c .)\" ] ",
+            "&& m=$(mktemp \"${{TMPDIR:-/tmp}}/tnt-${g_job_id}-machines.XXXXXX\"); then ",
+            "printf '%s\\n' \"$c\" | awk -v cyclic=\"$y\" -v hosts=\"$(printf '%s ' $hs)\" '",
+            "BEGIN {{ nh = split(hosts, h, \" \") }} {{ k[NR] = $1 }} ",
+            "END {{ if (cyclic == 1) {{ left = 1; while (left) {{ left = 0; for (i = 1; i <= nh; i++) if (k[i] > 0) {{ print h[i]; k[i]--; left = 1 }} }} }} ",
+            "else for (i = 1; i <= nh; i++) for (j = 0; j < k[i]; j++) print h[i] }}' >\"$m\"; export {g_mfile}=\"$m\"; ",
+            "else echo \"tarantella: rank $SLURM_PROCID gets no {g_mfile}: the step's nodes could not be listed (scontrol)\" >&2; fi; ",
+            "if [ \"$a\" != 1 ] && [ \"$SLURM_PROCID\" != 0 ]; then mkdir -p \"$d\"; exec >\"$d/rank-$SLURM_PROCID.log\" 2>&1; fi; ",
+            "\"$@\"; r=$?; [ -z \"$m\" ] || rm -f \"$m\"; [ \"$r\" = 0 ] || echo \"$r $(hostname)\" >\"$d/status-$SLURM_PROCID\"; exit \"$r\""
+        ),
+        g_rank = genv::RANK,
+        g_nranks = genv::NRANKS,
+        g_local_rank = genv::LOCAL_RANK,
+        g_local_nranks = genv::LOCAL_NRANKS,
+        g_rendezvous = genv::RENDEZVOUS,
+        g_job_id = genv::JOB_ID,
+        g_master = genv::MASTER,
+        g_socket = genv::SOCKET,
+        g_mfile = genv::MFILE,
+        t_rank = torchrun::RANK,
+        t_world_size = torchrun::WORLD_SIZE,
+        t_local_rank = torchrun::LOCAL_RANK,
+        t_local_world_size = torchrun::LOCAL_WORLD_SIZE,
+        t_master_addr = torchrun::MASTER_ADDR,
+        t_master_port = torchrun::MASTER_PORT,
+        node_rank = env::NODE_RANK,
+    )
+});
 
 /// The srun command line.
 pub fn command_line(plan: &Plan) -> Vec<String> {
@@ -73,11 +100,11 @@ pub fn command_line(plan: &Plan) -> Vec<String> {
     if plan.show_all_output {
         v.push("--label".into());
     }
-    v.extend(["sh", "-c", WRAPPER, "tarantella-rank"].map(String::from));
+    v.extend(["sh", "-c", &WRAPPER, "tarantella-rank"].map(String::from));
     v.push(plan.run_dir.to_string_lossy().into_owned());
     v.push(if plan.show_all_output { "1" } else { "0" }.into());
     v.push(if plan.map_by == MapBy::Node { "1" } else { "0" }.into());
-    let rank0 = crate::plan::RankPlan {
+    let rank0 = RankPlan {
         rank: 0,
         host: None,
         local_rank: 0,
@@ -88,7 +115,8 @@ pub fn command_line(plan: &Plan) -> Vec<String> {
     v
 }
 
-/// `--dry-run` text.
+/// `--dry-run`: the srun command line, with the variables that are the same on every rank
+/// (the job token redacted), and what each rank's wrapper makes of `SLURM_*`.
 pub fn describe(plan: &Plan) -> String {
     let mut words = vec!["env".to_string()];
     words.extend(
@@ -96,12 +124,12 @@ pub fn describe(plan: &Plan) -> String {
             .into_iter()
             .map(|(k, v)| format!("{k}={v}")),
     );
-    words.push(Plan::redacted_token_var());
+    words.push(env::redacted_token_var());
     words.extend(command_line(plan));
     format!(
         "# one srun step; each rank maps SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_NODEID to \
-         GASPI_* and torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, \
-         MASTER_ADDR, MASTER_PORT\n{}\n",
+         GASPI_* and torchrun's {}\n{}\n",
+        TORCHRUN_VARIABLES.join(", "),
         shell::join(&words)
     )
 }
@@ -207,7 +235,7 @@ mod tests {
             path = format!("{}:{path}", bin.display());
         }
         let mut child = Command::new("sh")
-            .args(["-c", WRAPPER, "tarantella-rank"])
+            .args(["-c", &WRAPPER, "tarantella-rank"])
             .arg(&scratch.0)
             .args(["1", if cyclic { "1" } else { "0" }, "sh", "-c", script])
             .env_clear()
@@ -242,7 +270,7 @@ mod tests {
         (lines, String::from_utf8_lossy(&out.stderr).into_owned())
     }
 
-    const TORCHRUN: [&str; 7] = crate::plan::TORCHRUN_VARIABLES;
+    const TORCHRUN: [&str; 7] = TORCHRUN_VARIABLES;
 
     #[test]
     fn a_slurm_rank_gets_torchruns_variables_and_its_nodes_rank_count() {

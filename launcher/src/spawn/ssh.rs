@@ -13,11 +13,16 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicI32;
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use super::{pump, Control, Event, Kind, OpenStreams, Proc, Sink, Tails};
+use gaspi::env as genv;
+
+use super::{
+    dry_run_command, dry_run_heading, pump, Control, Event, Kind, OpenStreams, Proc, Sink, Tails,
+};
 use crate::error::{Error, Result};
+use crate::plan::Plan;
 use crate::shell;
 
 /// The wrapper (one line, so that any login shell passes it on to `sh -c` intact).
@@ -26,23 +31,33 @@ use crate::shell;
 /// line; without a token (tarantella went away) it runs nothing. The machine file goes to
 /// a private temporary file on this host (`GASPI_MFILE`, for programs linked against GPI-2),
 /// removed when the rank ends.
-const WRAPPER: &str = concat!(
-    "read -r t || { echo 'tarantella: no job token arrived on the ssh connection' >&2; exit 97; }; ",
-    "GASPI_JOB_TOKEN=\"$t\"; export GASPI_JOB_TOKEN; t=; ",
-    "m=$(mktemp \"${TMPDIR:-/tmp}/tnt-$2-machines.XXXXXX\") || { echo \"tarantella: cannot create the machine file (GASPI_MFILE) on $(uname -n)\" >&2; exit 98; }; ",
-    "while read -r h && [ -n \"$h\" ]; do printf '%s\\n' \"$h\"; done >\"$m\"; GASPI_MFILE=$m; export GASPI_MFILE; ",
-    "cd \"$1\" 2>/dev/null; shift 2; exec 3<&0; ",
-    "setsid env \"$@\" </dev/null 3<&- & c=$!; ",
-    "printf '\\036TNT pid %s\\n' \"$c\" >&2; ",
-    "( while read -r m; do case \"$m\" in term) kill -TERM -\"$c\";; kill) kill -KILL -\"$c\";; esac; done; ",
-    "kill -TERM -\"$c\" && sleep 3 && kill -KILL -\"$c\" ) <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; ",
-    "wait \"$c\" 2>/dev/null; r=$?; rm -f \"$GASPI_MFILE\"; kill \"$w\" 2>/dev/null; kill -TERM -\"$c\" 2>/dev/null; ",
-    "printf '\\036TNT exit %s\\n' \"$r\" >&2; exit \"$r\""
-);
+///
+/// A `format!` string, so that the variables' names are gaspi's constants: `{token}` and
+/// `{mfile}` stand for them, `{{` and `}}` are the script's own braces.
+static WRAPPER: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        concat!(
+            "read -r t || {{ echo 'tarantella: no job token arrived on the ssh connection' >&2; exit 97; }}; ",
+            "{token}=\"$t\"; export {token}; t=; ",
+            "m=$(mktemp \"${{TMPDIR:-/tmp}}/tnt-$2-{suffix}XXXXXX\") || {{ echo \"tarantella: cannot create the machine file ({mfile}) on $(uname -n)\" >&2; exit 98; }}; ",
+            "while read -r h && [ -n \"$h\" ]; do printf '%s\\n' \"$h\"; done >\"$m\"; {mfile}=$m; export {mfile}; ",
+            "cd \"$1\" 2>/dev/null; shift 2; exec 3<&0; ",
+            "setsid env \"$@\" </dev/null 3<&- & c=$!; ",
+            "printf '\\036TNT pid %s\\n' \"$c\" >&2; ",
+            "( while read -r m; do case \"$m\" in term) kill -TERM -\"$c\";; kill) kill -KILL -\"$c\";; esac; done; ",
+            "kill -TERM -\"$c\" && sleep 3 && kill -KILL -\"$c\" ) <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; ",
+            "wait \"$c\" 2>/dev/null; r=$?; rm -f \"${mfile}\"; kill \"$w\" 2>/dev/null; kill -TERM -\"$c\" 2>/dev/null; ",
+            "printf '\\036TNT exit %s\\n' \"$r\" >&2; exit \"$r\""
+        ),
+        token = genv::JOB_TOKEN,
+        mfile = genv::MFILE,
+        suffix = MACHINE_FILE_SUFFIX,
+    )
+});
 
 /// The ssh command: `$TARANTELLA_SSH` (split like a shell would) or `ssh`.
 pub fn base_command() -> Result<Vec<String>> {
-    let words = match std::env::var("TARANTELLA_SSH") {
+    let words = match std::env::var(tnt_env::SSH) {
         Ok(s) if !s.trim().is_empty() => shell::split(&s)?,
         _ => vec!["ssh".to_string()],
     };
@@ -56,14 +71,48 @@ pub fn command_line(base: &[String], host: &str, remote: &str) -> Vec<String> {
     v
 }
 
+/// `--dry-run`: where each ssh rank's machine file goes, then each rank's command line
+/// under a line naming it: the ssh command (`base` and tarantella's options) and what
+/// would run on the rank's host. The wrapper, which takes the job token from the
+/// connection, is left out: it only passes the rank's `env` command on.
+pub fn describe(plan: &Plan, base: &[String]) -> String {
+    let mut out = format!(
+        "# each ssh rank's wrapper writes it on the rank's host, as \
+         $TMPDIR/tnt-{}-{MACHINE_FILE_SUFFIX}XXXXXX, and sets {}\n",
+        plan.job_id,
+        gaspi::env::MFILE
+    );
+    // The ssh command up to the host: `base` and the options tarantella adds.
+    let line = command_line(base, "HOST", "");
+    let ssh = &line[..line.len() - 3];
+    for r in &plan.ranks {
+        out += &dry_run_heading(r);
+        let mut words = Vec::new();
+        if let Some(h) = &r.host {
+            words.extend(ssh.iter().cloned());
+            words.push(h.clone());
+            words.push("--".into());
+        }
+        words.extend(dry_run_command(plan, r));
+        out += &shell::join(&words);
+        out.push('\n');
+    }
+    out
+}
+
 /// Where a rank runs and what it is, for its ssh command line: `host`, the working
 /// directory, the job id, and the rank's environment and command. No secret belongs in
 /// `env`: every user of either host can read it.
 pub struct RemoteRank<'a> {
+    /// The ssh destination, `[user@]host`.
     pub host: &'a str,
+    /// The directory the rank runs in: `tarantella`'s, assumed to exist there too.
     pub cwd: &'a str,
+    /// The job id, which names the rank's machine file on its host.
     pub job_id: &'a str,
+    /// The rank's environment, passed on `env`'s command line.
     pub env: &'a [(String, String)],
+    /// The rank's command line.
     pub argv: &'a [String],
 }
 
@@ -78,7 +127,7 @@ pub fn remote_rank_command(rank: &RemoteRank) -> String {
     let mut words = vec![
         "sh".to_string(),
         "-c".into(),
-        WRAPPER.into(),
+        WRAPPER.to_string(),
         "tarantella-rank".into(),
         cwd.to_string(),
         rank.job_id.to_string(),
@@ -100,7 +149,7 @@ pub fn spawn(
     argv: &[String],
     token: &str,
     machine_file: &[String],
-    mark: (&str, &str),
+    job_id: &str,
     (out, err): (Sink, Sink),
     events: Sender<Event>,
 ) -> Result<Proc> {
@@ -110,14 +159,15 @@ pub fn spawn(
     let remote = RemoteRank {
         host,
         cwd: &cwd,
-        job_id: mark.1,
+        job_id,
         env,
         argv,
     };
     let line = rank_command_line(base, &remote);
     let mut cmd = Command::new(&line[0]);
     cmd.args(&line[1..])
-        .env(mark.0, mark.1)
+        // Marks the ssh client as the job's for `--cleanup`, as the ranks are.
+        .env(tnt_env::JOB_ID, job_id)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -315,191 +365,4 @@ pub fn leftovers_rm_command(job_id: &str) -> String {
 const MACHINE_FILE_SUFFIX: &str = "machines.";
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::Path;
-
-    #[test]
-    fn picks_an_unused_port_below_the_ephemeral_range() {
-        let text = "32768\t60999\n  sl  local_address rem_address   st\n   0: 0100007F:2710 00000000:0000 0A\n";
-        for _ in 0..50 {
-            let p = pick_ports(text, 1).unwrap()[0];
-            assert!((10_001..32_768).contains(&p), "{p}");
-        }
-        let two = pick_ports(text, 2).unwrap();
-        assert_ne!(two[0], two[1]);
-        // Only 10000 and 10001 lie below this range, and 10001 is taken.
-        let crowded = "10002\t60999\n  sl  local_address\n   0: 0100007F:2711 00000000:0000 0A\n";
-        assert_eq!(pick_ports(crowded, 1), Some(vec![10_000]));
-        assert_eq!(pick_ports(crowded, 2), None);
-    }
-
-    /// The ssh command line of every rank of a two-host job, as `spawn` builds it.
-    fn ssh_job_command_lines() -> (crate::plan::Plan, Vec<Vec<String>>) {
-        use clap::Parser;
-        let dir = std::env::temp_dir().join(format!("tnt-ssh-argv-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let hosts = dir.join("hosts");
-        std::fs::write(&hosts, "node1 slots=2\nuser@node2\n").unwrap();
-        let cli = crate::cli::Cli::try_parse_from([
-            "tarantella".as_ref(),
-            "--hostfile".as_ref(),
-            hosts.as_os_str(),
-            "--".as_ref(),
-            "prog".as_ref(),
-        ])
-        .unwrap();
-        let mut plan = crate::plan::Plan::new(&cli).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
-        plan.rendezvous = Some("node1:12345".into());
-        let base = vec!["ssh".to_string(), "-p".into(), "2222".into()];
-        let lines = plan
-            .ranks
-            .iter()
-            .map(|r| {
-                let remote = RemoteRank {
-                    host: r.host.as_deref().unwrap(),
-                    cwd: "/home/u",
-                    job_id: &plan.job_id,
-                    env: &plan.rank_env(r),
-                    argv: &plan.rank_argv(r),
-                };
-                rank_command_line(&base, &remote)
-            })
-            .collect();
-        (plan, lines)
-    }
-
-    #[test]
-    fn the_ssh_command_line_of_a_rank_carries_no_job_token() {
-        let (plan, lines) = ssh_job_command_lines();
-        let token = plan.token.to_hex();
-        assert_eq!(lines.len(), 3);
-        for (rank, line) in lines.iter().enumerate() {
-            assert!(
-                line.iter().all(|w| !w.contains(&token)),
-                "the token is on the command line {line:?}"
-            );
-            let remote = shell::split(line.last().unwrap()).unwrap();
-            assert!(remote.contains(&format!("GASPI_RANK={rank}")), "{remote:?}");
-            let token_var = format!("{}=", gaspi::env::JOB_TOKEN);
-            assert!(
-                remote.iter().all(|w| !w.starts_with(&token_var)),
-                "{remote:?}"
-            );
-        }
-    }
-
-    /// The job id the wrapper is run with in these tests.
-    const WRAPPER_TEST_JOB: &str = "wrapper-test";
-
-    /// Runs the wrapper here (as the remote shell would) with `stdin` on its stdin, kept open
-    /// until it exits; returns its exit status, stdout and stderr.
-    fn run_wrapper(stdin: Option<&str>, argv: &[&str]) -> (Option<i32>, String, String) {
-        let mut child = Command::new("sh")
-            .args(["-c", WRAPPER, "tarantella-rank", "/", WRAPPER_TEST_JOB])
-            .args(argv)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut input = child.stdin.take();
-        if let (Some(i), Some(text)) = (&mut input, stdin) {
-            i.write_all(text.as_bytes()).unwrap();
-        }
-        let read_all = |s: Option<Box<dyn std::io::Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut text = String::new();
-                if let Some(mut s) = s {
-                    let _ = s.read_to_string(&mut text);
-                }
-                text
-            })
-        };
-        let out = read_all(child.stdout.take().map(|s| Box::new(s) as _));
-        let err = read_all(child.stderr.take().map(|s| Box::new(s) as _));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let status = loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                break st;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("the wrapper did not exit within 20 s");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        drop(input);
-        (status.code(), out.join().unwrap(), err.join().unwrap())
-    }
-
-    #[test]
-    fn the_wrapper_takes_the_token_from_its_stdin_and_runs_nothing_without_one() {
-        let token = "00112233445566778899aabbccddeeff";
-        let show = ["A=1", "sh", "-c", "echo \"token=$GASPI_JOB_TOKEN A=$A\""];
-        let (code, out, err) = run_wrapper(Some(&wrapper_input(token, &[])), &show);
-        assert_eq!(code, Some(0), "{err}");
-        assert_eq!(out, format!("token={token} A=1\n"), "{err}");
-        assert!(err.contains("\x1eTNT exit 0"), "{err}");
-
-        let (code, out, err) = run_wrapper(None, &show);
-        assert_eq!(code, Some(97), "{err}");
-        assert_eq!(out, "", "ran without a token");
-        assert!(err.contains("no job token"), "{err}");
-    }
-
-    #[test]
-    fn the_wrapper_writes_the_machine_file_for_the_rank_and_removes_it_after() {
-        let token = "00112233445566778899aabbccddeeff";
-        let hosts = ["n1".to_string(), "n1".into(), "n2".into()];
-        let show = [
-            "sh",
-            "-c",
-            "echo \"mfile=$GASPI_MFILE\"; cat \"$GASPI_MFILE\"",
-        ];
-        let (code, out, err) = run_wrapper(Some(&wrapper_input(token, &hosts)), &show);
-        assert_eq!(code, Some(0), "{err}");
-        let mut lines = out.lines();
-        let mfile = lines.next().and_then(|l| l.strip_prefix("mfile=")).unwrap();
-        let tmp = std::env::var("TMPDIR").unwrap_or_else(|_| "/tmp".into());
-        assert!(
-            mfile.starts_with(&format!("{tmp}/tnt-{WRAPPER_TEST_JOB}-machines.")),
-            "{mfile}"
-        );
-        assert_eq!(lines.collect::<Vec<_>>(), ["n1", "n1", "n2"]);
-        assert!(!Path::new(mfile).exists(), "{mfile} left behind");
-    }
-
-    #[test]
-    fn leftovers_of_a_job_are_matched_exactly() {
-        let cmd = leftovers_rm_command("j1");
-        assert!(
-            cmd.starts_with("rm -f /dev/shm/tnt-j1-[0-9a-f]")
-                && cmd.ends_with(" \"${TMPDIR:-/tmp}\"/tnt-j1-machines.??????"),
-            "{cmd}"
-        );
-    }
-
-    #[test]
-    fn remote_command_quotes_everything() {
-        let c = remote_rank_command(&RemoteRank {
-            host: "h",
-            cwd: "/home/u/my dir",
-            job_id: "j1",
-            env: &[("A".into(), "x y".into())],
-            argv: &["prog".into(), "it's".into()],
-        });
-        let words = shell::split(&c).unwrap();
-        assert_eq!(words[0], "sh");
-        assert_eq!(words[2], WRAPPER);
-        assert_eq!(
-            &words[4..],
-            ["/home/u/my dir", "j1", "A=x y", "prog", "it's"]
-        );
-    }
-}
+mod tests;

@@ -45,7 +45,9 @@ impl Tail {
 /// The tails of a rank's two streams.
 #[derive(Clone, Default)]
 pub struct Tails {
+    /// The last lines of the rank's stdout.
     pub stdout: Tail,
+    /// The last lines of the rank's stderr.
     pub stderr: Tail,
 }
 

@@ -53,9 +53,9 @@ pub struct Job {
 /// A `tarantella` command with a private run directory and no Slurm/ssh surprises.
 pub fn tarantella(run_dir: &Path) -> Command {
     let mut c = Command::new(TARANTELLA);
-    c.env("TARANTELLA_RUN_DIR", run_dir)
+    c.env(tnt_env::RUN_DIR, run_dir)
         .env_remove("SLURM_JOB_ID")
-        .env_remove("TARANTELLA_SSH");
+        .env_remove(tnt_env::SSH);
     c
 }
 

@@ -128,7 +128,7 @@ pub fn loopback_sshd(dir: &TempDir) -> Option<Sshd> {
 pub fn ssh_job(sshd: &Sshd, hostfile: &Path, args: &[&str]) -> Job {
     let run = TempDir::new("sshrun");
     let mut cmd = tarantella(run.path());
-    cmd.env("TARANTELLA_SSH", &sshd.ssh)
+    cmd.env(tnt_env::SSH, &sshd.ssh)
         .arg("--hostfile")
         .arg(hostfile)
         .args(args);
