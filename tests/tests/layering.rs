@@ -111,7 +111,6 @@ fn no_cycles_trainer() {
 }
 
 #[test]
-#[ignore = "launcher/src has import cycles (issue 20)"]
 fn no_cycles_launcher() {
     assert_no_cycles("launcher");
 }
