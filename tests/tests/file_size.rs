@@ -1,0 +1,76 @@
+//! No production source file of the library crates grows past 500 lines (issue 20): a file
+//! that long mixes concerns and is split along its seams. Test code does not count: files
+//! named `tests.rs` (test modules of their folder) and a file's trailing
+//! `#[cfg(test)] mod tests { ... }` block.
+
+use std::path::{Path, PathBuf};
+
+const MAX_LINES: usize = 500;
+
+/// The crates whose `src/` is held to the limit.
+const CRATES: &[&str] = &[
+    "gaspi",
+    "gaspi/capi",
+    "allreduce",
+    "fusion",
+    "trainer",
+    "launcher",
+    "tnt-env",
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Lines of `text` before its trailing test module, if it has one.
+fn production_lines(text: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    let test_module = lines
+        .windows(2)
+        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].starts_with("mod tests"));
+    test_module.unwrap_or(lines.len())
+}
+
+#[test]
+fn no_production_file_is_longer_than_the_limit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    for krate in CRATES {
+        rust_files(&root.join(krate).join("src"), &mut files);
+    }
+    assert!(files.len() > 100, "found only {} source files", files.len());
+    let mut long: Vec<String> = files
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n != "tests.rs"))
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(f).expect("readable source");
+            let n = production_lines(&text);
+            (n > MAX_LINES).then(|| {
+                format!(
+                    "{} ({n} lines)",
+                    f.strip_prefix(&root).unwrap_or(f).display()
+                )
+            })
+        })
+        .collect();
+    long.sort();
+    assert!(
+        long.is_empty(),
+        "files over {MAX_LINES} lines; split them along their seams:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_trailing_test_module_does_not_count() {
+    let text = "fn a() {}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn t() {}\n}\n";
+    assert_eq!(production_lines(text), 2);
+    assert_eq!(production_lines("fn a() {}\nfn b() {}\n"), 2);
+}
