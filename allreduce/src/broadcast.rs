@@ -5,9 +5,10 @@ use std::sync::Arc;
 use gaspi::{Context, Group, Rank, Timeout};
 
 use crate::collective::{shape_of, Collective};
-use crate::element::{Element, Op};
+use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::options::Options;
+use crate::reduction::Reduction;
 use crate::schedule;
 
 /// A reusable broadcast of `count` elements of `T` from `root` to every member of a group.
@@ -53,7 +54,7 @@ impl<T: Element> Broadcast<T> {
             group,
             members,
             count,
-            Op::Sum,
+            Reduction::Sum,
             vec![plan],
             largest,
             signature,

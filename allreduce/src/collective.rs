@@ -7,10 +7,11 @@ use std::sync::Arc;
 use gaspi::{Context, Group, Timeout};
 
 use crate::driver::Driver;
-use crate::element::{Element, Op};
+use crate::element::Element;
 use crate::engine::{Deadline, Engine, Kernels};
 use crate::error::{Error, Result};
 use crate::options::{Options, Progress, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
+use crate::reduction::Reduction;
 use crate::region::OwnedSegment;
 use crate::schedule::{Schedule, Shape};
 use crate::setup::{create_segment, SIGNATURE};
@@ -72,7 +73,7 @@ impl<T: Element> Collective<T> {
         group: Group,
         members: Vec<gaspi::Rank>,
         count: usize,
-        op: Op,
+        reduction: Reduction,
         plan: Vec<Schedule>,
         largest_send: usize,
         signature: [u64; SIGNATURE],
@@ -106,7 +107,7 @@ impl<T: Element> Collective<T> {
             options.queue,
             plan,
             Kernels::of::<T>(),
-            op,
+            reduction,
         );
         let driver = Driver::new(engine, options.progress == Progress::Thread)?;
         Ok(Collective {

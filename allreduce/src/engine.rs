@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use gaspi::{Local, NotificationId, QueueId, Rank, Remote, Timeout};
 
-use crate::element::{Element, Op};
+use crate::element::Element;
 use crate::error::{Error, Result};
+use crate::reduction::Reduction;
 use crate::region::OwnedSegment;
 use crate::schedule::{Action, Schedule};
 
@@ -46,7 +47,7 @@ impl Deadline {
 /// The typed kernels an engine needs, fixed when the collective is built.
 #[derive(Clone, Copy)]
 pub(crate) struct Kernels {
-    reduce: fn(&OwnedSegment, Op, usize, usize, usize, bool),
+    reduce: fn(&OwnedSegment, Reduction, usize, usize, usize, bool),
     divide: fn(&OwnedSegment, usize, usize, usize),
 }
 
@@ -66,7 +67,7 @@ pub(crate) struct Engine {
     /// Runs cycle through these schedules.
     plan: Vec<Schedule>,
     kernels: Kernels,
-    op: Op,
+    reduction: Reduction,
     runs: u64,
     cursor: usize,
     active: bool,
@@ -81,7 +82,7 @@ impl Engine {
         queue: QueueId,
         plan: Vec<Schedule>,
         kernels: Kernels,
-        op: Op,
+        reduction: Reduction,
     ) -> Self {
         Engine {
             seg,
@@ -89,7 +90,7 @@ impl Engine {
             queue,
             plan,
             kernels,
-            op,
+            reduction,
             runs: 0,
             cursor: 0,
             active: false,
@@ -195,7 +196,7 @@ impl Engine {
                     dst,
                     len,
                     src_first,
-                } => (self.kernels.reduce)(&self.seg, self.op, src, dst, len, src_first),
+                } => (self.kernels.reduce)(&self.seg, self.reduction, src, dst, len, src_first),
                 Action::Divide { off, len } => {
                     (self.kernels.divide)(&self.seg, off, len, self.members.len())
                 }

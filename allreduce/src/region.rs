@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use gaspi::{Context, SegmentId};
 
-use crate::element::{Element, Op};
+use crate::element::Element;
+use crate::reduction::Reduction;
 
 /// A segment created for one collective, deleted when the last user drops it.
 pub(crate) struct OwnedSegment {
@@ -40,8 +41,15 @@ impl OwnedSegment {
         );
     }
 
-    /// `data[dst..] = op(staging[src..], data[dst..])` over `len` bytes.
-    pub fn reduce<T: Element>(&self, op: Op, src: usize, dst: usize, len: usize, first: bool) {
+    /// `data[dst..] = reduction(staging[src..], data[dst..])` over `len` bytes.
+    pub fn reduce<T: Element>(
+        &self,
+        reduction: Reduction,
+        src: usize,
+        dst: usize,
+        len: usize,
+        first: bool,
+    ) {
         self.check::<T>(src, len);
         self.check::<T>(dst, len);
         assert!(src + len <= dst || dst + len <= src, "overlapping reduce");
@@ -56,7 +64,7 @@ impl OwnedSegment {
                 std::slice::from_raw_parts(base.add(src) as *const T, n),
             )
         };
-        T::combine(op, d, s, first);
+        T::combine(reduction, d, s, first);
     }
 
     /// Divides `len` bytes at `off` by `ranks`.

@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use allreduce::{Algorithm, Allreduce, Broadcast, Error, Op, Options, Progress};
+use allreduce::{Algorithm, Allreduce, Broadcast, Error, Options, Progress, Reduction};
 use common::{assert_same_everywhere, fingerprint};
 use gaspi::env::TransportChoice::{self, Shm, Tcp};
 use gaspi::{Context, Group, Rank, Timeout};
@@ -51,7 +51,7 @@ fn overlapping(ctx: Arc<Context>) {
                 chunk_bytes: Some(16 << 10),
                 ..Options::default()
             };
-            Allreduce::new(&ctx, Group::ALL, n, Op::Sum, o).unwrap()
+            Allreduce::new(&ctx, Group::ALL, n, Reduction::Sum, o).unwrap()
         })
         .collect();
     for round in 0..5usize {
@@ -106,7 +106,7 @@ fn progress_thread(ctx: Arc<Context>) {
         chunk_bytes: Some(8 << 10),
         ..Options::default()
     };
-    let mut ar = Allreduce::<f32>::new(&ctx, Group::ALL, 100_000, Op::Avg, o).unwrap();
+    let mut ar = Allreduce::<f32>::new(&ctx, Group::ALL, 100_000, Reduction::Avg, o).unwrap();
     for round in 0..4 {
         ar.input_mut()
             .unwrap()
@@ -150,7 +150,7 @@ fn late_rank(ctx: Arc<Context>) {
             algorithm,
             ..Options::default()
         };
-        let mut ar = Allreduce::<u64>::new(&ctx, Group::ALL, 4096, Op::Max, o).unwrap();
+        let mut ar = Allreduce::<u64>::new(&ctx, Group::ALL, 4096, Reduction::Max, o).unwrap();
         ar.input_mut().unwrap().fill(u64::from(ctx.rank().0));
         if ctx.rank().0 != last {
             ar.start().unwrap();
@@ -221,7 +221,7 @@ fn broadcasts(ctx: Arc<Context>) {
         .iter()
         .enumerate()
         .all(|(j, x)| *x == j as i32 * i32::from(p)));
-    allreduce::allreduce(&ctx, Group::ALL, &mut v, Op::Sum, LONG).unwrap();
+    allreduce::allreduce(&ctx, Group::ALL, &mut v, Reduction::Sum, LONG).unwrap();
     assert!(v
         .iter()
         .enumerate()
@@ -253,7 +253,7 @@ fn subgroup(ctx: Arc<Context>) {
                 algorithm,
                 ..Options::default()
             };
-            let mut ar = Allreduce::<u64>::new(&ctx, g, 10_001, Op::Sum, o).unwrap();
+            let mut ar = Allreduce::<u64>::new(&ctx, g, 10_001, Reduction::Sum, o).unwrap();
             let out = ar
                 .start_from(&vec![u64::from(me); 10_001])
                 .and(ar.wait(LONG));
@@ -263,7 +263,7 @@ fn subgroup(ctx: Arc<Context>) {
             assert_eq!(members, (ctx.num_ranks() / 2) as u64);
         }
     } else {
-        let e = Allreduce::<u64>::new(&ctx, g, 4, Op::Sum, Options::default());
+        let e = Allreduce::<u64>::new(&ctx, g, 4, Reduction::Sum, Options::default());
         assert!(matches!(e, Err(Error::InvalidArgument(_))), "non-member");
     }
     ctx.barrier(Group::ALL, LONG).unwrap();
@@ -282,14 +282,15 @@ fn collectives_on_a_subgroup_shm_4() {
 /// Members that ask for different collectives get a clear error, all of them.
 fn mismatch(ctx: Arc<Context>) {
     let count = 100 + usize::from(ctx.rank().0 == 1);
-    let e = Allreduce::<f32>::new(&ctx, Group::ALL, count, Op::Sum, Options::default())
+    let e = Allreduce::<f32>::new(&ctx, Group::ALL, count, Reduction::Sum, Options::default())
         .err()
         .expect("mismatched setup must fail");
     assert!(
         e.to_string().contains("different collectives"),
         "unexpected error: {e}"
     );
-    let mut ok = Allreduce::<f32>::new(&ctx, Group::ALL, 8, Op::Sum, Options::default()).unwrap();
+    let mut ok =
+        Allreduce::<f32>::new(&ctx, Group::ALL, 8, Reduction::Sum, Options::default()).unwrap();
     assert!(matches!(ok.output(), Err(Error::WrongState(_))));
     let e = ok.start_from(&[1.0; 3]).unwrap_err();
     assert!(e.to_string().contains("3 elements"), "{e}");

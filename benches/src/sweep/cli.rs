@@ -2,7 +2,7 @@
 //! -T`, same meaning and size syntax) beside this workspace's own (`--ranks --transport
 //! --algorithm --collective --batches --budget`).
 
-use allreduce::{Algorithm, DataType, Op};
+use allreduce::{Algorithm, DataType, Reduction};
 use clap::{Parser, ValueEnum};
 use gaspi::env::TransportChoice;
 
@@ -87,7 +87,13 @@ pub const ALL_DATATYPES: [DataType; 8] = [
 ];
 
 /// The operations `-o all` sweeps, in nccl-tests' order.
-pub const ALL_OPS: [Op; 5] = [Op::Sum, Op::Prod, Op::Max, Op::Min, Op::Avg];
+pub const ALL_OPS: [Reduction; 5] = [
+    Reduction::Sum,
+    Reduction::Prod,
+    Reduction::Max,
+    Reduction::Min,
+    Reduction::Avg,
+];
 
 /// `-d`: one element type or all of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,12 +114,12 @@ impl DataTypes {
 /// `-o`: one reduction or all of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ops {
-    One(Op),
+    One(Reduction),
     All,
 }
 
 impl Ops {
-    pub fn list(self) -> Vec<Op> {
+    pub fn list(self) -> Vec<Reduction> {
         match self {
             Ops::One(op) => vec![op],
             Ops::All => ALL_OPS.to_vec(),
@@ -122,13 +128,13 @@ impl Ops {
 }
 
 /// nccl-tests' name of a reduction.
-pub fn op_name(op: Op) -> &'static str {
+pub fn op_name(op: Reduction) -> &'static str {
     match op {
-        Op::Sum => "sum",
-        Op::Prod => "prod",
-        Op::Min => "min",
-        Op::Max => "max",
-        Op::Avg => "avg",
+        Reduction::Sum => "sum",
+        Reduction::Prod => "prod",
+        Reduction::Min => "min",
+        Reduction::Max => "max",
+        Reduction::Avg => "avg",
     }
 }
 
@@ -359,7 +365,7 @@ impl SweepArgs {
     }
 
     /// The reductions to sweep: none apply to a broadcast.
-    pub fn ops(&self) -> Vec<Option<Op>> {
+    pub fn ops(&self) -> Vec<Option<Reduction>> {
         match self.collective {
             Collective::Allreduce => self.op.list().into_iter().map(Some).collect(),
             Collective::Broadcast => vec![None],
@@ -386,7 +392,7 @@ mod tests {
         assert_eq!(sizes.last(), Some(&(64 << 20)));
         assert_eq!(sizes.len(), 8);
         assert_eq!(a.datatype, DataTypes::One(DataType::F32));
-        assert_eq!(a.ops(), vec![Some(Op::Sum)]);
+        assert_eq!(a.ops(), vec![Some(Reduction::Sum)]);
         assert_eq!((a.check, a.warmup_iters, a.batches), (1, 5, 5));
         assert_eq!((a.ranks, a.transport), (None, None));
     }
@@ -402,7 +408,7 @@ mod tests {
         assert_eq!(a.step(), Step::Factor(2));
         assert_eq!(a.sizes().count(), 25);
         assert_eq!(a.datatype, DataTypes::One(DataType::Bf16));
-        assert_eq!(a.op, Ops::One(Op::Max));
+        assert_eq!(a.op, Ops::One(Reduction::Max));
         assert_eq!((a.iters, a.warmup_iters, a.check), (Some(20), 1, 0));
         assert_eq!(a.iters_for(1 << 30), 20);
         let long = parse(&[
@@ -419,7 +425,7 @@ mod tests {
         assert_eq!((long.min_bytes, long.max_bytes), (1024, 1 << 30));
         assert_eq!(long.step(), Step::Factor(8));
         assert_eq!(long.datatype, DataTypes::One(DataType::I64));
-        assert_eq!(long.op, Ops::One(Op::Avg));
+        assert_eq!(long.op, Ops::One(Reduction::Avg));
     }
 
     #[test]
@@ -463,11 +469,11 @@ mod tests {
     #[test]
     fn reductions_parse_by_name() {
         for (name, op) in [
-            ("sum", Op::Sum),
-            ("prod", Op::Prod),
-            ("min", Op::Min),
-            ("max", Op::Max),
-            ("avg", Op::Avg),
+            ("sum", Reduction::Sum),
+            ("prod", Reduction::Prod),
+            ("min", Reduction::Min),
+            ("max", Reduction::Max),
+            ("avg", Reduction::Avg),
         ] {
             assert_eq!(parse_ops(name), Ok(Ops::One(op)));
         }
