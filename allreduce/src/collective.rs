@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use gaspi::{Context, Group, Timeout};
 
-use crate::driver::Driver;
+use crate::driver::DrivenEngine;
 use crate::element::Element;
-use crate::engine::{Deadline, Engine, Kernels};
+use crate::engine::{Engine, Kernels};
 use crate::error::{Error, Result};
-use crate::options::{Options, Progress, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
+use crate::options::{Options, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
 use crate::reduction::Reduction;
 use crate::region::OwnedSegment;
 use crate::schedule::{Schedule, Shape};
@@ -60,7 +60,7 @@ pub(crate) fn shape_of<T: Element>(
 
 /// A set-up collective over `count` elements of `T`.
 pub(crate) struct Collective<T: Element> {
-    driver: Driver,
+    engine: DrivenEngine,
     seg: Arc<OwnedSegment>,
     count: usize,
     _elem: PhantomData<fn() -> T>,
@@ -109,9 +109,9 @@ impl<T: Element> Collective<T> {
             Kernels::of::<T>(),
             reduction,
         );
-        let driver = Driver::new(engine, options.progress == Progress::Thread)?;
+        let engine = DrivenEngine::new(engine, options.driver)?;
         Ok(Collective {
-            driver,
+            engine,
             seg,
             count,
             _elem: PhantomData,
@@ -123,7 +123,7 @@ impl<T: Element> Collective<T> {
     }
 
     pub fn buffer_mut(&mut self) -> Result<&mut [T]> {
-        if self.driver.is_active() {
+        if self.engine.is_active() {
             return Err(Error::WrongState(
                 "running: wait for it before touching the buffer",
             ));
@@ -134,7 +134,7 @@ impl<T: Element> Collective<T> {
     }
 
     pub fn start(&mut self) -> Result<()> {
-        self.driver.start()
+        self.engine.start()
     }
 
     pub fn start_from(&mut self, data: &[T]) -> Result<()> {
@@ -150,26 +150,26 @@ impl<T: Element> Collective<T> {
     }
 
     pub fn test(&mut self) -> Result<bool> {
-        self.driver.progress(Deadline::Now)
+        self.engine.progress(Timeout::TEST.deadline())
     }
 
     pub fn wait(&mut self, timeout: Timeout) -> Result<&[T]> {
-        if !self.driver.progress(Deadline::from_timeout(timeout))? {
+        if !self.engine.progress(timeout.deadline())? {
             return Err(Error::Timeout);
         }
         self.output()
     }
 
     pub fn output(&self) -> Result<&[T]> {
-        if let Some(f) = self.driver.failure() {
+        if let Some(f) = self.engine.failure() {
             return Err(Error::Failed(f));
         }
-        if self.driver.is_active() {
+        if self.engine.is_active() {
             return Err(Error::WrongState(
                 "running: wait for it before reading the result",
             ));
         }
-        if self.driver.completed_runs() == 0 {
+        if self.engine.completed_runs() == 0 {
             return Err(Error::WrongState("not run yet: start it first"));
         }
         // SAFETY: as in `buffer_mut`; `&self` rules out a `&mut` view at the same time.

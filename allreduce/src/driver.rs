@@ -1,4 +1,5 @@
-//! Who moves a collective forward: the caller (in `test`/`wait`) or a progress thread.
+//! Moving a collective forward, as its [`Driver`] says: the caller (in `test`/`wait`) or a
+//! thread of the collective's own ([`DriverThread`]).
 //!
 //! Caller-driven collectives must not depend on the application waiting for them in the
 //! same order on every rank: rank A may wait for X while rank B waits for Y, and each
@@ -11,14 +12,16 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use gaspi::{Deadline, Timeout};
 use parking_lot::{Condvar, Mutex};
 
-use crate::engine::{Deadline, Engine};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::options::Driver;
 
-/// How often a progress thread blocked in a wait looks at its stop flag.
+/// How often a driver thread blocked in a wait looks at its stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);
 
 /// Longest sleep of a `wait` while other collectives are active (gaspi waits in ms).
@@ -57,67 +60,73 @@ fn poll_others(me: &EngineRef) -> (bool, bool) {
         // A collective locked by another thread is being driven there.
         if let Some(mut e) = e.try_lock() {
             let before = e.position();
-            let _ = e.progress(Deadline::Now);
+            let _ = e.progress(Timeout::TEST.deadline());
             advanced |= e.position() != before;
         }
     }
     (advanced, !others.is_empty())
 }
 
-pub(crate) enum Driver {
-    Caller(EngineRef),
-    Thread(ProgressThread),
+/// A collective's engine together with what drives it (the [`Driver`] chosen in its
+/// options): the collective's `test`/`wait` go through this.
+pub(crate) enum DrivenEngine {
+    /// [`Driver::Caller`]: the engine, shared with the registry of active collectives so
+    /// that other collectives' waits move it too.
+    ByCaller(EngineRef),
+    /// [`Driver::Thread`]: the engine lives on its thread.
+    ByThread(DriverThread),
 }
 
-impl Driver {
-    pub fn new(engine: Engine, thread: bool) -> Result<Self> {
-        if thread {
-            Ok(Driver::Thread(ProgressThread::spawn(engine)?))
-        } else {
-            Ok(Driver::Caller(Arc::new(Mutex::new(engine))))
+impl DrivenEngine {
+    /// Puts `engine` under `driver` (starting its thread for [`Driver::Thread`]).
+    pub fn new(engine: Engine, driver: Driver) -> Result<Self> {
+        match driver {
+            Driver::Thread => Ok(DrivenEngine::ByThread(DriverThread::spawn(engine)?)),
+            Driver::Caller => Ok(DrivenEngine::ByCaller(Arc::new(Mutex::new(engine)))),
         }
     }
 
+    /// Starts a run (fails while one is in flight or after a failure).
     pub fn start(&mut self) -> Result<()> {
         match self {
-            Driver::Caller(e) => {
+            DrivenEngine::ByCaller(e) => {
                 e.lock().start()?;
                 register(e);
                 Ok(())
             }
-            Driver::Thread(t) => t.start(),
+            DrivenEngine::ByThread(t) => t.start(),
         }
     }
 
     /// `Ok(true)` when no run is in flight any more.
     pub fn progress(&mut self, deadline: Deadline) -> Result<bool> {
         match self {
-            Driver::Caller(e) => drive(e, deadline),
-            Driver::Thread(t) => t.progress(deadline),
+            DrivenEngine::ByCaller(e) => drive(e, deadline),
+            DrivenEngine::ByThread(t) => t.progress(deadline),
         }
     }
 
     /// True while a started run has not completed.
     pub fn is_active(&self) -> bool {
         match self {
-            Driver::Caller(e) => e.lock().is_active(),
-            Driver::Thread(t) => t.is_active(),
+            DrivenEngine::ByCaller(e) => e.lock().is_active(),
+            DrivenEngine::ByThread(t) => t.is_active(),
         }
     }
 
     /// Why the collective failed, if it did.
     pub fn failure(&self) -> Option<String> {
         match self {
-            Driver::Caller(e) => e.lock().failure().map(str::to_owned),
-            Driver::Thread(t) => t.shared.state.lock().failed.clone(),
+            DrivenEngine::ByCaller(e) => e.lock().failure().map(str::to_owned),
+            DrivenEngine::ByThread(t) => t.shared.state.lock().failed.clone(),
         }
     }
 
     /// Runs completed so far.
     pub fn completed_runs(&self) -> u64 {
         match self {
-            Driver::Caller(e) => e.lock().completed_runs(),
-            Driver::Thread(t) => t.shared.state.lock().completed,
+            DrivenEngine::ByCaller(e) => e.lock().completed_runs(),
+            DrivenEngine::ByThread(t) => t.shared.state.lock().completed,
         }
     }
 }
@@ -126,24 +135,25 @@ impl Driver {
 fn drive(me: &EngineRef, deadline: Deadline) -> Result<bool> {
     loop {
         let before = me.lock().position();
-        if me.lock().progress(Deadline::Now)? {
+        if me.lock().progress(Timeout::TEST.deadline())? {
             return Ok(true);
         }
         let (others_moved, others_active) = poll_others(me);
         let moved = others_moved || me.lock().position() != before;
-        let now = Instant::now();
-        let slice_end = match deadline {
-            Deadline::Now => return Ok(false),
-            Deadline::At(t) if t <= now => return Ok(false),
-            _ if moved => continue,
-            Deadline::At(t) if others_active => t.min(now + SHARED_SLICE),
-            Deadline::Never if others_active => now + SHARED_SLICE,
-            d => {
-                // Alone: sleep until our own next event or the caller's deadline.
-                return me.lock().progress(d);
-            }
-        };
-        if me.lock().progress(Deadline::At(slice_end))? {
+        if deadline.expired() {
+            return Ok(false);
+        }
+        if moved {
+            continue;
+        }
+        if !others_active {
+            // Alone: sleep until our own next event or the caller's deadline.
+            return me.lock().progress(deadline);
+        }
+        let slice = deadline
+            .remaining()
+            .map_or(SHARED_SLICE, |left| left.min(SHARED_SLICE));
+        if me.lock().progress(Deadline::after(slice))? {
             return Ok(true);
         }
     }
@@ -164,12 +174,12 @@ struct Shared {
     stop: AtomicBool,
 }
 
-pub(crate) struct ProgressThread {
+pub(crate) struct DriverThread {
     shared: Arc<Shared>,
     handle: Option<JoinHandle<()>>,
 }
 
-impl ProgressThread {
+impl DriverThread {
     fn spawn(mut engine: Engine) -> Result<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
@@ -198,8 +208,8 @@ impl ProgressThread {
                 }
                 sh.changed.notify_all();
             })
-            .map_err(|e| Error::ProgressThread(e.to_string()))?;
-        Ok(ProgressThread {
+            .map_err(|e| Error::DriverThread(e.to_string()))?;
+        Ok(DriverThread {
             shared,
             handle: Some(handle),
         })
@@ -229,11 +239,13 @@ impl ProgressThread {
             if !st.active {
                 return Ok(true);
             }
-            match deadline {
-                Deadline::Now => return Ok(false),
-                Deadline::Never => self.shared.changed.wait(&mut st),
-                Deadline::At(t) => {
-                    if self.shared.changed.wait_until(&mut st, t).timed_out() && st.active {
+            if deadline.expired() {
+                return Ok(false);
+            }
+            match deadline.remaining() {
+                None => self.shared.changed.wait(&mut st),
+                Some(left) => {
+                    if self.shared.changed.wait_for(&mut st, left).timed_out() && st.active {
                         return Ok(false);
                     }
                 }
@@ -249,18 +261,18 @@ impl ProgressThread {
 fn run_to_end(engine: &mut Engine, stop: &AtomicBool) -> Result<()> {
     engine.start()?;
     loop {
-        if engine.progress(Deadline::At(Instant::now() + STOP_POLL))? {
+        if engine.progress(Deadline::after(STOP_POLL))? {
             return Ok(());
         }
         if stop.load(Ordering::Acquire) {
-            return Err(Error::ProgressThread(
+            return Err(Error::DriverThread(
                 "stopped before the run finished".into(),
             ));
         }
     }
 }
 
-impl Drop for ProgressThread {
+impl Drop for DriverThread {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
         {

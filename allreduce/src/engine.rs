@@ -2,47 +2,14 @@
 //! before its deadline and picks up at the same action on the next call.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use gaspi::{Local, NotificationId, QueueId, Rank, Remote, Timeout};
+use gaspi::{Deadline, Local, NotificationId, QueueId, Rank, Remote};
 
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::reduction::Reduction;
 use crate::region::OwnedSegment;
 use crate::schedule::{Action, Schedule};
-
-/// How long a call may block.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Deadline {
-    /// Do not block (`test`).
-    Now,
-    At(Instant),
-    Never,
-}
-
-impl Deadline {
-    pub fn from_timeout(t: Timeout) -> Self {
-        if t == Timeout::BLOCK {
-            Deadline::Never
-        } else if t == Timeout::TEST {
-            Deadline::Now
-        } else {
-            Deadline::At(Instant::now() + std::time::Duration::from_millis(t.0))
-        }
-    }
-
-    fn timeout(self) -> Timeout {
-        match self {
-            Deadline::Now => Timeout::TEST,
-            Deadline::Never => Timeout::BLOCK,
-            Deadline::At(t) => {
-                let left = t.saturating_duration_since(Instant::now());
-                Timeout::ms(left.as_micros().div_ceil(1000) as u64)
-            }
-        }
-    }
-}
 
 /// The typed kernels an engine needs, fixed when the collective is built.
 #[derive(Clone, Copy)]

@@ -28,9 +28,9 @@ pub enum Error {
     /// No segment id is free on every member of the group.
     #[error("no segment id is free on every member of the group (all {max} in use somewhere)")]
     NoFreeSegment { max: u32 },
-    /// The progress thread stopped (it panicked or could not be started).
-    #[error("progress thread: {0}")]
-    ProgressThread(String),
+    /// The collective's driver thread stopped (it panicked or could not be started).
+    #[error("driver thread: {0}")]
+    DriverThread(String),
 }
 
 impl Error {

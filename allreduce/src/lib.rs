@@ -4,9 +4,9 @@
 //!
 //! A collective is set up once for a group, a size and a type ([`Allreduce::new`],
 //! [`Broadcast::new`]): that allocates its own segment and notification ids, so many can be
-//! in flight at once. Each run is `start` then `test`/`wait`. Progress is made by the
-//! calling thread inside `test`/`wait`, or by a thread of the collective's own
-//! ([`Progress::Thread`]). Results are bit-identical on every member and from run to run.
+//! in flight at once. Each run is `start` then `test`/`wait`. The collective is driven
+//! forward by the calling thread inside `test`/`wait`, or by a thread of the collective's
+//! own ([`Driver::Thread`]). Results are bit-identical on every member and from run to run.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -58,7 +58,7 @@ pub use broadcast::Broadcast;
 pub use element::{DataType, Element};
 pub use error::{Error, Result};
 pub use half::{bf16, f16};
-pub use options::{Algorithm, Options, Progress, Thresholds, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
+pub use options::{Algorithm, Driver, Options, Thresholds, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
 pub use reduce::Allreduce;
 pub use reduction::Reduction;
 

@@ -36,9 +36,10 @@ impl Algorithm {
     }
 }
 
-/// Who drives a collective forward.
+/// Who drives a collective forward: which thread runs its sends, receives and reductions
+/// between `start` and the end of the run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Progress {
+pub enum Driver {
     /// The calling thread, inside `test` and `wait` (no extra thread).
     #[default]
     Caller,
@@ -107,7 +108,9 @@ pub struct Options {
     pub queue: QueueId,
     /// Bound on the collective constructor (it talks to every member).
     pub setup_timeout: Timeout,
-    pub progress: Progress,
+    /// Who drives the collective forward: the caller inside `test`/`wait` (the default) or
+    /// a thread of the collective's own.
+    pub driver: Driver,
 }
 
 impl Default for Options {
@@ -119,7 +122,7 @@ impl Default for Options {
             tree_max: 64 << 10,
             queue: QueueId(0),
             setup_timeout: Timeout::BLOCK,
-            progress: Progress::Caller,
+            driver: Driver::Caller,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Life-cycle behaviour of the collectives across real rank processes: overlapping
-//! collectives started in different orders, the progress thread, timeouts that resume,
+//! collectives started in different orders, the driver thread, timeouts that resume,
 //! subgroups, broadcasts from every root, and clear errors for bad setups.
 
 mod common;
@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use allreduce::{Algorithm, Allreduce, Broadcast, Error, Options, Progress, Reduction};
+use allreduce::{Algorithm, Allreduce, Broadcast, Driver, Error, Options, Reduction};
 use common::{assert_same_everywhere, fingerprint};
 use gaspi::env::TransportChoice::{self, Shm, Tcp};
 use gaspi::{Context, Group, Rank, Timeout};
@@ -98,11 +98,11 @@ fn overlapping_collectives_in_any_order_shm_4() {
     );
 }
 
-/// With a progress thread, `test` only looks and the run completes without the caller.
-fn progress_thread(ctx: Arc<Context>) {
+/// With a driver thread, `test` only looks and the run completes without the caller.
+fn driver_thread(ctx: Arc<Context>) {
     let p = ctx.num_ranks() as f32;
     let o = Options {
-        progress: Progress::Thread,
+        driver: Driver::Thread,
         chunk_bytes: Some(8 << 10),
         ..Options::default()
     };
@@ -123,22 +123,22 @@ fn progress_thread(ctx: Arc<Context>) {
 }
 
 #[test]
-fn progress_thread_runs_collectives_tcp_2() {
+fn driver_thread_runs_collectives_tcp_2() {
     spmd(
-        "progress_thread_runs_collectives_tcp_2",
+        "driver_thread_runs_collectives_tcp_2",
         2,
         Tcp,
-        progress_thread,
+        driver_thread,
     );
 }
 
 #[test]
-fn progress_thread_runs_collectives_shm_3() {
+fn driver_thread_runs_collectives_shm_3() {
     spmd(
-        "progress_thread_runs_collectives_shm_3",
+        "driver_thread_runs_collectives_shm_3",
         3,
         Shm,
-        progress_thread,
+        driver_thread,
     );
 }
 
