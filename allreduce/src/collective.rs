@@ -27,16 +27,14 @@ pub(crate) fn shape_of<T: Element>(
     let me = members
         .iter()
         .position(|r| *r == ctx.rank())
-        .ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "rank {} is not a member of group {}",
-                ctx.rank(),
-                group.0
-            ))
+        .ok_or(Error::NotAMember {
+            rank: ctx.rank(),
+            group,
         })?;
     let elem = std::mem::size_of::<T>();
-    count.checked_mul(elem).ok_or_else(|| {
-        Error::InvalidArgument(format!("{count} elements overflow the address space"))
+    count.checked_mul(elem).ok_or(Error::TooManyElements {
+        count,
+        elem_bytes: elem,
     })?;
     let all_shm = members
         .iter()
@@ -81,17 +79,17 @@ impl<T: Element> Collective<T> {
     ) -> Result<Self> {
         let max = ctx.transfer_size_max() as usize;
         if largest_send > max {
-            return Err(Error::InvalidArgument(format!(
-                "this algorithm sends {largest_send} bytes at once, more than the transport's \
-                 {max}; use the ring or a smaller chunk"
-            )));
+            return Err(Error::TransferTooLarge {
+                bytes: largest_send,
+                max,
+            });
         }
         let notifs = plan.iter().map(|s| s.notifications).max().unwrap_or(0);
         if notifs > ctx.notification_num() {
-            return Err(Error::InvalidArgument(format!(
-                "collective needs {notifs} notifications, segments have {}",
-                ctx.notification_num()
-            )));
+            return Err(Error::TooManyNotifications {
+                needed: notifs,
+                available: ctx.notification_num(),
+            });
         }
         let bytes = plan.iter().map(|s| s.segment_bytes).max().unwrap_or(0);
         let seg = Arc::new(create_segment(
@@ -124,9 +122,7 @@ impl<T: Element> Collective<T> {
 
     pub fn buffer_mut(&mut self) -> Result<&mut [T]> {
         if self.engine.is_active() {
-            return Err(Error::WrongState(
-                "running: wait for it before touching the buffer",
-            ));
+            return Err(Error::InFlight);
         }
         // SAFETY: no run is active, so no peer writes the data range (see `region`), and
         // `&mut self` keeps other views of it from living at the same time.
@@ -139,11 +135,10 @@ impl<T: Element> Collective<T> {
 
     pub fn start_from(&mut self, data: &[T]) -> Result<()> {
         if data.len() != self.count {
-            return Err(Error::InvalidArgument(format!(
-                "{} elements given to a collective set up for {}",
-                data.len(),
-                self.count
-            )));
+            return Err(Error::LengthMismatch {
+                given: data.len(),
+                expected: self.count,
+            });
         }
         self.buffer_mut()?.copy_from_slice(data);
         self.start()
@@ -161,16 +156,14 @@ impl<T: Element> Collective<T> {
     }
 
     pub fn output(&self) -> Result<&[T]> {
-        if let Some(f) = self.engine.failure() {
-            return Err(Error::Failed(f));
+        if let Some(cause) = self.engine.failure() {
+            return Err(Error::Failed(cause));
         }
         if self.engine.is_active() {
-            return Err(Error::WrongState(
-                "running: wait for it before reading the result",
-            ));
+            return Err(Error::InFlight);
         }
         if self.engine.completed_runs() == 0 {
-            return Err(Error::WrongState("not run yet: start it first"));
+            return Err(Error::NoResult);
         }
         // SAFETY: as in `buffer_mut`; `&self` rules out a `&mut` view at the same time.
         Ok(unsafe { self.seg.data::<T>(self.count) })

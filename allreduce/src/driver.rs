@@ -115,9 +115,9 @@ impl DrivenEngine {
     }
 
     /// Why the collective failed, if it did.
-    pub fn failure(&self) -> Option<String> {
+    pub fn failure(&self) -> Option<Arc<Error>> {
         match self {
-            DrivenEngine::ByCaller(e) => e.lock().failure().map(str::to_owned),
+            DrivenEngine::ByCaller(e) => e.lock().failure(),
             DrivenEngine::ByThread(t) => t.shared.state.lock().failed.clone(),
         }
     }
@@ -165,7 +165,7 @@ struct State {
     active: bool,
     completed: u64,
     /// The failure of the last run, reported by every later call.
-    failed: Option<String>,
+    failed: Option<Arc<Error>>,
 }
 
 struct Shared {
@@ -203,12 +203,15 @@ impl DriverThread {
                 let mut st = sh.state.lock();
                 st.active = false;
                 match outcome {
-                    Ok(()) => st.completed += 1,
-                    Err(e) => st.failed = Some(e.to_string()),
+                    Ok(true) => st.completed += 1,
+                    // Stopped: the collective is being dropped, nobody asks any more.
+                    Ok(false) => {}
+                    Err(Error::Failed(cause)) => st.failed = Some(cause),
+                    Err(e) => st.failed = Some(Arc::new(e)),
                 }
                 sh.changed.notify_all();
             })
-            .map_err(|e| Error::DriverThread(e.to_string()))?;
+            .map_err(Error::DriverThread)?;
         Ok(DriverThread {
             shared,
             handle: Some(handle),
@@ -217,13 +220,11 @@ impl DriverThread {
 
     fn start(&mut self) -> Result<()> {
         let mut st = self.shared.state.lock();
-        if let Some(f) = &st.failed {
-            return Err(Error::Failed(f.clone()));
+        if let Some(cause) = &st.failed {
+            return Err(Error::Failed(Arc::clone(cause)));
         }
         if st.active {
-            return Err(Error::WrongState(
-                "still running (wait for it before start)",
-            ));
+            return Err(Error::InFlight);
         }
         st.active = true;
         self.shared.changed.notify_all();
@@ -233,8 +234,8 @@ impl DriverThread {
     fn progress(&mut self, deadline: Deadline) -> Result<bool> {
         let mut st = self.shared.state.lock();
         loop {
-            if let Some(f) = &st.failed {
-                return Err(Error::Failed(f.clone()));
+            if let Some(cause) = &st.failed {
+                return Err(Error::Failed(Arc::clone(cause)));
             }
             if !st.active {
                 return Ok(true);
@@ -258,16 +259,16 @@ impl DriverThread {
     }
 }
 
-fn run_to_end(engine: &mut Engine, stop: &AtomicBool) -> Result<()> {
+/// The driver thread's work for one run: `Ok(true)` once it completed, `Ok(false)` if the
+/// collective is being dropped first (`stop`).
+fn run_to_end(engine: &mut Engine, stop: &AtomicBool) -> Result<bool> {
     engine.start()?;
     loop {
         if engine.progress(Deadline::after(STOP_POLL))? {
-            return Ok(());
+            return Ok(true);
         }
         if stop.load(Ordering::Acquire) {
-            return Err(Error::DriverThread(
-                "stopped before the run finished".into(),
-            ));
+            return Ok(false);
         }
     }
 }

@@ -39,7 +39,7 @@ pub(crate) struct Engine {
     cursor: usize,
     active: bool,
     /// A failure is reported by gaspi once; keep it so later calls do not wait for ever.
-    failed: Option<String>,
+    failed: Option<Arc<Error>>,
 }
 
 impl Engine {
@@ -78,18 +78,17 @@ impl Engine {
         (self.runs, self.cursor)
     }
 
-    pub fn failure(&self) -> Option<&str> {
-        self.failed.as_deref()
+    /// Why a run failed, if one did (the engine cannot run again).
+    pub fn failure(&self) -> Option<Arc<Error>> {
+        self.failed.clone()
     }
 
     pub fn start(&mut self) -> Result<()> {
         if self.active {
-            return Err(Error::WrongState(
-                "still running (wait for it before start)",
-            ));
+            return Err(Error::InFlight);
         }
-        if let Some(f) = &self.failed {
-            return Err(Error::Failed(f.clone()));
+        if let Some(cause) = &self.failed {
+            return Err(Error::Failed(Arc::clone(cause)));
         }
         self.active = true;
         self.cursor = 0;
@@ -101,16 +100,17 @@ impl Engine {
         if !self.active {
             return Ok(true);
         }
-        if let Some(f) = &self.failed {
-            return Err(Error::Failed(f.clone()));
+        if let Some(cause) = &self.failed {
+            return Err(Error::Failed(Arc::clone(cause)));
         }
         match self.advance(deadline) {
             Ok(done) => Ok(done),
             Err(e) if e.is_timeout() => Ok(false),
             Err(e) => {
-                self.failed = Some(e.to_string());
+                let cause = Arc::new(e);
+                self.failed = Some(Arc::clone(&cause));
                 self.active = false;
-                Err(e)
+                Err(Error::Failed(cause))
             }
         }
     }

@@ -62,11 +62,7 @@ pub(crate) fn create_segment(
         anywhere[WORDS + i] == signature[i] && anywhere[WORDS + SIGNATURE + i] == !signature[i]
     });
     if !agree {
-        return Err(Error::InvalidArgument(
-            "the group's members set up different collectives (count, type, op, root, \
-             algorithm or chunk size differ)"
-                .into(),
-        ));
+        return Err(Error::SetupMismatch);
     }
     let free = (0..max)
         .rev()

@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -155,9 +156,15 @@ fn late_rank(ctx: Arc<Context>) {
         if ctx.rank().0 != last {
             ar.start().unwrap();
             assert!(!ar.test().unwrap());
-            assert!(matches!(ar.start(), Err(Error::WrongState(_))));
-            assert!(ar.input_mut().is_err(), "buffer is busy while running");
-            assert!(ar.output().is_err(), "no result while running");
+            assert!(matches!(ar.start(), Err(Error::InFlight)));
+            assert!(
+                matches!(ar.input_mut(), Err(Error::InFlight)),
+                "buffer is busy while running"
+            );
+            assert!(
+                matches!(ar.output(), Err(Error::InFlight)),
+                "no result while running"
+            );
             let e = ar.wait(Timeout::ms(300)).unwrap_err();
             assert!(e.is_timeout(), "{e}");
             // Tell the late rank we timed out; then it joins and everyone completes.
@@ -264,7 +271,10 @@ fn subgroup(ctx: Arc<Context>) {
         }
     } else {
         let e = Allreduce::<u64>::new(&ctx, g, 4, Reduction::Sum, Options::default());
-        assert!(matches!(e, Err(Error::InvalidArgument(_))), "non-member");
+        assert!(
+            matches!(e, Err(Error::NotAMember { rank, group }) if rank == ctx.rank() && group == g),
+            "non-member"
+        );
     }
     ctx.barrier(Group::ALL, LONG).unwrap();
 }
@@ -285,14 +295,22 @@ fn mismatch(ctx: Arc<Context>) {
     let e = Allreduce::<f32>::new(&ctx, Group::ALL, count, Reduction::Sum, Options::default())
         .err()
         .expect("mismatched setup must fail");
-    assert!(
-        e.to_string().contains("different collectives"),
-        "unexpected error: {e}"
-    );
+    assert!(matches!(e, Error::SetupMismatch), "unexpected error: {e}");
+    assert!(e.to_string().contains("different collectives"), "{e}");
     let mut ok =
         Allreduce::<f32>::new(&ctx, Group::ALL, 8, Reduction::Sum, Options::default()).unwrap();
-    assert!(matches!(ok.output(), Err(Error::WrongState(_))));
+    assert!(matches!(ok.output(), Err(Error::NoResult)));
     let e = ok.start_from(&[1.0; 3]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::LengthMismatch {
+                given: 3,
+                expected: 8
+            }
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains("3 elements"), "{e}");
     let e = Broadcast::<f32>::new(&ctx, Group::ALL, 8, Rank(9), Options::default())
         .err()
@@ -307,5 +325,64 @@ fn mismatched_setups_fail_on_every_rank_tcp_3() {
         3,
         Tcp,
         mismatch,
+    );
+}
+
+/// A peer that dies (killed by rank 0 with `proc_kill`) while rank 0 runs a collective
+/// with it: the run fails with a cause that names the dead rank, and every later call
+/// reports the same failure (the collective cannot be used again).
+fn dead_peer(name: &str, driver: Driver) {
+    let job = gaspi::testing::spmd_job(name, 2, Tcp, Duration::from_secs(120), |_| {});
+    if let Some(out) = job {
+        assert!(!out.timed_out, "{}", out.report());
+        assert!(
+            out.ranks[0].status.is_some_and(|s| s.success()),
+            "{}",
+            out.report()
+        );
+        assert_eq!(
+            out.ranks[1].status.and_then(|s| s.signal()),
+            Some(9),
+            "{}",
+            out.report()
+        );
+        return;
+    }
+    let ctx = Arc::new(Context::init().expect("gaspi init"));
+    let o = Options {
+        algorithm: Algorithm::Ring,
+        driver,
+        ..Options::default()
+    };
+    let mut ar = Allreduce::<u64>::new(&ctx, Group::ALL, 4096, Reduction::Sum, o).unwrap();
+    ctx.barrier(Group::ALL, LONG).unwrap();
+    if ctx.rank() == Rank(1) {
+        // Waits for data that never comes: the kill ends it.
+        let _ = ar.start_from(&[1; 4096]).and(ar.wait(LONG));
+        std::process::exit(4);
+    }
+    ctx.proc_kill(Rank(1), LONG).unwrap();
+    let names_1 = |e: &Error| matches!(e, Error::Failed(_)) && e.peer_failed() == Some(Rank(1));
+    let e = ar.start_from(&[1; 4096]).and(ar.wait(LONG)).unwrap_err();
+    assert!(names_1(&e), "{e:?}");
+    let e = ar.wait(LONG).unwrap_err();
+    assert!(names_1(&e), "wait again: {e:?}");
+    let e = ar.start().unwrap_err();
+    assert!(names_1(&e), "start again: {e:?}");
+    let e = ar.output().unwrap_err();
+    assert!(names_1(&e), "output: {e:?}");
+    std::process::exit(0);
+}
+
+#[test]
+fn a_dead_peer_fails_the_run_for_good_tcp_2() {
+    dead_peer("a_dead_peer_fails_the_run_for_good_tcp_2", Driver::Caller);
+}
+
+#[test]
+fn a_dead_peer_fails_a_thread_driven_run_for_good_tcp_2() {
+    dead_peer(
+        "a_dead_peer_fails_a_thread_driven_run_for_good_tcp_2",
+        Driver::Thread,
     );
 }
