@@ -95,13 +95,16 @@ impl Engine {
         Ok(())
     }
 
-    /// Advances the active run; `Ok(true)` once it is complete (also when none is active).
+    /// Advances the active run; `Ok(true)` once it is complete (also when none is active),
+    /// [`Error::Failed`] once a run has failed.
     pub fn progress(&mut self, deadline: Deadline) -> Result<bool> {
-        if !self.active {
-            return Ok(true);
-        }
+        // A failed run is reported by every later call, `test` included (as by a driver
+        // thread), not taken for a completed one.
         if let Some(cause) = &self.failed {
             return Err(Error::Failed(Arc::clone(cause)));
+        }
+        if !self.active {
+            return Ok(true);
         }
         match self.advance(deadline) {
             Ok(done) => Ok(done),

@@ -367,6 +367,8 @@ fn dead_peer(name: &str, driver: Driver) {
     assert!(names_1(&e), "{e:?}");
     let e = ar.wait(LONG).unwrap_err();
     assert!(names_1(&e), "wait again: {e:?}");
+    let e = ar.test().unwrap_err();
+    assert!(names_1(&e), "test: {e:?}");
     let e = ar.start().unwrap_err();
     assert!(names_1(&e), "start again: {e:?}");
     let e = ar.output().unwrap_err();
