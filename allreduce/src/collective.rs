@@ -58,13 +58,19 @@ pub(crate) fn shape_of<T: Element>(
 
 /// A set-up collective over `count` elements of `T`.
 pub(crate) struct Collective<T: Element> {
+    /// The engine under its driver.
     engine: DrivenEngine,
+    /// The segment whose data range holds the user's elements.
     seg: Arc<OwnedSegment>,
+    /// Elements of the data range.
     count: usize,
+    /// The element type of the data range.
     _elem: PhantomData<fn() -> T>,
 }
 
 impl<T: Element> Collective<T> {
+    /// Checks the `plan` against the transport's limits, creates the segment with the
+    /// group (comparing `signature`s) and puts the engine under the options' driver.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         ctx: &Arc<Context>,
@@ -116,10 +122,12 @@ impl<T: Element> Collective<T> {
         })
     }
 
+    /// Elements per run.
     pub fn count(&self) -> usize {
         self.count
     }
 
+    /// The data range, between runs.
     pub fn buffer_mut(&mut self) -> Result<&mut [T]> {
         if self.engine.is_active() {
             return Err(Error::InFlight);
@@ -129,10 +137,12 @@ impl<T: Element> Collective<T> {
         Ok(unsafe { self.seg.data_mut::<T>(self.count) })
     }
 
+    /// Starts a run over the data range as it stands.
     pub fn start(&mut self) -> Result<()> {
         self.engine.start()
     }
 
+    /// Copies `data` into the data range and starts a run.
     pub fn start_from(&mut self, data: &[T]) -> Result<()> {
         if data.len() != self.count {
             return Err(Error::LengthMismatch {
@@ -144,17 +154,21 @@ impl<T: Element> Collective<T> {
         self.start()
     }
 
+    /// Advances the run without blocking; `true` once none is in flight.
     pub fn test(&mut self) -> Result<bool> {
-        self.engine.progress(Timeout::TEST.deadline())
+        self.engine.advance(Timeout::TEST.deadline())
     }
 
+    /// Advances the run until it completes (the result) or `timeout` passes
+    /// ([`Error::Timeout`]: the run goes on).
     pub fn wait(&mut self, timeout: Timeout) -> Result<&[T]> {
-        if !self.engine.progress(timeout.deadline())? {
+        if !self.engine.advance(timeout.deadline())? {
             return Err(Error::Timeout);
         }
         self.output()
     }
 
+    /// The data range after the last completed run.
     pub fn output(&self) -> Result<&[T]> {
         if let Some(cause) = self.engine.failure() {
             return Err(Error::Failed(cause));

@@ -27,11 +27,14 @@ const STOP_POLL: Duration = Duration::from_millis(50);
 /// Longest sleep of a `wait` while other collectives are active (gaspi waits in ms).
 const SHARED_SLICE: Duration = Duration::from_millis(1);
 
+/// A caller-driven engine, shared between its collective and the registry of active ones.
 type EngineRef = Arc<Mutex<Engine>>;
 
 /// Active caller-driven collectives of this process.
 static ACTIVE: Mutex<Vec<Weak<Mutex<Engine>>>> = Mutex::new(Vec::new());
 
+/// Adds a caller-driven engine that has just started a run to [`ACTIVE`] (once), dropping
+/// entries of collectives that are gone.
 fn register(engine: &EngineRef) {
     let mut active = ACTIVE.lock();
     active.retain(|w| w.strong_count() > 0);
@@ -40,8 +43,9 @@ fn register(engine: &EngineRef) {
     }
 }
 
-/// Moves every other active collective forward without blocking; true if any advanced.
-/// Their errors stay with them (reported by their own `test`/`wait`).
+/// Moves every other active collective forward without blocking. Returns whether any
+/// advanced and whether any other is active. Their errors stay with them (reported by
+/// their own `test`/`wait`).
 fn poll_others(me: &EngineRef) -> (bool, bool) {
     let others: Vec<EngineRef> = {
         let mut active = ACTIVE.lock();
@@ -60,7 +64,7 @@ fn poll_others(me: &EngineRef) -> (bool, bool) {
         // A collective locked by another thread is being driven there.
         if let Some(mut e) = e.try_lock() {
             let before = e.position();
-            let _ = e.progress(Timeout::TEST.deadline());
+            let _ = e.advance(Timeout::TEST.deadline());
             advanced |= e.position() != before;
         }
     }
@@ -99,10 +103,10 @@ impl DrivenEngine {
     }
 
     /// `Ok(true)` when no run is in flight any more.
-    pub fn progress(&mut self, deadline: Deadline) -> Result<bool> {
+    pub fn advance(&mut self, deadline: Deadline) -> Result<bool> {
         match self {
             DrivenEngine::ByCaller(e) => drive(e, deadline),
-            DrivenEngine::ByThread(t) => t.progress(deadline),
+            DrivenEngine::ByThread(t) => t.advance(deadline),
         }
     }
 
@@ -135,7 +139,7 @@ impl DrivenEngine {
 fn drive(me: &EngineRef, deadline: Deadline) -> Result<bool> {
     loop {
         let before = me.lock().position();
-        if me.lock().progress(Timeout::TEST.deadline())? {
+        if me.lock().advance(Timeout::TEST.deadline())? {
             return Ok(true);
         }
         let (others_moved, others_active) = poll_others(me);
@@ -148,38 +152,50 @@ fn drive(me: &EngineRef, deadline: Deadline) -> Result<bool> {
         }
         if !others_active {
             // Alone: sleep until our own next event or the caller's deadline.
-            return me.lock().progress(deadline);
+            return me.lock().advance(deadline);
         }
         let slice = deadline
             .remaining()
             .map_or(SHARED_SLICE, |left| left.min(SHARED_SLICE));
-        if me.lock().progress(Deadline::after(slice))? {
+        if me.lock().advance(Deadline::after(slice))? {
             return Ok(true);
         }
     }
 }
 
+/// What a driver thread and its collective's calls share, under [`Shared::state`].
 #[derive(Default)]
 struct State {
     /// A run was started and the thread has not finished it.
     active: bool,
+    /// Runs the thread completed.
     completed: u64,
     /// The failure of the last run, reported by every later call.
     failed: Option<Arc<Error>>,
 }
 
+/// The state of a driver thread's runs, with what wakes the thread and its waiters.
 struct Shared {
+    /// Runs started, completed and failed.
     state: Mutex<State>,
+    /// Signalled when a run starts (for the thread), ends (for waiters), or on stop.
     changed: Condvar,
+    /// Set when the collective is dropped: the thread gives up its run and exits.
     stop: AtomicBool,
 }
 
+/// The thread of a collective driven by [`Driver::Thread`]: it owns the engine and runs
+/// each started run to its end; the collective's calls only look at the shared state and
+/// sleep on it.
 pub(crate) struct DriverThread {
+    /// Shared with the thread.
     shared: Arc<Shared>,
+    /// Joined on drop, after `stop` is set.
     handle: Option<JoinHandle<()>>,
 }
 
 impl DriverThread {
+    /// Moves `engine` onto a new thread that waits for runs to start.
     fn spawn(mut engine: Engine) -> Result<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
@@ -218,6 +234,7 @@ impl DriverThread {
         })
     }
 
+    /// Hands the thread a run to do.
     fn start(&mut self) -> Result<()> {
         let mut st = self.shared.state.lock();
         if let Some(cause) = &st.failed {
@@ -231,7 +248,9 @@ impl DriverThread {
         Ok(())
     }
 
-    fn progress(&mut self, deadline: Deadline) -> Result<bool> {
+    /// Sleeps until the thread has finished the run or `deadline` passes; `Ok(true)` when
+    /// no run is in flight.
+    fn advance(&mut self, deadline: Deadline) -> Result<bool> {
         let mut st = self.shared.state.lock();
         loop {
             if let Some(cause) = &st.failed {
@@ -254,6 +273,7 @@ impl DriverThread {
         }
     }
 
+    /// True while the thread has a run to finish.
     fn is_active(&self) -> bool {
         self.shared.state.lock().active
     }
@@ -264,7 +284,7 @@ impl DriverThread {
 fn run_to_end(engine: &mut Engine, stop: &AtomicBool) -> Result<bool> {
     engine.start()?;
     loop {
-        if engine.progress(Deadline::after(STOP_POLL))? {
+        if engine.advance(Deadline::after(STOP_POLL))? {
             return Ok(true);
         }
         if stop.load(Ordering::Acquire) {

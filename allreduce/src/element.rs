@@ -17,16 +17,27 @@ use half::{bf16, f16};
 use crate::reduction::{max_of, min_of, zip_apply, Reduction};
 use crate::{simd, widen};
 
-/// The element types the collectives reduce.
+/// The element types the collectives reduce, as a value: what [`Element::DATA_TYPE`] tags
+/// each type with, so that code chosen at run time (a benchmark's `-d` flag, the setup
+/// signature the members compare) can name a type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DataType {
+    /// `f32`, IEEE single precision.
     F32,
+    /// `f64`, IEEE double precision.
     F64,
+    /// [`half::f16`], IEEE half precision (combined in `f32`, rounded once).
     F16,
+    /// [`half::bf16`], bfloat16: the upper half of an `f32` (combined in `f32`, rounded
+    /// once).
     Bf16,
+    /// `i32`, wrapping on overflow.
     I32,
+    /// `i64`, wrapping on overflow.
     I64,
+    /// `u32`, wrapping on overflow.
     U32,
+    /// `u64`, wrapping on overflow.
     U64,
 }
 

@@ -1,4 +1,4 @@
-//! Runs a rank's [`Schedule`] against gaspi, resumably: `progress` goes as far as it can
+//! Runs a rank's [`Schedule`] against gaspi, resumably: `advance` goes as far as it can
 //! before its deadline and picks up at the same action on the next call.
 
 use std::sync::Arc;
@@ -14,11 +14,14 @@ use crate::schedule::{Action, Schedule};
 /// The typed kernels an engine needs, fixed when the collective is built.
 #[derive(Clone, Copy)]
 pub(crate) struct Kernels {
+    /// [`OwnedSegment::reduce`] for the element type.
     reduce: fn(&OwnedSegment, Reduction, usize, usize, usize, bool),
+    /// [`OwnedSegment::divide`] for the element type.
     divide: fn(&OwnedSegment, usize, usize, usize),
 }
 
 impl Kernels {
+    /// The kernels for elements of `T`: the engine itself is not generic.
     pub fn of<T: Element>() -> Self {
         Kernels {
             reduce: OwnedSegment::reduce::<T>,
@@ -27,22 +30,33 @@ impl Kernels {
     }
 }
 
+/// One rank's side of a set-up collective: its schedules and where the current run stands.
+/// Driven by the caller or by a driver thread (see `driver.rs`), never by both.
 pub(crate) struct Engine {
+    /// The collective's segment (data and staging).
     pub seg: Arc<OwnedSegment>,
+    /// The group's ranks, indexed as the schedules' `to` fields.
     members: Vec<Rank>,
+    /// The queue sends are posted on.
     queue: QueueId,
     /// Runs cycle through these schedules.
     plan: Vec<Schedule>,
+    /// Reduce and divide for the element type.
     kernels: Kernels,
+    /// What `Reduce` actions apply.
     reduction: Reduction,
+    /// Runs completed.
     runs: u64,
+    /// The next action of the active run.
     cursor: usize,
+    /// A run was started and has not completed.
     active: bool,
     /// A failure is reported by gaspi once; keep it so later calls do not wait for ever.
     failed: Option<Arc<Error>>,
 }
 
 impl Engine {
+    /// An engine with no run started yet.
     pub fn new(
         seg: Arc<OwnedSegment>,
         members: Vec<Rank>,
@@ -65,15 +79,17 @@ impl Engine {
         }
     }
 
+    /// True while a started run has not completed.
     pub fn is_active(&self) -> bool {
         self.active
     }
 
+    /// Runs completed so far.
     pub fn completed_runs(&self) -> u64 {
         self.runs
     }
 
-    /// Where the engine stands (changes whenever it makes progress).
+    /// Where the engine stands (changes whenever it performs an action).
     pub fn position(&self) -> (u64, usize) {
         (self.runs, self.cursor)
     }
@@ -83,6 +99,7 @@ impl Engine {
         self.failed.clone()
     }
 
+    /// Starts a run from the first action of the next schedule of the plan.
     pub fn start(&mut self) -> Result<()> {
         if self.active {
             return Err(Error::InFlight);
@@ -97,7 +114,7 @@ impl Engine {
 
     /// Advances the active run; `Ok(true)` once it is complete (also when none is active),
     /// [`Error::Failed`] once a run has failed.
-    pub fn progress(&mut self, deadline: Deadline) -> Result<bool> {
+    pub fn advance(&mut self, deadline: Deadline) -> Result<bool> {
         // A failed run is reported by every later call, `test` included (as by a driver
         // thread), not taken for a completed one.
         if let Some(cause) = &self.failed {
@@ -106,7 +123,7 @@ impl Engine {
         if !self.active {
             return Ok(true);
         }
-        match self.advance(deadline) {
+        match self.run_actions(deadline) {
             Ok(done) => Ok(done),
             Err(e) if e.is_timeout() => Ok(false),
             Err(e) => {
@@ -118,7 +135,9 @@ impl Engine {
         }
     }
 
-    fn advance(&mut self, deadline: Deadline) -> Result<bool> {
+    /// Performs actions from the cursor on until the run completes (`Ok(true)`) or a wait
+    /// passes `deadline` (a timeout error: the cursor stays on the action that waited).
+    fn run_actions(&mut self, deadline: Deadline) -> Result<bool> {
         let ctx = &self.seg.ctx;
         let seg = self.seg.id;
         let schedule = &self.plan[(self.runs % self.plan.len() as u64) as usize];

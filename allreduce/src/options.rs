@@ -99,7 +99,10 @@ pub const NET_CHUNK_BYTES: usize = 1 << 20;
 /// Byte counts are plain numbers or carry a binary suffix: `64K`, `4M`, `1G`.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The allreduce algorithm; [`Algorithm::Auto`] (the default) picks one by message
+    /// size. Broadcasts ignore it.
     pub algorithm: Algorithm,
+    /// Where [`Algorithm::Auto`] switches algorithms.
     pub thresholds: Thresholds,
     /// Pipelining chunk in bytes; `None` picks [`SHM_CHUNK_BYTES`] when every member is
     /// reached through shared memory and [`NET_CHUNK_BYTES`] otherwise.

@@ -20,11 +20,16 @@ use crate::schedule;
 /// [`start_from`](Self::start_from)), [`start`](Self::start), then [`test`](Self::test)
 /// or [`wait`](Self::wait) for the result. The result is bit-identical on every member.
 pub struct Allreduce<T: Element> {
+    /// The set-up collective.
     inner: Collective<T>,
+    /// What [`Options::pick`] chose.
     algorithm: Algorithm,
+    /// What every run applies.
     reduction: Reduction,
 }
 
+/// The second word of the setup signature the members compare (see `setup.rs`): which
+/// collective (`kind`), element type, reduction, algorithm and one word more, a byte each.
 fn kind_signature(kind: u64, dtype: u64, reduction: u64, alg: u64, extra: u64) -> u64 {
     kind | dtype << 8 | reduction << 16 | alg << 24 | extra << 32
 }
@@ -92,6 +97,7 @@ impl<T: Element> Allreduce<T> {
         self.algorithm
     }
 
+    /// The reduction every run applies (fixed at setup, agreed by all members).
     pub fn reduction(&self) -> Reduction {
         self.reduction
     }

@@ -17,17 +17,23 @@ use crate::reduction::Reduction;
 
 /// A segment created for one collective, deleted when the last user drops it.
 pub(crate) struct OwnedSegment {
+    /// The context the segment was created in (and is deleted through).
     pub ctx: Arc<Context>,
+    /// The segment's id, the same on every member.
     pub id: SegmentId,
+    /// The local mapping.
     seg: gaspi::Segment,
 }
 
 impl OwnedSegment {
+    /// Takes ownership of segment `id`, just created on this rank.
     pub fn new(ctx: Arc<Context>, id: SegmentId) -> gaspi::Result<Self> {
         let seg = ctx.segment(id)?;
         Ok(OwnedSegment { ctx, id, seg })
     }
 
+    /// Panics unless `[off, off+len)` lies in the mapping and is a whole, aligned number of
+    /// `T`s.
     fn check<T>(&self, off: usize, len: usize) {
         // Offsets come from schedules sized for this segment: a miss is a bug here, not a
         // user error, and must never turn into an out-of-bounds access.

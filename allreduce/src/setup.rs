@@ -13,9 +13,11 @@ use crate::region::OwnedSegment;
 /// at once cannot both pick the same free id.
 static CREATE: Mutex<()> = Mutex::new(());
 
-const WORDS: usize = 4; // 256 segment ids
-/// Words describing the collective (count, kind/type/op/algorithm, chunk size).
+/// Words of the bitmap of segment ids in use (256 ids).
+const WORDS: usize = 4;
+/// Words describing the collective (count, kind/type/reduction/algorithm, chunk size).
 pub(crate) const SIGNATURE: usize = 3;
+/// Words the setup allreduce ORs: the id bitmap, the signature and its complement.
 const PAYLOAD: usize = WORDS + 2 * SIGNATURE;
 
 /// Collectively creates a segment of `bytes` on every member of `group`, with the highest

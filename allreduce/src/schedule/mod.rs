@@ -4,8 +4,8 @@
 //! unit tests run all ranks of a schedule in one process against a model of asynchronous
 //! delivery (see `schedule/tests.rs`).
 //!
-//! One file per algorithm: [`ring`], [`recursive_doubling`], [`rabenseifner`],
-//! [`broadcast_tree`], [`broadcast_chain`]; what they share is in `action.rs` (the
+//! One file per algorithm: [`ring()`], [`recursive_doubling()`], [`rabenseifner()`],
+//! [`broadcast_tree()`], [`broadcast_chain()`]; what they share is in `action.rs` (the
 //! vocabulary of a schedule), `shape.rs` (the collective's dimensions and layout helpers)
 //! and `fold.rs` (non-power-of-two groups for the two algorithms that pair ranks by bits).
 //!
@@ -13,7 +13,7 @@
 //! in place, the result); `staging` receives partial results that are reduced into `data`.
 //!
 //! Flow control: within one run, only the ring reuses staging (it cycles through a few
-//! cache-sized slots, with credits; see [`ring`]). Across runs, every write into a peer's
+//! cache-sized slots, with credits; see [`ring()`]). Across runs, every write into a peer's
 //! staging slot or data range is causally after that peer has consumed the previous run's
 //! use of it (each algorithm's last receive on a rank depends on every peer having finished
 //! its reduce phase), and every range a rank sends from is not modified by that rank until
