@@ -15,6 +15,7 @@ pub trait Sample: Element {
     const EPSILON: f64;
     /// `v` in this type (exact: `v` is at most 3).
     fn small(v: u8) -> Self;
+    /// The value as `f64`, where the expected results are computed and compared.
     fn as_f64(self) -> f64;
 }
 

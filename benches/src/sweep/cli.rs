@@ -15,11 +15,17 @@ pub const DEFAULT_STEP_FACTOR: usize = 4;
 /// nccl-tests' increment when the factor is 1 and no `-i` is given.
 pub const DEFAULT_STEP_BYTES: usize = 1 << 20;
 
+/// `--transport`: how the ranks this binary starts on this host reach each other (the
+/// launcher's choice applies under a launcher).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Transport {
+    /// Shared memory between ranks on one host, TCP between hosts
     Auto,
+    /// TCP for every peer, also on one host
     Tcp,
+    /// Shared memory for every peer (all ranks on one host)
     Shm,
+    /// InfiniBand verbs where a port is active, TCP for the other peers
     Verbs,
 }
 
@@ -34,12 +40,17 @@ impl From<Transport> for TransportChoice {
     }
 }
 
+/// `--algorithm`: the allreduce algorithm to time, as the command line spells it (see
+/// [`Algorithm`] for what each one does).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Algo {
+    /// By message size, as applications get it
     Auto,
+    /// Pipelined ring
     Ring,
     /// Recursive doubling
     Rd,
+    /// Recursive halving, then doubling
     Rabenseifner,
 }
 
@@ -66,8 +77,10 @@ impl From<Algo> for Algorithm {
     }
 }
 
+/// `--collective`: which collective each row times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Collective {
+    /// With the reduction of `--op`
     Allreduce,
     /// From `--root`; busbw = algbw, as nccl-tests reports it
     Broadcast,
@@ -98,11 +111,14 @@ pub const ALL_OPS: [Reduction; 5] = [
 /// `-d`: one element type or all of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DataTypes {
+    /// A type by its nccl-tests name (`float`, `bfloat16`, ...).
     One(DataType),
+    /// `all`: every type of [`ALL_DATATYPES`].
     All,
 }
 
 impl DataTypes {
+    /// The types to sweep, in the order their tables are printed.
     pub fn list(self) -> Vec<DataType> {
         match self {
             DataTypes::One(t) => vec![t],
@@ -114,11 +130,14 @@ impl DataTypes {
 /// `-o`: one reduction or all of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ops {
+    /// A reduction by its nccl-tests name (`sum`, `prod`, ...).
     One(Reduction),
+    /// `all`: every reduction of [`ALL_OPS`].
     All,
 }
 
 impl Ops {
+    /// The reductions to sweep, in the order their tables are printed.
     pub fn list(self) -> Vec<Reduction> {
         match self {
             Ops::One(op) => vec![op],
@@ -189,7 +208,9 @@ pub fn parse_ops(text: &str) -> Result<Ops, String> {
 /// How the message size grows from one row to the next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
+    /// Each size is this many times the last (`-f`).
     Factor(usize),
+    /// Each size is this many bytes more than the last (`-i`, or `-f 1`).
     Bytes(usize),
 }
 
@@ -299,6 +320,8 @@ pub struct SweepArgs {
 }
 
 impl SweepArgs {
+    /// How sizes grow from row to row: `-i` wins over `-f`, `-f 1` means nccl-tests'
+    /// default increment, and neither means a factor of [`DEFAULT_STEP_FACTOR`].
     pub fn step(&self) -> Step {
         match (self.step_factor, self.step_bytes) {
             (_, Some(bytes)) => Step::Bytes(bytes),
