@@ -8,15 +8,20 @@
 //! forward by the calling thread inside `test`/`wait`, or by a thread of the collective's
 //! own ([`Driver::Thread`]). Results are bit-identical on every member and from run to run.
 //!
+//! Errors say what a caller can act on ([`Error`]): a timeout resumes
+//! ([`Error::is_timeout`]), a failed run names its cause ([`Error::Failed`],
+//! [`Error::peer_failed`]), and a bad setup says which argument or member disagrees.
+//!
 //! ```
 //! use std::sync::Arc;
-//! use allreduce::{Allreduce, Reduction, Options};
+//! use allreduce::{Allreduce, Options, Reduction};
 //! use gaspi::{Context, Group, Timeout};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let ctx = Arc::new(Context::init()?); // one rank without a launcher
 //! let n = ctx.num_ranks() as f32;
-//! let mut sum = Allreduce::<f32>::new(&ctx, Group::ALL, 1000, Reduction::Sum, Options::default())?;
+//! let mut sum =
+//!     Allreduce::<f32>::new(&ctx, Group::ALL, 1000, Reduction::Sum, Options::default())?;
 //! for step in 0..3 {
 //!     sum.input_mut()?.fill(step as f32);
 //!     sum.start()?;
