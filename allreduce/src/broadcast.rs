@@ -5,9 +5,10 @@ use std::sync::Arc;
 use gaspi::{Context, Group, Rank, Timeout};
 
 use crate::collective::{shape_of, Collective};
-use crate::element::{Element, Op};
+use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::options::Options;
+use crate::reduction::Reduction;
 use crate::schedule;
 
 /// A reusable broadcast of `count` elements of `T` from `root` to every member of a group.
@@ -16,7 +17,9 @@ use crate::schedule;
 /// [`start_from`](Self::start_from)); every member calls [`start`](Self::start) and then
 /// [`wait`](Self::wait), which returns the root's data.
 pub struct Broadcast<T: Element> {
+    /// The set-up collective.
     inner: Collective<T>,
+    /// Whose data every member receives.
     root: Rank,
 }
 
@@ -53,7 +56,7 @@ impl<T: Element> Broadcast<T> {
             group,
             members,
             count,
-            Op::Sum,
+            Reduction::Sum,
             vec![plan],
             largest,
             signature,
@@ -62,10 +65,12 @@ impl<T: Element> Broadcast<T> {
         Ok(Broadcast { inner, root })
     }
 
+    /// Elements per run.
     pub fn count(&self) -> usize {
         self.inner.count()
     }
 
+    /// The rank whose data every member receives.
     pub fn root(&self) -> Rank {
         self.root
     }
@@ -87,6 +92,7 @@ impl<T: Element> Broadcast<T> {
         self.inner.start_from(data)
     }
 
+    /// Makes progress without blocking; `true` once the run is complete.
     pub fn test(&mut self) -> Result<bool> {
         self.inner.test()
     }
@@ -96,6 +102,7 @@ impl<T: Element> Broadcast<T> {
         self.inner.wait(timeout)
     }
 
+    /// The root's data from the last completed run.
     pub fn output(&self) -> Result<&[T]> {
         self.inner.output()
     }

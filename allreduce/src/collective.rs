@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use gaspi::{Context, Group, Timeout};
 
-use crate::driver::Driver;
-use crate::element::{Element, Op};
-use crate::engine::{Deadline, Engine, Kernels};
+use crate::driver::DrivenEngine;
+use crate::element::Element;
+use crate::engine::{Engine, Kernels};
 use crate::error::{Error, Result};
-use crate::options::{Options, Progress, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
+use crate::options::{Options, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
+use crate::reduction::Reduction;
 use crate::region::OwnedSegment;
 use crate::schedule::{Schedule, Shape};
 use crate::setup::{create_segment, SIGNATURE};
@@ -26,16 +27,14 @@ pub(crate) fn shape_of<T: Element>(
     let me = members
         .iter()
         .position(|r| *r == ctx.rank())
-        .ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "rank {} is not a member of group {}",
-                ctx.rank(),
-                group.0
-            ))
+        .ok_or(Error::NotAMember {
+            rank: ctx.rank(),
+            group,
         })?;
     let elem = std::mem::size_of::<T>();
-    count.checked_mul(elem).ok_or_else(|| {
-        Error::InvalidArgument(format!("{count} elements overflow the address space"))
+    count.checked_mul(elem).ok_or(Error::TooManyElements {
+        count,
+        elem_bytes: elem,
     })?;
     let all_shm = members
         .iter()
@@ -59,20 +58,26 @@ pub(crate) fn shape_of<T: Element>(
 
 /// A set-up collective over `count` elements of `T`.
 pub(crate) struct Collective<T: Element> {
-    driver: Driver,
+    /// The engine under its driver.
+    engine: DrivenEngine,
+    /// The segment whose data range holds the user's elements.
     seg: Arc<OwnedSegment>,
+    /// Elements of the data range.
     count: usize,
+    /// The element type of the data range.
     _elem: PhantomData<fn() -> T>,
 }
 
 impl<T: Element> Collective<T> {
+    /// Checks the `plan` against the transport's limits, creates the segment with the
+    /// group (comparing `signature`s) and puts the engine under the options' driver.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         ctx: &Arc<Context>,
         group: Group,
         members: Vec<gaspi::Rank>,
         count: usize,
-        op: Op,
+        reduction: Reduction,
         plan: Vec<Schedule>,
         largest_send: usize,
         signature: [u64; SIGNATURE],
@@ -80,17 +85,17 @@ impl<T: Element> Collective<T> {
     ) -> Result<Self> {
         let max = ctx.transfer_size_max() as usize;
         if largest_send > max {
-            return Err(Error::InvalidArgument(format!(
-                "this algorithm sends {largest_send} bytes at once, more than the transport's \
-                 {max}; use the ring or a smaller chunk"
-            )));
+            return Err(Error::TransferTooLarge {
+                bytes: largest_send,
+                max,
+            });
         }
         let notifs = plan.iter().map(|s| s.notifications).max().unwrap_or(0);
         if notifs > ctx.notification_num() {
-            return Err(Error::InvalidArgument(format!(
-                "collective needs {notifs} notifications, segments have {}",
-                ctx.notification_num()
-            )));
+            return Err(Error::TooManyNotifications {
+                needed: notifs,
+                available: ctx.notification_num(),
+            });
         }
         let bytes = plan.iter().map(|s| s.segment_bytes).max().unwrap_or(0);
         let seg = Arc::new(create_segment(
@@ -106,70 +111,73 @@ impl<T: Element> Collective<T> {
             options.queue,
             plan,
             Kernels::of::<T>(),
-            op,
+            reduction,
         );
-        let driver = Driver::new(engine, options.progress == Progress::Thread)?;
+        let engine = DrivenEngine::new(engine, options.driver)?;
         Ok(Collective {
-            driver,
+            engine,
             seg,
             count,
             _elem: PhantomData,
         })
     }
 
+    /// Elements per run.
     pub fn count(&self) -> usize {
         self.count
     }
 
+    /// The data range, between runs.
     pub fn buffer_mut(&mut self) -> Result<&mut [T]> {
-        if self.driver.is_active() {
-            return Err(Error::WrongState(
-                "running: wait for it before touching the buffer",
-            ));
+        if self.engine.is_active() {
+            return Err(Error::InFlight);
         }
         // SAFETY: no run is active, so no peer writes the data range (see `region`), and
         // `&mut self` keeps other views of it from living at the same time.
         Ok(unsafe { self.seg.data_mut::<T>(self.count) })
     }
 
+    /// Starts a run over the data range as it stands.
     pub fn start(&mut self) -> Result<()> {
-        self.driver.start()
+        self.engine.start()
     }
 
+    /// Copies `data` into the data range and starts a run.
     pub fn start_from(&mut self, data: &[T]) -> Result<()> {
         if data.len() != self.count {
-            return Err(Error::InvalidArgument(format!(
-                "{} elements given to a collective set up for {}",
-                data.len(),
-                self.count
-            )));
+            return Err(Error::LengthMismatch {
+                given: data.len(),
+                expected: self.count,
+            });
         }
         self.buffer_mut()?.copy_from_slice(data);
         self.start()
     }
 
+    /// Advances the run without blocking; `true` once none is in flight.
     pub fn test(&mut self) -> Result<bool> {
-        self.driver.progress(Deadline::Now)
+        self.engine.advance(Timeout::TEST.deadline())
     }
 
+    /// Advances the run until it completes (the result) or `timeout` passes
+    /// ([`Error::Timeout`]: the run goes on).
     pub fn wait(&mut self, timeout: Timeout) -> Result<&[T]> {
-        if !self.driver.progress(Deadline::from_timeout(timeout))? {
+        if !self.engine.advance(timeout.deadline())? {
             return Err(Error::Timeout);
         }
         self.output()
     }
 
+    /// The data range after the last completed run.
     pub fn output(&self) -> Result<&[T]> {
-        if let Some(f) = self.driver.failure() {
-            return Err(Error::Failed(f));
+        if let Some(cause) = self.engine.failure() {
+            return Err(Error::Failed(cause));
         }
-        if self.driver.is_active() {
-            return Err(Error::WrongState(
-                "running: wait for it before reading the result",
-            ));
+        if self.engine.is_active() {
+            return Err(Error::InFlight);
         }
-        if self.driver.completed_runs() == 0 {
-            return Err(Error::WrongState("not run yet: start it first"));
+        if self.engine.completed_runs() == 0 {
+            return Err(Error::NoResult);
         }
         // SAFETY: as in `buffer_mut`; `&self` rules out a `&mut` view at the same time.
         Ok(unsafe { self.seg.data::<T>(self.count) })

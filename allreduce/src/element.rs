@@ -14,29 +14,30 @@
 
 use half::{bf16, f16};
 
+use crate::reduction::{max_of, min_of, zip_apply, Reduction};
 use crate::{simd, widen};
 
-/// The reduction operation of an allreduce.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Op {
-    Sum,
-    Min,
-    Max,
-    Prod,
-    /// The sum divided by the number of ranks (integer division for integer types).
-    Avg,
-}
-
-/// The element types the collectives reduce.
+/// The element types the collectives reduce, as a value: what [`Element::DATA_TYPE`] tags
+/// each type with, so that code chosen at run time (a benchmark's `-d` flag, the setup
+/// signature the members compare) can name a type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DataType {
+    /// `f32`, IEEE single precision.
     F32,
+    /// `f64`, IEEE double precision.
     F64,
+    /// [`half::f16`], IEEE half precision (combined in `f32`, rounded once).
     F16,
+    /// [`half::bf16`], bfloat16: the upper half of an `f32` (combined in `f32`, rounded
+    /// once).
     Bf16,
+    /// `i32`, wrapping on overflow.
     I32,
+    /// `i64`, wrapping on overflow.
     I64,
+    /// `u32`, wrapping on overflow.
     U32,
+    /// `u64`, wrapping on overflow.
     U64,
 }
 
@@ -77,47 +78,15 @@ pub trait Element:
     /// The runtime tag of the type.
     const DATA_TYPE: DataType;
 
-    /// `dst[i] = op(src[i], dst[i])` when `src_first`, else `op(dst[i], src[i])`. AVG
-    /// combines as SUM; the division comes once at the end ([`Element::divide`]).
+    /// `dst[i] = reduction(src[i], dst[i])` when `src_first`, else
+    /// `reduction(dst[i], src[i])`. AVG combines as SUM; the division comes once at the end
+    /// ([`Element::divide`]).
     #[doc(hidden)]
-    fn combine(op: Op, dst: &mut [Self], src: &[Self], src_first: bool);
+    fn combine(reduction: Reduction, dst: &mut [Self], src: &[Self], src_first: bool);
 
     /// `data[i] /= ranks`: the final step of AVG.
     #[doc(hidden)]
     fn divide(data: &mut [Self], ranks: usize);
-}
-
-#[inline(always)]
-pub(crate) fn zip_apply<T: Copy>(dst: &mut [T], src: &[T], src_first: bool, f: impl Fn(T, T) -> T) {
-    if src_first {
-        for (d, s) in dst.iter_mut().zip(src) {
-            *d = f(*s, *d);
-        }
-    } else {
-        for (d, s) in dst.iter_mut().zip(src) {
-            *d = f(*d, *s);
-        }
-    }
-}
-
-// MIN/MAX keep the first operand on ties and when the second is NaN, and are written as
-// selects so they vectorize.
-#[inline(always)]
-pub(crate) fn min_of<T: PartialOrd>(a: T, b: T) -> T {
-    if b < a {
-        b
-    } else {
-        a
-    }
-}
-
-#[inline(always)]
-pub(crate) fn max_of<T: PartialOrd>(a: T, b: T) -> T {
-    if b > a {
-        b
-    } else {
-        a
-    }
 }
 
 /// Native types: SUM and PROD as given (`+`/`*` for floats, wrapping for integers).
@@ -127,12 +96,12 @@ macro_rules! native_element {
         impl Element for $t {
             const DATA_TYPE: DataType = DataType::$tag;
 
-            fn combine(op: Op, dst: &mut [Self], src: &[Self], src_first: bool) {
-                match op {
-                    Op::Sum | Op::Avg => zip_apply(dst, src, src_first, $add),
-                    Op::Prod => zip_apply(dst, src, src_first, $mul),
-                    Op::Min => zip_apply(dst, src, src_first, min_of),
-                    Op::Max => zip_apply(dst, src, src_first, max_of),
+            fn combine(reduction: Reduction, dst: &mut [Self], src: &[Self], src_first: bool) {
+                match reduction {
+                    Reduction::Sum | Reduction::Avg => zip_apply(dst, src, src_first, $add),
+                    Reduction::Prod => zip_apply(dst, src, src_first, $mul),
+                    Reduction::Min => zip_apply(dst, src, src_first, min_of),
+                    Reduction::Max => zip_apply(dst, src, src_first, max_of),
                 }
             }
 
@@ -155,11 +124,11 @@ macro_rules! half_element {
         impl Element for $t {
             const DATA_TYPE: DataType = DataType::$tag;
 
-            fn combine(op: Op, dst: &mut [Self], src: &[Self], src_first: bool) {
+            fn combine(reduction: Reduction, dst: &mut [Self], src: &[Self], src_first: bool) {
                 let dst: &mut [u16] = bytemuck::cast_slice_mut(dst);
                 let src: &[u16] = bytemuck::cast_slice(src);
-                let done = $simd_combine(op, dst, src, src_first);
-                widen::combine::<$t>(op, &mut dst[done..], &src[done..], src_first);
+                let done = $simd_combine(reduction, dst, src, src_first);
+                widen::combine::<$t>(reduction, &mut dst[done..], &src[done..], src_first);
             }
 
             fn divide(data: &mut [Self], ranks: usize) {
@@ -188,11 +157,11 @@ mod tests {
     fn ops_on_f32() {
         let src = [1.0f32, -2.0, 3.0];
         for (op, want) in [
-            (Op::Sum, [3.0f32, 3.0, 3.0]),
-            (Op::Avg, [3.0, 3.0, 3.0]),
-            (Op::Prod, [2.0, -10.0, 0.0]),
-            (Op::Min, [1.0, -2.0, 0.0]),
-            (Op::Max, [2.0, 5.0, 3.0]),
+            (Reduction::Sum, [3.0f32, 3.0, 3.0]),
+            (Reduction::Avg, [3.0, 3.0, 3.0]),
+            (Reduction::Prod, [2.0, -10.0, 0.0]),
+            (Reduction::Min, [1.0, -2.0, 0.0]),
+            (Reduction::Max, [2.0, 5.0, 3.0]),
         ] {
             let mut dst = [2.0f32, 5.0, 0.0];
             f32::combine(op, &mut dst, &src, false);
@@ -203,22 +172,22 @@ mod tests {
     #[test]
     fn operand_order_decides_signed_zero() {
         let mut dst = [0.0f32];
-        f32::combine(Op::Min, &mut dst, &[-0.0], true);
+        f32::combine(Reduction::Min, &mut dst, &[-0.0], true);
         assert!(dst[0].is_sign_negative(), "src first: min(-0, +0) keeps -0");
         let mut dst = [0.0f32];
-        f32::combine(Op::Min, &mut dst, &[-0.0], false);
+        f32::combine(Reduction::Min, &mut dst, &[-0.0], false);
         assert!(dst[0].is_sign_positive(), "dst first: min(+0, -0) keeps +0");
     }
 
     #[test]
     fn integers_wrap_and_divide() {
         let mut dst = [i32::MAX, 7];
-        i32::combine(Op::Sum, &mut dst, &[1, 2], false);
+        i32::combine(Reduction::Sum, &mut dst, &[1, 2], false);
         assert_eq!(dst, [i32::MIN, 9]);
         i32::divide(&mut dst[1..], 2);
         assert_eq!(dst[1], 4);
         let mut u = [3u64, 4];
-        u64::combine(Op::Prod, &mut u, &[5, 6], true);
+        u64::combine(Reduction::Prod, &mut u, &[5, 6], true);
         assert_eq!(u, [15, 24]);
     }
 
@@ -227,7 +196,7 @@ mod tests {
         let n = 2 * 1024 + 3;
         let mut dst: Vec<f16> = (0..n).map(|i| f16::from_f32(i as f32 * 0.5)).collect();
         let src: Vec<f16> = (0..n).map(|_| f16::from_f32(0.25)).collect();
-        f16::combine(Op::Sum, &mut dst, &src, false);
+        f16::combine(Reduction::Sum, &mut dst, &src, false);
         for (i, d) in dst.iter().enumerate() {
             assert_eq!(
                 *d,
@@ -236,7 +205,7 @@ mod tests {
         }
         let mut b = [bf16::from_f32(3.0), bf16::from_f32(-1.0)];
         bf16::combine(
-            Op::Max,
+            Reduction::Max,
             &mut b,
             &[bf16::from_f32(2.0), bf16::from_f32(4.0)],
             true,

@@ -1,56 +1,27 @@
-//! Runs a rank's [`Schedule`] against gaspi, resumably: `progress` goes as far as it can
+//! Runs a rank's [`Schedule`] against gaspi, resumably: `advance` goes as far as it can
 //! before its deadline and picks up at the same action on the next call.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use gaspi::{Local, NotificationId, QueueId, Rank, Remote, Timeout};
+use gaspi::{Deadline, Local, NotificationId, QueueId, Rank, Remote};
 
-use crate::element::{Element, Op};
+use crate::element::Element;
 use crate::error::{Error, Result};
+use crate::reduction::Reduction;
 use crate::region::OwnedSegment;
 use crate::schedule::{Action, Schedule};
-
-/// How long a call may block.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Deadline {
-    /// Do not block (`test`).
-    Now,
-    At(Instant),
-    Never,
-}
-
-impl Deadline {
-    pub fn from_timeout(t: Timeout) -> Self {
-        if t == Timeout::BLOCK {
-            Deadline::Never
-        } else if t == Timeout::TEST {
-            Deadline::Now
-        } else {
-            Deadline::At(Instant::now() + std::time::Duration::from_millis(t.0))
-        }
-    }
-
-    fn timeout(self) -> Timeout {
-        match self {
-            Deadline::Now => Timeout::TEST,
-            Deadline::Never => Timeout::BLOCK,
-            Deadline::At(t) => {
-                let left = t.saturating_duration_since(Instant::now());
-                Timeout::ms(left.as_micros().div_ceil(1000) as u64)
-            }
-        }
-    }
-}
 
 /// The typed kernels an engine needs, fixed when the collective is built.
 #[derive(Clone, Copy)]
 pub(crate) struct Kernels {
-    reduce: fn(&OwnedSegment, Op, usize, usize, usize, bool),
+    /// [`OwnedSegment::reduce`] for the element type.
+    reduce: fn(&OwnedSegment, Reduction, usize, usize, usize, bool),
+    /// [`OwnedSegment::divide`] for the element type.
     divide: fn(&OwnedSegment, usize, usize, usize),
 }
 
 impl Kernels {
+    /// The kernels for elements of `T`: the engine itself is not generic.
     pub fn of<T: Element>() -> Self {
         Kernels {
             reduce: OwnedSegment::reduce::<T>,
@@ -59,29 +30,40 @@ impl Kernels {
     }
 }
 
+/// One rank's side of a set-up collective: its schedules and where the current run stands.
+/// Driven by the caller or by a driver thread (see `driver.rs`), never by both.
 pub(crate) struct Engine {
+    /// The collective's segment (data and staging).
     pub seg: Arc<OwnedSegment>,
+    /// The group's ranks, indexed as the schedules' `to` fields.
     members: Vec<Rank>,
+    /// The queue sends are posted on.
     queue: QueueId,
     /// Runs cycle through these schedules.
     plan: Vec<Schedule>,
+    /// Reduce and divide for the element type.
     kernels: Kernels,
-    op: Op,
+    /// What `Reduce` actions apply.
+    reduction: Reduction,
+    /// Runs completed.
     runs: u64,
+    /// The next action of the active run.
     cursor: usize,
+    /// A run was started and has not completed.
     active: bool,
     /// A failure is reported by gaspi once; keep it so later calls do not wait for ever.
-    failed: Option<String>,
+    failed: Option<Arc<Error>>,
 }
 
 impl Engine {
+    /// An engine with no run started yet.
     pub fn new(
         seg: Arc<OwnedSegment>,
         members: Vec<Rank>,
         queue: QueueId,
         plan: Vec<Schedule>,
         kernels: Kernels,
-        op: Op,
+        reduction: Reduction,
     ) -> Self {
         Engine {
             seg,
@@ -89,7 +71,7 @@ impl Engine {
             queue,
             plan,
             kernels,
-            op,
+            reduction,
             runs: 0,
             cursor: 0,
             active: false,
@@ -97,57 +79,65 @@ impl Engine {
         }
     }
 
+    /// True while a started run has not completed.
     pub fn is_active(&self) -> bool {
         self.active
     }
 
+    /// Runs completed so far.
     pub fn completed_runs(&self) -> u64 {
         self.runs
     }
 
-    /// Where the engine stands (changes whenever it makes progress).
+    /// Where the engine stands (changes whenever it performs an action).
     pub fn position(&self) -> (u64, usize) {
         (self.runs, self.cursor)
     }
 
-    pub fn failure(&self) -> Option<&str> {
-        self.failed.as_deref()
+    /// Why a run failed, if one did (the engine cannot run again).
+    pub fn failure(&self) -> Option<Arc<Error>> {
+        self.failed.clone()
     }
 
+    /// Starts a run from the first action of the next schedule of the plan.
     pub fn start(&mut self) -> Result<()> {
         if self.active {
-            return Err(Error::WrongState(
-                "still running (wait for it before start)",
-            ));
+            return Err(Error::InFlight);
         }
-        if let Some(f) = &self.failed {
-            return Err(Error::Failed(f.clone()));
+        if let Some(cause) = &self.failed {
+            return Err(Error::Failed(Arc::clone(cause)));
         }
         self.active = true;
         self.cursor = 0;
         Ok(())
     }
 
-    /// Advances the active run; `Ok(true)` once it is complete (also when none is active).
-    pub fn progress(&mut self, deadline: Deadline) -> Result<bool> {
+    /// Advances the active run; `Ok(true)` once it is complete (also when none is active),
+    /// [`Error::Failed`] once a run has failed.
+    pub fn advance(&mut self, deadline: Deadline) -> Result<bool> {
+        // A failed run is reported by every later call, `test` included (as by a driver
+        // thread), not taken for a completed one.
+        if let Some(cause) = &self.failed {
+            return Err(Error::Failed(Arc::clone(cause)));
+        }
         if !self.active {
             return Ok(true);
         }
-        if let Some(f) = &self.failed {
-            return Err(Error::Failed(f.clone()));
-        }
-        match self.advance(deadline) {
+        match self.run_actions(deadline) {
             Ok(done) => Ok(done),
             Err(e) if e.is_timeout() => Ok(false),
             Err(e) => {
-                self.failed = Some(e.to_string());
+                let cause = Arc::new(e);
+                self.failed = Some(Arc::clone(&cause));
                 self.active = false;
-                Err(e)
+                Err(Error::Failed(cause))
             }
         }
     }
 
-    fn advance(&mut self, deadline: Deadline) -> Result<bool> {
+    /// Performs actions from the cursor on until the run completes (`Ok(true)`) or a wait
+    /// passes `deadline` (a timeout error: the cursor stays on the action that waited).
+    fn run_actions(&mut self, deadline: Deadline) -> Result<bool> {
         let ctx = &self.seg.ctx;
         let seg = self.seg.id;
         let schedule = &self.plan[(self.runs % self.plan.len() as u64) as usize];
@@ -195,7 +185,7 @@ impl Engine {
                     dst,
                     len,
                     src_first,
-                } => (self.kernels.reduce)(&self.seg, self.op, src, dst, len, src_first),
+                } => (self.kernels.reduce)(&self.seg, self.reduction, src, dst, len, src_first),
                 Action::Divide { off, len } => {
                     (self.kernels.divide)(&self.seg, off, len, self.members.len())
                 }

@@ -4,19 +4,24 @@
 //!
 //! A collective is set up once for a group, a size and a type ([`Allreduce::new`],
 //! [`Broadcast::new`]): that allocates its own segment and notification ids, so many can be
-//! in flight at once. Each run is `start` then `test`/`wait`. Progress is made by the
-//! calling thread inside `test`/`wait`, or by a thread of the collective's own
-//! ([`Progress::Thread`]). Results are bit-identical on every member and from run to run.
+//! in flight at once. Each run is `start` then `test`/`wait`. The collective is driven
+//! forward by the calling thread inside `test`/`wait`, or by a thread of the collective's
+//! own ([`Driver::Thread`]). Results are bit-identical on every member and from run to run.
+//!
+//! Errors say what a caller can act on ([`Error`]): a timeout resumes
+//! ([`Error::is_timeout`]), a failed run names its cause ([`Error::Failed`],
+//! [`Error::peer_failed`]), and a bad setup says which argument or member disagrees.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use allreduce::{Allreduce, Op, Options};
+//! use allreduce::{Allreduce, Options, Reduction};
 //! use gaspi::{Context, Group, Timeout};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let ctx = Arc::new(Context::init()?); // one rank without a launcher
 //! let n = ctx.num_ranks() as f32;
-//! let mut sum = Allreduce::<f32>::new(&ctx, Group::ALL, 1000, Op::Sum, Options::default())?;
+//! let mut sum =
+//!     Allreduce::<f32>::new(&ctx, Group::ALL, 1000, Reduction::Sum, Options::default())?;
 //! for step in 0..3 {
 //!     sum.input_mut()?.fill(step as f32);
 //!     sum.start()?;
@@ -43,6 +48,7 @@ mod engine;
 mod error;
 mod options;
 mod reduce;
+mod reduction;
 mod region;
 mod schedule;
 mod setup;
@@ -54,11 +60,12 @@ use std::sync::Arc;
 use gaspi::{Context, Group, Rank, Timeout};
 
 pub use broadcast::Broadcast;
-pub use element::{DataType, Element, Op};
+pub use element::{DataType, Element};
 pub use error::{Error, Result};
 pub use half::{bf16, f16};
-pub use options::{Algorithm, Options, Progress, Thresholds, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
+pub use options::{Algorithm, Driver, Options, Thresholds, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
 pub use reduce::Allreduce;
+pub use reduction::Reduction;
 
 /// Reduces `data` in place over `group` (sets up a collective, runs it once, frees it).
 /// For repeated reductions keep an [`Allreduce`] instead.
@@ -66,10 +73,10 @@ pub fn allreduce<T: Element>(
     ctx: &Arc<Context>,
     group: Group,
     data: &mut [T],
-    op: Op,
+    reduction: Reduction,
     timeout: Timeout,
 ) -> Result<()> {
-    let mut ar = Allreduce::new(ctx, group, data.len(), op, Options::default())?;
+    let mut ar = Allreduce::new(ctx, group, data.len(), reduction, Options::default())?;
     ar.start_from(data)?;
     data.copy_from_slice(ar.wait(timeout)?);
     Ok(())

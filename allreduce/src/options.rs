@@ -19,26 +19,29 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
-    fn parse(s: &str) -> Result<Self> {
+    /// The algorithm `TNT_ALLREDUCE_ALGORITHM` names (case and spaces ignored).
+    fn parse(s: &str) -> Option<Self> {
         match s.trim().to_ascii_lowercase().as_str() {
-            "auto" => Ok(Algorithm::Auto),
-            "ring" => Ok(Algorithm::Ring),
-            "rd" | "recursive-doubling" | "recursive_doubling" => Ok(Algorithm::RecursiveDoubling),
-            "rabenseifner" | "rhd" => Ok(Algorithm::Rabenseifner),
-            other => Err(Error::InvalidArgument(format!(
-                "unknown allreduce algorithm {other:?} (auto, ring, rd, rabenseifner)"
-            ))),
+            "auto" => Some(Algorithm::Auto),
+            "ring" => Some(Algorithm::Ring),
+            "rd" | "recursive-doubling" | "recursive_doubling" => {
+                Some(Algorithm::RecursiveDoubling)
+            }
+            "rabenseifner" | "rhd" => Some(Algorithm::Rabenseifner),
+            _ => None,
         }
     }
 
+    /// The algorithm's word in the setup signature the members compare.
     pub(crate) fn tag(self) -> u64 {
         self as u64
     }
 }
 
-/// Who drives a collective forward.
+/// Who drives a collective forward: which thread runs its sends, receives and reductions
+/// between `start` and the end of the run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Progress {
+pub enum Driver {
     /// The calling thread, inside `test` and `wait` (no extra thread).
     #[default]
     Caller,
@@ -96,7 +99,10 @@ pub const NET_CHUNK_BYTES: usize = 1 << 20;
 /// Byte counts are plain numbers or carry a binary suffix: `64K`, `4M`, `1G`.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The allreduce algorithm; [`Algorithm::Auto`] (the default) picks one by message
+    /// size. Broadcasts ignore it.
     pub algorithm: Algorithm,
+    /// Where [`Algorithm::Auto`] switches algorithms.
     pub thresholds: Thresholds,
     /// Pipelining chunk in bytes; `None` picks [`SHM_CHUNK_BYTES`] when every member is
     /// reached through shared memory and [`NET_CHUNK_BYTES`] otherwise.
@@ -107,7 +113,9 @@ pub struct Options {
     pub queue: QueueId,
     /// Bound on the collective constructor (it talks to every member).
     pub setup_timeout: Timeout,
-    pub progress: Progress,
+    /// Who drives the collective forward: the caller inside `test`/`wait` (the default) or
+    /// a thread of the collective's own.
+    pub driver: Driver,
 }
 
 impl Default for Options {
@@ -119,21 +127,37 @@ impl Default for Options {
             tree_max: 64 << 10,
             queue: QueueId(0),
             setup_timeout: Timeout::BLOCK,
-            progress: Progress::Caller,
+            driver: Driver::Caller,
         }
     }
 }
 
-fn env_bytes(name: &str) -> Result<Option<usize>> {
-    match std::env::var(name) {
-        Ok(v) => parse_bytes(&v).map(Some).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "{name}={v:?} is not a byte count (a number, optionally with K, M or G)"
-            ))
-        }),
+/// The value of environment variable `variable`, if set, parsed by `parse`; a value that
+/// does not parse is an [`Error::BadEnvironment`] saying what was `expected`.
+fn env_value<T>(
+    variable: &'static str,
+    expected: &'static str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<Option<T>> {
+    let bad = |value: String| Error::BadEnvironment {
+        variable,
+        value,
+        expected,
+    };
+    match std::env::var(variable) {
+        Ok(v) => parse(&v).map(Some).ok_or_else(|| bad(v)),
         Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(e) => Err(Error::InvalidArgument(format!("{name}: {e}"))),
+        Err(std::env::VarError::NotUnicode(v)) => Err(bad(v.to_string_lossy().into_owned())),
     }
+}
+
+/// A byte count from the environment (see [`parse_bytes`]).
+fn env_bytes(variable: &'static str) -> Result<Option<usize>> {
+    env_value(
+        variable,
+        "a byte count (a number, optionally with K, M or G)",
+        parse_bytes,
+    )
 }
 
 /// `4096`, `64K`, `4M`, `1G` (binary multiples, case-insensitive, optional `iB`/`B`).
@@ -157,8 +181,12 @@ impl Options {
     pub(crate) fn resolved(&self) -> Result<Options> {
         let mut o = self.clone();
         if o.algorithm == Algorithm::Auto {
-            if let Ok(v) = std::env::var("TNT_ALLREDUCE_ALGORITHM") {
-                o.algorithm = Algorithm::parse(&v)?;
+            if let Some(a) = env_value(
+                "TNT_ALLREDUCE_ALGORITHM",
+                "an allreduce algorithm (auto, ring, rd, rabenseifner)",
+                Algorithm::parse,
+            )? {
+                o.algorithm = a;
             }
         }
         if let Some(v) = env_bytes("TNT_ALLREDUCE_SMALL_MAX")? {
@@ -174,7 +202,7 @@ impl Options {
             o.tree_max = v;
         }
         if o.chunk_bytes == Some(0) {
-            return Err(Error::InvalidArgument("chunk size must be > 0".into()));
+            return Err(Error::ZeroChunk);
         }
         Ok(o)
     }
@@ -229,13 +257,29 @@ mod tests {
     }
 
     #[test]
-    fn algorithm_names_parse() {
-        assert_eq!(
-            Algorithm::parse("RD").unwrap(),
-            Algorithm::RecursiveDoubling
+    fn bad_environment_values_say_what_was_expected() {
+        // A variable of this test alone: the others never read it.
+        std::env::set_var("TNT_TEST_BAD_ENV_VALUE", "12Q");
+        let e = env_bytes("TNT_TEST_BAD_ENV_VALUE").unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::BadEnvironment { variable: "TNT_TEST_BAD_ENV_VALUE", value, .. }
+                    if value == "12Q"
+            ),
+            "{e:?}"
         );
-        assert_eq!(Algorithm::parse(" ring ").unwrap(), Algorithm::Ring);
-        let e = Algorithm::parse("bogus").unwrap_err().to_string();
-        assert!(e.contains("unknown allreduce algorithm \"bogus\""), "{e}");
+        assert!(e.to_string().contains("is not a byte count"), "{e}");
+        std::env::set_var("TNT_TEST_BAD_ENV_VALUE", "64K");
+        assert_eq!(env_bytes("TNT_TEST_BAD_ENV_VALUE").unwrap(), Some(64 << 10));
+        std::env::remove_var("TNT_TEST_BAD_ENV_VALUE");
+        assert_eq!(env_bytes("TNT_TEST_BAD_ENV_VALUE").unwrap(), None);
+    }
+
+    #[test]
+    fn algorithm_names_parse() {
+        assert_eq!(Algorithm::parse("RD"), Some(Algorithm::RecursiveDoubling));
+        assert_eq!(Algorithm::parse(" ring "), Some(Algorithm::Ring));
+        assert_eq!(Algorithm::parse("bogus"), None);
     }
 }

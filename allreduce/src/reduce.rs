@@ -6,9 +6,10 @@ use std::sync::Arc;
 use gaspi::{Context, Group, Timeout};
 
 use crate::collective::{shape_of, Collective};
-use crate::element::{Element, Op};
+use crate::element::Element;
 use crate::error::Result;
 use crate::options::{Algorithm, Options};
+use crate::reduction::Reduction;
 use crate::schedule;
 
 /// A reusable allreduce of `count` elements of `T` over a group.
@@ -19,31 +20,36 @@ use crate::schedule;
 /// [`start_from`](Self::start_from)), [`start`](Self::start), then [`test`](Self::test)
 /// or [`wait`](Self::wait) for the result. The result is bit-identical on every member.
 pub struct Allreduce<T: Element> {
+    /// The set-up collective.
     inner: Collective<T>,
+    /// What [`Options::pick`] chose.
     algorithm: Algorithm,
-    op: Op,
+    /// What every run applies.
+    reduction: Reduction,
 }
 
-fn kind_signature(kind: u64, dtype: u64, op: u64, alg: u64, extra: u64) -> u64 {
-    kind | dtype << 8 | op << 16 | alg << 24 | extra << 32
+/// The second word of the setup signature the members compare (see `setup.rs`): which
+/// collective (`kind`), element type, reduction, algorithm and one word more, a byte each.
+fn kind_signature(kind: u64, dtype: u64, reduction: u64, alg: u64, extra: u64) -> u64 {
+    kind | dtype << 8 | reduction << 16 | alg << 24 | extra << 32
 }
 
 impl<T: Element> Allreduce<T> {
     /// Sets up the collective. Collective over `group`: every member calls it with the
-    /// same count, op and options, in the same order relative to the other collective
+    /// same count, reduction and options, in the same order relative to the other collective
     /// constructors of this crate (it allocates a segment on all members).
     pub fn new(
         ctx: &Arc<Context>,
         group: Group,
         count: usize,
-        op: Op,
+        reduction: Reduction,
         options: Options,
     ) -> Result<Self> {
         let options = options.resolved()?;
         let (members, shape) = shape_of::<T>(ctx, group, count, &options)?;
         let bytes = count * shape.elem;
         let algorithm = options.pick(bytes, shape.ranks);
-        let avg = op == Op::Avg;
+        let avg = reduction == Reduction::Avg;
         let (plan, largest_send) = match algorithm {
             Algorithm::RecursiveDoubling => (
                 (0..2)
@@ -59,7 +65,7 @@ impl<T: Element> Allreduce<T> {
         };
         let signature = [
             count as u64,
-            kind_signature(1, T::DATA_TYPE as u64, op as u64, algorithm.tag(), 0),
+            kind_signature(1, T::DATA_TYPE as u64, reduction as u64, algorithm.tag(), 0),
             shape.chunk_bytes as u64,
         ];
         let inner = Collective::new(
@@ -67,17 +73,17 @@ impl<T: Element> Allreduce<T> {
             group,
             members,
             count,
-            op,
+            reduction,
             plan,
             largest_send,
             signature,
             &options,
         )?;
-        tracing::debug!(count, ?op, ?algorithm, "allreduce set up");
+        tracing::debug!(count, ?reduction, ?algorithm, "allreduce set up");
         Ok(Allreduce {
             inner,
             algorithm,
-            op,
+            reduction,
         })
     }
 
@@ -91,8 +97,9 @@ impl<T: Element> Allreduce<T> {
         self.algorithm
     }
 
-    pub fn op(&self) -> Op {
-        self.op
+    /// The reduction every run applies (fixed at setup, agreed by all members).
+    pub fn reduction(&self) -> Reduction {
+        self.reduction
     }
 
     /// The input buffer, to fill in place before [`start`](Self::start) (no extra copy).

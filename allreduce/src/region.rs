@@ -12,21 +12,28 @@ use std::sync::Arc;
 
 use gaspi::{Context, SegmentId};
 
-use crate::element::{Element, Op};
+use crate::element::Element;
+use crate::reduction::Reduction;
 
 /// A segment created for one collective, deleted when the last user drops it.
 pub(crate) struct OwnedSegment {
+    /// The context the segment was created in (and is deleted through).
     pub ctx: Arc<Context>,
+    /// The segment's id, the same on every member.
     pub id: SegmentId,
+    /// The local mapping.
     seg: gaspi::Segment,
 }
 
 impl OwnedSegment {
+    /// Takes ownership of segment `id`, just created on this rank.
     pub fn new(ctx: Arc<Context>, id: SegmentId) -> gaspi::Result<Self> {
         let seg = ctx.segment(id)?;
         Ok(OwnedSegment { ctx, id, seg })
     }
 
+    /// Panics unless `[off, off+len)` lies in the mapping and is a whole, aligned number of
+    /// `T`s.
     fn check<T>(&self, off: usize, len: usize) {
         // Offsets come from schedules sized for this segment: a miss is a bug here, not a
         // user error, and must never turn into an out-of-bounds access.
@@ -40,8 +47,15 @@ impl OwnedSegment {
         );
     }
 
-    /// `data[dst..] = op(staging[src..], data[dst..])` over `len` bytes.
-    pub fn reduce<T: Element>(&self, op: Op, src: usize, dst: usize, len: usize, first: bool) {
+    /// `data[dst..] = reduction(staging[src..], data[dst..])` over `len` bytes.
+    pub fn reduce<T: Element>(
+        &self,
+        reduction: Reduction,
+        src: usize,
+        dst: usize,
+        len: usize,
+        first: bool,
+    ) {
         self.check::<T>(src, len);
         self.check::<T>(dst, len);
         assert!(src + len <= dst || dst + len <= src, "overlapping reduce");
@@ -56,7 +70,7 @@ impl OwnedSegment {
                 std::slice::from_raw_parts(base.add(src) as *const T, n),
             )
         };
-        T::combine(op, d, s, first);
+        T::combine(reduction, d, s, first);
     }
 
     /// Divides `len` bytes at `off` by `ranks`.

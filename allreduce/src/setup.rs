@@ -13,9 +13,11 @@ use crate::region::OwnedSegment;
 /// at once cannot both pick the same free id.
 static CREATE: Mutex<()> = Mutex::new(());
 
-const WORDS: usize = 4; // 256 segment ids
-/// Words describing the collective (count, kind/type/op/algorithm, chunk size).
+/// Words of the bitmap of segment ids in use (256 ids).
+const WORDS: usize = 4;
+/// Words describing the collective (count, kind/type/reduction/algorithm, chunk size).
 pub(crate) const SIGNATURE: usize = 3;
+/// Words the setup allreduce ORs: the id bitmap, the signature and its complement.
 const PAYLOAD: usize = WORDS + 2 * SIGNATURE;
 
 /// Collectively creates a segment of `bytes` on every member of `group`, with the highest
@@ -62,11 +64,7 @@ pub(crate) fn create_segment(
         anywhere[WORDS + i] == signature[i] && anywhere[WORDS + SIGNATURE + i] == !signature[i]
     });
     if !agree {
-        return Err(Error::InvalidArgument(
-            "the group's members set up different collectives (count, type, op, root, \
-             algorithm or chunk size differ)"
-                .into(),
-        ));
+        return Err(Error::SetupMismatch);
     }
     let free = (0..max)
         .rev()

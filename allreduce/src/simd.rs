@@ -1,6 +1,6 @@
 //! AVX2 (and F16C) kernels for the 16-bit floats, chosen at run time.
 //!
-//! The portable kernels in [`crate::element`] widen and narrow with branch-free integer code
+//! The portable kernels (`element.rs`) widen and narrow with branch-free integer code
 //! ([`crate::widen`]) that the compiler vectorizes for baseline x86-64 (SSE2, 4 lanes, no
 //! blends), which reaches only 1-4 GB/s. Where the CPU has AVX2 these kernels do 16 elements
 //! per step: f16 through the F16C conversions, bf16 by interleaving each element with a zero
@@ -12,14 +12,19 @@
 //! when the CPU lacks the features); the caller finishes the tail with the portable code.
 //! The only `unsafe` is the call into `#[target_feature]` code after the run-time check.
 
-use crate::element::Op;
+use crate::reduction::Reduction;
 
 /// The entry points of one format: run the vector kernel where the CPU has what it needs
 /// (AVX2, and F16C for f16), else do nothing (return 0).
 macro_rules! dispatch {
     ($format:literal, $combine:ident, $divide:ident, $module:ident, $has:ident) => {
         #[doc = concat!("Combines `dst[..k]` with `src[..k]` as ", $format, " and returns `k`.")]
-        pub(crate) fn $combine(op: Op, dst: &mut [u16], src: &[u16], src_first: bool) -> usize {
+        pub(crate) fn $combine(
+            op: Reduction,
+            dst: &mut [u16],
+            src: &[u16],
+            src_first: bool,
+        ) -> usize {
             #[cfg(target_arch = "x86_64")]
             if x86::$has() {
                 // SAFETY: the kernel needs only the CPU features checked just above.
@@ -49,7 +54,7 @@ dispatch!("bf16", combine_bf16, divide_bf16, bf16, has_avx2);
 mod x86 {
     use std::arch::x86_64::*;
 
-    use crate::element::Op;
+    use crate::reduction::Reduction;
 
     pub fn has_avx2() -> bool {
         // The macro caches its answer; this is one relaxed load after the first call.
@@ -65,12 +70,14 @@ mod x86 {
     macro_rules! combine_with {
         ($op:expr, $run:ident, $dst:expr, $src:expr, $src_first:expr) => {
             match $op {
-                Op::Sum | Op::Avg => $run($dst, $src, $src_first, |a, b| _mm256_add_ps(a, b)),
-                Op::Prod => $run($dst, $src, $src_first, |a, b| _mm256_mul_ps(a, b)),
-                Op::Min => $run($dst, $src, $src_first, |a, b| {
+                Reduction::Sum | Reduction::Avg => {
+                    $run($dst, $src, $src_first, |a, b| _mm256_add_ps(a, b))
+                }
+                Reduction::Prod => $run($dst, $src, $src_first, |a, b| _mm256_mul_ps(a, b)),
+                Reduction::Min => $run($dst, $src, $src_first, |a, b| {
                     _mm256_blendv_ps(a, b, _mm256_cmp_ps::<_CMP_LT_OQ>(b, a))
                 }),
-                Op::Max => $run($dst, $src, $src_first, |a, b| {
+                Reduction::Max => $run($dst, $src, $src_first, |a, b| {
                     _mm256_blendv_ps(a, b, _mm256_cmp_ps::<_CMP_GT_OQ>(b, a))
                 }),
             }
@@ -108,7 +115,7 @@ mod x86 {
         }
 
         #[target_feature(enable = "avx2,f16c")]
-        pub fn combine(op: Op, dst: &mut [u16], src: &[u16], src_first: bool) -> usize {
+        pub fn combine(op: Reduction, dst: &mut [u16], src: &[u16], src_first: bool) -> usize {
             combine_with!(op, run, dst, src, src_first)
         }
 
@@ -182,7 +189,7 @@ mod x86 {
         }
 
         #[target_feature(enable = "avx2")]
-        pub fn combine(op: Op, dst: &mut [u16], src: &[u16], src_first: bool) -> usize {
+        pub fn combine(op: Reduction, dst: &mut [u16], src: &[u16], src_first: bool) -> usize {
             combine_with!(op, run, dst, src, src_first)
         }
 
@@ -209,7 +216,7 @@ mod tests {
     /// operand and a spread of second operands, for every op, both operand orders and a
     /// length that leaves a tail.
     fn matches_portable<T: HalfBits>(
-        vector: impl Fn(Op, &mut [u16], &[u16], bool) -> usize,
+        vector: impl Fn(Reduction, &mut [u16], &[u16], bool) -> usize,
         divide: impl Fn(&mut [u16], usize) -> usize,
         is_nan: impl Fn(u16) -> bool,
     ) {
@@ -223,7 +230,12 @@ mod tests {
             .iter()
             .flat_map(|a| special.iter().map(move |b| (*a, *b)))
             .collect();
-        for op in [Op::Sum, Op::Prod, Op::Min, Op::Max] {
+        for op in [
+            Reduction::Sum,
+            Reduction::Prod,
+            Reduction::Min,
+            Reduction::Max,
+        ] {
             for src_first in [false, true] {
                 for start in (0..=u16::MAX as usize).step_by(len) {
                     let mut a: Vec<u16> = (0..len).map(|i| (start + i) as u16).collect();
@@ -277,7 +289,7 @@ mod tests {
     #[test]
     fn the_vector_path_runs_where_the_cpu_allows() {
         let mut d = [0u16; 40];
-        let done = combine_bf16(Op::Sum, &mut d, &[0u16; 40], false);
+        let done = combine_bf16(Reduction::Sum, &mut d, &[0u16; 40], false);
         #[cfg(target_arch = "x86_64")]
         assert_eq!(done, if x86::has_avx2() { 32 } else { 0 });
         let _ = done;

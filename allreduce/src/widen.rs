@@ -3,14 +3,14 @@
 //! slice conversions fall back to a per-element scalar loop when F16C is not compiled in,
 //! which held the f16/bf16 reduce kernels to 3-4 GB/s; these reach memory speed.
 //!
-//! The portable 16-bit kernels ([`combine`], [`divide`]) are built on them; [`crate::simd`]
+//! The portable 16-bit kernels ([`combine`], [`divide`]) are built on them; `simd.rs`
 //! has faster ones for AVX2 machines.
 //!
 //! Results are bit-identical to `half`'s `to_f32`/`from_f32` (round to nearest even,
 //! overflow to infinity, subnormals kept, NaNs quiet with their payload), which the tests
 //! check exhaustively on the 16-bit side and on a dense sweep of `f32`s.
 
-use crate::element::{zip_apply, Op};
+use crate::reduction::{zip_apply, Reduction};
 
 /// `bf16` bits to `f32`: bf16 is the upper half of an f32.
 #[inline(always)]
@@ -128,13 +128,13 @@ impl HalfBits for half::bf16 {
 
 /// The portable kernel: widen, combine in f32, narrow, in one fused loop. MIN/MAX compare
 /// the widened values and keep the original bits (the same choice as for native types).
-pub(crate) fn combine<H: HalfBits>(op: Op, dst: &mut [u16], src: &[u16], src_first: bool) {
+pub(crate) fn combine<H: HalfBits>(op: Reduction, dst: &mut [u16], src: &[u16], src_first: bool) {
     let (w, n) = (H::widen, H::narrow);
     match op {
-        Op::Sum | Op::Avg => zip_apply(dst, src, src_first, |a, b| n(w(a) + w(b))),
-        Op::Prod => zip_apply(dst, src, src_first, |a, b| n(w(a) * w(b))),
-        Op::Min => zip_apply(dst, src, src_first, |a, b| if w(b) < w(a) { b } else { a }),
-        Op::Max => zip_apply(dst, src, src_first, |a, b| if w(b) > w(a) { b } else { a }),
+        Reduction::Sum | Reduction::Avg => zip_apply(dst, src, src_first, |a, b| n(w(a) + w(b))),
+        Reduction::Prod => zip_apply(dst, src, src_first, |a, b| n(w(a) * w(b))),
+        Reduction::Min => zip_apply(dst, src, src_first, |a, b| if w(b) < w(a) { b } else { a }),
+        Reduction::Max => zip_apply(dst, src, src_first, |a, b| if w(b) > w(a) { b } else { a }),
     }
 }
 

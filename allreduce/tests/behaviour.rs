@@ -1,13 +1,14 @@
 //! Life-cycle behaviour of the collectives across real rank processes: overlapping
-//! collectives started in different orders, the progress thread, timeouts that resume,
+//! collectives started in different orders, the driver thread, timeouts that resume,
 //! subgroups, broadcasts from every root, and clear errors for bad setups.
 
 mod common;
 
+use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use allreduce::{Algorithm, Allreduce, Broadcast, Error, Op, Options, Progress};
+use allreduce::{Algorithm, Allreduce, Broadcast, Driver, Error, Options, Reduction};
 use common::{assert_same_everywhere, fingerprint};
 use gaspi::env::TransportChoice::{self, Shm, Tcp};
 use gaspi::{Context, Group, Rank, Timeout};
@@ -51,7 +52,7 @@ fn overlapping(ctx: Arc<Context>) {
                 chunk_bytes: Some(16 << 10),
                 ..Options::default()
             };
-            Allreduce::new(&ctx, Group::ALL, n, Op::Sum, o).unwrap()
+            Allreduce::new(&ctx, Group::ALL, n, Reduction::Sum, o).unwrap()
         })
         .collect();
     for round in 0..5usize {
@@ -98,15 +99,15 @@ fn overlapping_collectives_in_any_order_shm_4() {
     );
 }
 
-/// With a progress thread, `test` only looks and the run completes without the caller.
-fn progress_thread(ctx: Arc<Context>) {
+/// With a driver thread, `test` only looks and the run completes without the caller.
+fn driver_thread(ctx: Arc<Context>) {
     let p = ctx.num_ranks() as f32;
     let o = Options {
-        progress: Progress::Thread,
+        driver: Driver::Thread,
         chunk_bytes: Some(8 << 10),
         ..Options::default()
     };
-    let mut ar = Allreduce::<f32>::new(&ctx, Group::ALL, 100_000, Op::Avg, o).unwrap();
+    let mut ar = Allreduce::<f32>::new(&ctx, Group::ALL, 100_000, Reduction::Avg, o).unwrap();
     for round in 0..4 {
         ar.input_mut()
             .unwrap()
@@ -123,22 +124,22 @@ fn progress_thread(ctx: Arc<Context>) {
 }
 
 #[test]
-fn progress_thread_runs_collectives_tcp_2() {
+fn driver_thread_runs_collectives_tcp_2() {
     spmd(
-        "progress_thread_runs_collectives_tcp_2",
+        "driver_thread_runs_collectives_tcp_2",
         2,
         Tcp,
-        progress_thread,
+        driver_thread,
     );
 }
 
 #[test]
-fn progress_thread_runs_collectives_shm_3() {
+fn driver_thread_runs_collectives_shm_3() {
     spmd(
-        "progress_thread_runs_collectives_shm_3",
+        "driver_thread_runs_collectives_shm_3",
         3,
         Shm,
-        progress_thread,
+        driver_thread,
     );
 }
 
@@ -150,14 +151,20 @@ fn late_rank(ctx: Arc<Context>) {
             algorithm,
             ..Options::default()
         };
-        let mut ar = Allreduce::<u64>::new(&ctx, Group::ALL, 4096, Op::Max, o).unwrap();
+        let mut ar = Allreduce::<u64>::new(&ctx, Group::ALL, 4096, Reduction::Max, o).unwrap();
         ar.input_mut().unwrap().fill(u64::from(ctx.rank().0));
         if ctx.rank().0 != last {
             ar.start().unwrap();
             assert!(!ar.test().unwrap());
-            assert!(matches!(ar.start(), Err(Error::WrongState(_))));
-            assert!(ar.input_mut().is_err(), "buffer is busy while running");
-            assert!(ar.output().is_err(), "no result while running");
+            assert!(matches!(ar.start(), Err(Error::InFlight)));
+            assert!(
+                matches!(ar.input_mut(), Err(Error::InFlight)),
+                "buffer is busy while running"
+            );
+            assert!(
+                matches!(ar.output(), Err(Error::InFlight)),
+                "no result while running"
+            );
             let e = ar.wait(Timeout::ms(300)).unwrap_err();
             assert!(e.is_timeout(), "{e}");
             // Tell the late rank we timed out; then it joins and everyone completes.
@@ -221,7 +228,7 @@ fn broadcasts(ctx: Arc<Context>) {
         .iter()
         .enumerate()
         .all(|(j, x)| *x == j as i32 * i32::from(p)));
-    allreduce::allreduce(&ctx, Group::ALL, &mut v, Op::Sum, LONG).unwrap();
+    allreduce::allreduce(&ctx, Group::ALL, &mut v, Reduction::Sum, LONG).unwrap();
     assert!(v
         .iter()
         .enumerate()
@@ -253,7 +260,7 @@ fn subgroup(ctx: Arc<Context>) {
                 algorithm,
                 ..Options::default()
             };
-            let mut ar = Allreduce::<u64>::new(&ctx, g, 10_001, Op::Sum, o).unwrap();
+            let mut ar = Allreduce::<u64>::new(&ctx, g, 10_001, Reduction::Sum, o).unwrap();
             let out = ar
                 .start_from(&vec![u64::from(me); 10_001])
                 .and(ar.wait(LONG));
@@ -263,8 +270,11 @@ fn subgroup(ctx: Arc<Context>) {
             assert_eq!(members, (ctx.num_ranks() / 2) as u64);
         }
     } else {
-        let e = Allreduce::<u64>::new(&ctx, g, 4, Op::Sum, Options::default());
-        assert!(matches!(e, Err(Error::InvalidArgument(_))), "non-member");
+        let e = Allreduce::<u64>::new(&ctx, g, 4, Reduction::Sum, Options::default());
+        assert!(
+            matches!(e, Err(Error::NotAMember { rank, group }) if rank == ctx.rank() && group == g),
+            "non-member"
+        );
     }
     ctx.barrier(Group::ALL, LONG).unwrap();
 }
@@ -282,16 +292,25 @@ fn collectives_on_a_subgroup_shm_4() {
 /// Members that ask for different collectives get a clear error, all of them.
 fn mismatch(ctx: Arc<Context>) {
     let count = 100 + usize::from(ctx.rank().0 == 1);
-    let e = Allreduce::<f32>::new(&ctx, Group::ALL, count, Op::Sum, Options::default())
+    let e = Allreduce::<f32>::new(&ctx, Group::ALL, count, Reduction::Sum, Options::default())
         .err()
         .expect("mismatched setup must fail");
-    assert!(
-        e.to_string().contains("different collectives"),
-        "unexpected error: {e}"
-    );
-    let mut ok = Allreduce::<f32>::new(&ctx, Group::ALL, 8, Op::Sum, Options::default()).unwrap();
-    assert!(matches!(ok.output(), Err(Error::WrongState(_))));
+    assert!(matches!(e, Error::SetupMismatch), "unexpected error: {e}");
+    assert!(e.to_string().contains("different collectives"), "{e}");
+    let mut ok =
+        Allreduce::<f32>::new(&ctx, Group::ALL, 8, Reduction::Sum, Options::default()).unwrap();
+    assert!(matches!(ok.output(), Err(Error::NoResult)));
     let e = ok.start_from(&[1.0; 3]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::LengthMismatch {
+                given: 3,
+                expected: 8
+            }
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains("3 elements"), "{e}");
     let e = Broadcast::<f32>::new(&ctx, Group::ALL, 8, Rank(9), Options::default())
         .err()
@@ -306,5 +325,66 @@ fn mismatched_setups_fail_on_every_rank_tcp_3() {
         3,
         Tcp,
         mismatch,
+    );
+}
+
+/// A peer that dies (killed by rank 0 with `proc_kill`) while rank 0 runs a collective
+/// with it: the run fails with a cause that names the dead rank, and every later call
+/// reports the same failure (the collective cannot be used again).
+fn dead_peer(name: &str, driver: Driver) {
+    let job = gaspi::testing::spmd_job(name, 2, Tcp, Duration::from_secs(120), |_| {});
+    if let Some(out) = job {
+        assert!(!out.timed_out, "{}", out.report());
+        assert!(
+            out.ranks[0].status.is_some_and(|s| s.success()),
+            "{}",
+            out.report()
+        );
+        assert_eq!(
+            out.ranks[1].status.and_then(|s| s.signal()),
+            Some(9),
+            "{}",
+            out.report()
+        );
+        return;
+    }
+    let ctx = Arc::new(Context::init().expect("gaspi init"));
+    let o = Options {
+        algorithm: Algorithm::Ring,
+        driver,
+        ..Options::default()
+    };
+    let mut ar = Allreduce::<u64>::new(&ctx, Group::ALL, 4096, Reduction::Sum, o).unwrap();
+    ctx.barrier(Group::ALL, LONG).unwrap();
+    if ctx.rank() == Rank(1) {
+        // Waits for data that never comes: the kill ends it.
+        let _ = ar.start_from(&[1; 4096]).and(ar.wait(LONG));
+        std::process::exit(4);
+    }
+    ctx.proc_kill(Rank(1), LONG).unwrap();
+    let names_1 = |e: &Error| matches!(e, Error::Failed(_)) && e.peer_failed() == Some(Rank(1));
+    let e = ar.start_from(&[1; 4096]).and(ar.wait(LONG)).unwrap_err();
+    assert!(names_1(&e), "{e:?}");
+    let e = ar.wait(LONG).unwrap_err();
+    assert!(names_1(&e), "wait again: {e:?}");
+    let e = ar.test().unwrap_err();
+    assert!(names_1(&e), "test: {e:?}");
+    let e = ar.start().unwrap_err();
+    assert!(names_1(&e), "start again: {e:?}");
+    let e = ar.output().unwrap_err();
+    assert!(names_1(&e), "output: {e:?}");
+    std::process::exit(0);
+}
+
+#[test]
+fn a_dead_peer_fails_the_run_for_good_tcp_2() {
+    dead_peer("a_dead_peer_fails_the_run_for_good_tcp_2", Driver::Caller);
+}
+
+#[test]
+fn a_dead_peer_fails_a_thread_driven_run_for_good_tcp_2() {
+    dead_peer(
+        "a_dead_peer_fails_a_thread_driven_run_for_good_tcp_2",
+        Driver::Thread,
     );
 }

@@ -6,12 +6,18 @@ mod common;
 
 use std::sync::Arc;
 
-use allreduce::{bf16, f16, Algorithm, Allreduce, Op, Options};
+use allreduce::{bf16, f16, Algorithm, Allreduce, Options, Reduction};
 use common::{assert_same_everywhere, fingerprint, TestElem};
 use gaspi::{Context, Group, Timeout};
 
 const COUNTS: [usize; 6] = [0, 1, 7, 1000, 1003, (1 << 20) + 3];
-const OPS: [Op; 5] = [Op::Sum, Op::Min, Op::Max, Op::Prod, Op::Avg];
+const OPS: [Reduction; 5] = [
+    Reduction::Sum,
+    Reduction::Min,
+    Reduction::Max,
+    Reduction::Prod,
+    Reduction::Avg,
+];
 const ALGORITHMS: [Algorithm; 3] = [
     Algorithm::Ring,
     Algorithm::RecursiveDoubling,
@@ -20,23 +26,23 @@ const ALGORITHMS: [Algorithm; 3] = [
 
 /// Rank `r`'s element `j` in run `run`: small values, and only 1s and 2s for PROD so that
 /// products stay exact even in half precision.
-fn input(op: Op, signed: bool, r: usize, j: usize, run: usize) -> i64 {
+fn input(op: Reduction, signed: bool, r: usize, j: usize, run: usize) -> i64 {
     let h = (r * 7 + j * 13 + run * 5) % 17;
     match op {
-        Op::Prod => 1 + (h % 2) as i64,
+        Reduction::Prod => 1 + (h % 2) as i64,
         _ if signed => h as i64 - 8,
         _ => h as i64,
     }
 }
 
-fn reference(op: Op, signed: bool, p: usize, j: usize, run: usize) -> f64 {
+fn reference(op: Reduction, signed: bool, p: usize, j: usize, run: usize) -> f64 {
     let vals = (0..p).map(|r| input(op, signed, r, j, run));
     match op {
-        Op::Sum => vals.sum::<i64>() as f64,
-        Op::Prod => vals.product::<i64>() as f64,
-        Op::Min => vals.min().unwrap() as f64,
-        Op::Max => vals.max().unwrap() as f64,
-        Op::Avg => vals.sum::<i64>() as f64 / p as f64,
+        Reduction::Sum => vals.sum::<i64>() as f64,
+        Reduction::Prod => vals.product::<i64>() as f64,
+        Reduction::Min => vals.min().unwrap() as f64,
+        Reduction::Max => vals.max().unwrap() as f64,
+        Reduction::Avg => vals.sum::<i64>() as f64 / p as f64,
     }
 }
 

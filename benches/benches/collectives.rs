@@ -13,7 +13,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use allreduce::{Allreduce, Broadcast, Op, Options};
+use allreduce::{Allreduce, Broadcast, Options, Reduction};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use gaspi::env::{JobToken, TransportChoice};
 use gaspi::testing::{free_port, Job};
@@ -130,7 +130,7 @@ fn rank_main() -> Result<(), Box<dyn std::error::Error>> {
                         &ctx,
                         Group::ALL,
                         count,
-                        Op::Sum,
+                        Reduction::Sum,
                         Options::default(),
                     )?);
                 }

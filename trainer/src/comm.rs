@@ -8,7 +8,7 @@ use gaspi::{Context, Group, Rank, ReduceOp, Timeout};
 
 use crate::error::{Error, Result};
 
-use allreduce::{broadcast, Allreduce, Op, Options};
+use allreduce::{broadcast, Allreduce, Options, Reduction};
 use half::bf16;
 
 use crate::staging::GradDtype;
@@ -118,10 +118,12 @@ impl Comm {
     ) -> Result<BucketAllreduce> {
         let options = Options::default();
         let created = match dtype {
-            GradDtype::F32 => Allreduce::new(&self.ctx, Group::ALL, count, Op::Sum, options)
+            GradDtype::F32 => Allreduce::new(&self.ctx, Group::ALL, count, Reduction::Sum, options)
                 .map(BucketAllreduce::F32),
-            GradDtype::Bf16 => Allreduce::new(&self.ctx, Group::ALL, count, Op::Sum, options)
-                .map(BucketAllreduce::Bf16),
+            GradDtype::Bf16 => {
+                Allreduce::new(&self.ctx, Group::ALL, count, Reduction::Sum, options)
+                    .map(BucketAllreduce::Bf16)
+            }
         };
         created.map_err(|e| comm_err("creating a bucket allreduce", e))
     }

@@ -6,7 +6,8 @@
 //! it was consumed, or a deadlock fail the test.
 
 use super::*;
-use crate::element::{Element, Op};
+use crate::element::Element;
+use crate::reduction::Reduction;
 
 struct Lcg(u64);
 
@@ -64,7 +65,7 @@ struct Sim {
     elem_count: usize,
     runs: usize,
     seed: u64,
-    op: Op,
+    op: Reduction,
 }
 
 impl Sim {
@@ -136,7 +137,7 @@ impl Sim {
 }
 
 /// Advances rank `i` by one action if it can.
-fn step(ranks: &mut [Rank], i: usize, op: Op) -> bool {
+fn step(ranks: &mut [Rank], i: usize, op: Reduction) -> bool {
     let p = ranks.len();
     let r = &mut ranks[i];
     let Some(action) = r.actions().get(r.cursor).cloned() else {
@@ -214,7 +215,14 @@ fn shapes(p: usize, count: usize, chunk: usize, staging: usize) -> impl Iterator
     })
 }
 
-fn check_allreduce(name: &str, build: Builder, p: usize, count: usize, chunk: usize, op: Op) {
+fn check_allreduce(
+    name: &str,
+    build: Builder,
+    p: usize,
+    count: usize,
+    chunk: usize,
+    op: Reduction,
+) {
     check_allreduce_staged(name, build, p, count, chunk, RING_STAGING_BYTES, op)
 }
 
@@ -225,11 +233,11 @@ fn check_allreduce_staged(
     count: usize,
     chunk: usize,
     staging: usize,
-    op: Op,
+    op: Reduction,
 ) {
     for seed in 1..4 {
         let scheds = shapes(p, count, chunk, staging)
-            .map(|sh| build(&sh, op == Op::Avg))
+            .map(|sh| build(&sh, op == Reduction::Avg))
             .collect();
         let sim = Sim {
             elem_count: count,
@@ -244,11 +252,11 @@ fn check_allreduce_staged(
                 for (j, got) in data.iter().enumerate() {
                     let vals = (0..p).map(|r| value(r, run, j));
                     let want = match op {
-                        Op::Sum => vals.sum::<i64>(),
-                        Op::Avg => vals.sum::<i64>() / p as i64,
-                        Op::Max => vals.max().unwrap(),
-                        Op::Min => vals.min().unwrap(),
-                        Op::Prod => vals.fold(1i64, |a, b| a.wrapping_mul(b)),
+                        Reduction::Sum => vals.sum::<i64>(),
+                        Reduction::Avg => vals.sum::<i64>() / p as i64,
+                        Reduction::Max => vals.max().unwrap(),
+                        Reduction::Min => vals.min().unwrap(),
+                        Reduction::Prod => vals.fold(1i64, |a, b| a.wrapping_mul(b)),
                     };
                     assert_eq!(
                         *got, want,
@@ -277,11 +285,18 @@ fn ring_reduces_every_shape() {
                         count,
                         chunk,
                         staging,
-                        Op::Sum,
+                        Reduction::Sum,
                     );
                 }
             }
-            check_allreduce("ring", |sh, avg| vec![ring(sh, avg)], p, count, 16, Op::Avg);
+            check_allreduce(
+                "ring",
+                |sh, avg| vec![ring(sh, avg)],
+                p,
+                count,
+                16,
+                Reduction::Avg,
+            );
         }
     }
 }
@@ -290,7 +305,7 @@ fn ring_reduces_every_shape() {
 fn recursive_doubling_reduces_every_shape() {
     for p in 1..=9 {
         for count in COUNTS {
-            for op in [Op::Sum, Op::Max, Op::Avg] {
+            for op in [Reduction::Sum, Reduction::Max, Reduction::Avg] {
                 check_allreduce(
                     "rd",
                     |sh, avg| (0..2).map(|q| recursive_doubling(sh, avg, q)).collect(),
@@ -308,7 +323,7 @@ fn recursive_doubling_reduces_every_shape() {
 fn rabenseifner_reduces_every_shape() {
     for p in 1..=9 {
         for count in COUNTS {
-            for op in [Op::Sum, Op::Min, Op::Avg] {
+            for op in [Reduction::Sum, Reduction::Min, Reduction::Avg] {
                 check_allreduce(
                     "rabenseifner",
                     |sh, avg| vec![rabenseifner(sh, avg)],
@@ -378,7 +393,7 @@ fn check_broadcast(name: &str, build: BcastBuilder, p: usize, count: usize, root
             elem_count: count,
             runs: 3,
             seed,
-            op: Op::Sum,
+            op: Reduction::Sum,
         };
         sim.run(
             scheds,

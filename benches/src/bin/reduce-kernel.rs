@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use allreduce::{bf16, f16, Element, Op};
+use allreduce::{bf16, f16, Element, Reduction};
 use clap::Parser;
 
 /// No options yet: parsing still gives `--help` and rejects unknown flags instead of
@@ -40,11 +40,11 @@ fn kernel<T: Element>(name: &str, bytes: usize, reps: usize, one: T) {
     let src = vec![one; n];
     let mut dst = vec![one; n];
     let sum = rate(bytes, reps, || {
-        T::combine(Op::Sum, &mut dst, &src, true);
+        T::combine(Reduction::Sum, &mut dst, &src, true);
         std::hint::black_box(&mut dst);
     });
     let max = rate(bytes, reps, || {
-        T::combine(Op::Max, &mut dst, &src, false);
+        T::combine(Reduction::Max, &mut dst, &src, false);
         std::hint::black_box(&mut dst);
     });
     let copy = rate(bytes, reps, || {

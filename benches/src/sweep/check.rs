@@ -7,7 +7,7 @@
 //! result is the same reduction done here, rank after rank, with the crate's own kernels;
 //! floating-point results may differ from it by the rounding of `nranks` combines.
 
-use allreduce::{bf16, f16, Element, Op};
+use allreduce::{bf16, f16, Element, Reduction};
 
 /// An element type the sweep can fill and check.
 pub trait Sample: Element {
@@ -15,6 +15,7 @@ pub trait Sample: Element {
     const EPSILON: f64;
     /// `v` in this type (exact: `v` is at most 3).
     fn small(v: u8) -> Self;
+    /// The value as `f64`, where the expected results are computed and compared.
     fn as_f64(self) -> f64;
 }
 
@@ -76,10 +77,10 @@ impl Sample for bf16 {
 }
 
 /// Rank `rank`'s element `j` for `op` (`None`: a broadcast's data).
-pub fn input_value(op: Option<Op>, rank: usize, j: usize) -> u8 {
+pub fn input_value(op: Option<Reduction>, rank: usize, j: usize) -> u8 {
     match op {
         // 1 or 2: a product over any number of ranks is a power of two.
-        Some(Op::Prod) => 1 + u8::from((rank + j).is_multiple_of(3)),
+        Some(Reduction::Prod) => 1 + u8::from((rank + j).is_multiple_of(3)),
         // 0..=3, different on neighbouring ranks and elements, so that MIN and MAX pick
         // different ranks' values along the vector.
         _ => ((rank + 2 * j) % 4) as u8,
@@ -87,7 +88,7 @@ pub fn input_value(op: Option<Op>, rank: usize, j: usize) -> u8 {
 }
 
 /// Rank `rank`'s input vector.
-pub fn inputs<T: Sample>(op: Option<Op>, rank: usize, count: usize) -> Vec<T> {
+pub fn inputs<T: Sample>(op: Option<Reduction>, rank: usize, count: usize) -> Vec<T> {
     (0..count)
         .map(|j| T::small(input_value(op, rank, j)))
         .collect()
@@ -95,7 +96,12 @@ pub fn inputs<T: Sample>(op: Option<Op>, rank: usize, count: usize) -> Vec<T> {
 
 /// What every rank should hold after the collective: `op` over all ranks' inputs, or the
 /// root's input for a broadcast (`op` = `None`).
-pub fn expected<T: Sample>(op: Option<Op>, root: usize, nranks: usize, count: usize) -> Vec<T> {
+pub fn expected<T: Sample>(
+    op: Option<Reduction>,
+    root: usize,
+    nranks: usize,
+    count: usize,
+) -> Vec<T> {
     let Some(op) = op else {
         return inputs(None, root, count);
     };
@@ -103,7 +109,7 @@ pub fn expected<T: Sample>(op: Option<Op>, root: usize, nranks: usize, count: us
     for rank in 1..nranks {
         T::combine(op, &mut acc, &inputs(Some(op), rank, count), false);
     }
-    if op == Op::Avg {
+    if op == Reduction::Avg {
         T::divide(&mut acc, nranks);
     }
     acc
@@ -141,39 +147,51 @@ mod tests {
         let want: Vec<f64> = (0..8)
             .map(|j| {
                 (0..3)
-                    .map(|r| f64::from(input_value(Some(Op::Sum), r, j)))
+                    .map(|r| f64::from(input_value(Some(Reduction::Sum), r, j)))
                     .sum()
             })
             .collect();
-        assert_eq!(as_f64s(&expected::<f32>(Some(Op::Sum), 0, 3, 8)), want);
-        assert_eq!(as_f64s(&expected::<bf16>(Some(Op::Sum), 0, 3, 8)), want);
-        assert_eq!(as_f64s(&expected::<f16>(Some(Op::Sum), 0, 3, 8)), want);
-        assert_eq!(as_f64s(&expected::<u64>(Some(Op::Sum), 0, 3, 8)), want);
+        assert_eq!(
+            as_f64s(&expected::<f32>(Some(Reduction::Sum), 0, 3, 8)),
+            want
+        );
+        assert_eq!(
+            as_f64s(&expected::<bf16>(Some(Reduction::Sum), 0, 3, 8)),
+            want
+        );
+        assert_eq!(
+            as_f64s(&expected::<f16>(Some(Reduction::Sum), 0, 3, 8)),
+            want
+        );
+        assert_eq!(
+            as_f64s(&expected::<u64>(Some(Reduction::Sum), 0, 3, 8)),
+            want
+        );
     }
 
     #[test]
     fn min_and_max_take_different_ranks_values() {
-        let min = expected::<i32>(Some(Op::Min), 0, 2, 4);
-        let max = expected::<i32>(Some(Op::Max), 0, 2, 4);
+        let min = expected::<i32>(Some(Reduction::Min), 0, 2, 4);
+        let max = expected::<i32>(Some(Reduction::Max), 0, 2, 4);
         assert_eq!(min, [0, 2, 0, 2]);
         assert_eq!(max, [1, 3, 1, 3]);
     }
 
     #[test]
     fn products_are_powers_of_two_and_wrap_or_overflow_like_the_type() {
-        let p = expected::<f32>(Some(Op::Prod), 0, 3, 3);
+        let p = expected::<f32>(Some(Reduction::Prod), 0, 3, 3);
         assert_eq!(p, [2.0, 2.0, 2.0]);
         // 99 ranks: 33 factors of 2 per element.
-        assert_eq!(expected::<u32>(Some(Op::Prod), 0, 99, 1), [0]);
-        assert_eq!(expected::<u64>(Some(Op::Prod), 0, 99, 1), [1 << 33]);
-        assert!(expected::<f16>(Some(Op::Prod), 0, 99, 1)[0].is_infinite());
+        assert_eq!(expected::<u32>(Some(Reduction::Prod), 0, 99, 1), [0]);
+        assert_eq!(expected::<u64>(Some(Reduction::Prod), 0, 99, 1), [1 << 33]);
+        assert!(expected::<f16>(Some(Reduction::Prod), 0, 99, 1)[0].is_infinite());
     }
 
     #[test]
     fn averages_divide_once() {
         // Sums over 2 ranks of element 0 and 1: 0+1 and 2+3.
-        assert_eq!(expected::<f64>(Some(Op::Avg), 0, 2, 2), [0.5, 2.5]);
-        assert_eq!(expected::<i64>(Some(Op::Avg), 0, 2, 2), [0, 2]);
+        assert_eq!(expected::<f64>(Some(Reduction::Avg), 0, 2, 2), [0.5, 2.5]);
+        assert_eq!(expected::<i64>(Some(Reduction::Avg), 0, 2, 2), [0, 2]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! -T`, same meaning and size syntax) beside this workspace's own (`--ranks --transport
 //! --algorithm --collective --batches --budget`).
 
-use allreduce::{Algorithm, DataType, Op};
+use allreduce::{Algorithm, DataType, Reduction};
 use clap::{Parser, ValueEnum};
 use gaspi::env::TransportChoice;
 
@@ -15,11 +15,17 @@ pub const DEFAULT_STEP_FACTOR: usize = 4;
 /// nccl-tests' increment when the factor is 1 and no `-i` is given.
 pub const DEFAULT_STEP_BYTES: usize = 1 << 20;
 
+/// `--transport`: how the ranks this binary starts on this host reach each other (the
+/// launcher's choice applies under a launcher).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Transport {
+    /// Shared memory between ranks on one host, TCP between hosts
     Auto,
+    /// TCP for every peer, also on one host
     Tcp,
+    /// Shared memory for every peer (all ranks on one host)
     Shm,
+    /// InfiniBand verbs where a port is active, TCP for the other peers
     Verbs,
 }
 
@@ -34,12 +40,17 @@ impl From<Transport> for TransportChoice {
     }
 }
 
+/// `--algorithm`: the allreduce algorithm to time, as the command line spells it (see
+/// [`Algorithm`] for what each one does).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Algo {
+    /// By message size, as applications get it
     Auto,
+    /// Pipelined ring
     Ring,
     /// Recursive doubling
     Rd,
+    /// Recursive halving, then doubling
     Rabenseifner,
 }
 
@@ -66,8 +77,10 @@ impl From<Algo> for Algorithm {
     }
 }
 
+/// `--collective`: which collective each row times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Collective {
+    /// With the reduction of `--op`
     Allreduce,
     /// From `--root`; busbw = algbw, as nccl-tests reports it
     Broadcast,
@@ -87,16 +100,25 @@ pub const ALL_DATATYPES: [DataType; 8] = [
 ];
 
 /// The operations `-o all` sweeps, in nccl-tests' order.
-pub const ALL_OPS: [Op; 5] = [Op::Sum, Op::Prod, Op::Max, Op::Min, Op::Avg];
+pub const ALL_OPS: [Reduction; 5] = [
+    Reduction::Sum,
+    Reduction::Prod,
+    Reduction::Max,
+    Reduction::Min,
+    Reduction::Avg,
+];
 
 /// `-d`: one element type or all of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DataTypes {
+    /// A type by its nccl-tests name (`float`, `bfloat16`, ...).
     One(DataType),
+    /// `all`: every type of [`ALL_DATATYPES`].
     All,
 }
 
 impl DataTypes {
+    /// The types to sweep, in the order their tables are printed.
     pub fn list(self) -> Vec<DataType> {
         match self {
             DataTypes::One(t) => vec![t],
@@ -108,12 +130,15 @@ impl DataTypes {
 /// `-o`: one reduction or all of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ops {
-    One(Op),
+    /// A reduction by its nccl-tests name (`sum`, `prod`, ...).
+    One(Reduction),
+    /// `all`: every reduction of [`ALL_OPS`].
     All,
 }
 
 impl Ops {
-    pub fn list(self) -> Vec<Op> {
+    /// The reductions to sweep, in the order their tables are printed.
+    pub fn list(self) -> Vec<Reduction> {
         match self {
             Ops::One(op) => vec![op],
             Ops::All => ALL_OPS.to_vec(),
@@ -122,13 +147,13 @@ impl Ops {
 }
 
 /// nccl-tests' name of a reduction.
-pub fn op_name(op: Op) -> &'static str {
+pub fn op_name(op: Reduction) -> &'static str {
     match op {
-        Op::Sum => "sum",
-        Op::Prod => "prod",
-        Op::Min => "min",
-        Op::Max => "max",
-        Op::Avg => "avg",
+        Reduction::Sum => "sum",
+        Reduction::Prod => "prod",
+        Reduction::Min => "min",
+        Reduction::Max => "max",
+        Reduction::Avg => "avg",
     }
 }
 
@@ -183,7 +208,9 @@ pub fn parse_ops(text: &str) -> Result<Ops, String> {
 /// How the message size grows from one row to the next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
+    /// Each size is this many times the last (`-f`).
     Factor(usize),
+    /// Each size is this many bytes more than the last (`-i`, or `-f 1`).
     Bytes(usize),
 }
 
@@ -293,6 +320,8 @@ pub struct SweepArgs {
 }
 
 impl SweepArgs {
+    /// How sizes grow from row to row: `-i` wins over `-f`, `-f 1` means nccl-tests'
+    /// default increment, and neither means a factor of [`DEFAULT_STEP_FACTOR`].
     pub fn step(&self) -> Step {
         match (self.step_factor, self.step_bytes) {
             (_, Some(bytes)) => Step::Bytes(bytes),
@@ -359,7 +388,7 @@ impl SweepArgs {
     }
 
     /// The reductions to sweep: none apply to a broadcast.
-    pub fn ops(&self) -> Vec<Option<Op>> {
+    pub fn ops(&self) -> Vec<Option<Reduction>> {
         match self.collective {
             Collective::Allreduce => self.op.list().into_iter().map(Some).collect(),
             Collective::Broadcast => vec![None],
@@ -386,7 +415,7 @@ mod tests {
         assert_eq!(sizes.last(), Some(&(64 << 20)));
         assert_eq!(sizes.len(), 8);
         assert_eq!(a.datatype, DataTypes::One(DataType::F32));
-        assert_eq!(a.ops(), vec![Some(Op::Sum)]);
+        assert_eq!(a.ops(), vec![Some(Reduction::Sum)]);
         assert_eq!((a.check, a.warmup_iters, a.batches), (1, 5, 5));
         assert_eq!((a.ranks, a.transport), (None, None));
     }
@@ -402,7 +431,7 @@ mod tests {
         assert_eq!(a.step(), Step::Factor(2));
         assert_eq!(a.sizes().count(), 25);
         assert_eq!(a.datatype, DataTypes::One(DataType::Bf16));
-        assert_eq!(a.op, Ops::One(Op::Max));
+        assert_eq!(a.op, Ops::One(Reduction::Max));
         assert_eq!((a.iters, a.warmup_iters, a.check), (Some(20), 1, 0));
         assert_eq!(a.iters_for(1 << 30), 20);
         let long = parse(&[
@@ -419,7 +448,7 @@ mod tests {
         assert_eq!((long.min_bytes, long.max_bytes), (1024, 1 << 30));
         assert_eq!(long.step(), Step::Factor(8));
         assert_eq!(long.datatype, DataTypes::One(DataType::I64));
-        assert_eq!(long.op, Ops::One(Op::Avg));
+        assert_eq!(long.op, Ops::One(Reduction::Avg));
     }
 
     #[test]
@@ -463,11 +492,11 @@ mod tests {
     #[test]
     fn reductions_parse_by_name() {
         for (name, op) in [
-            ("sum", Op::Sum),
-            ("prod", Op::Prod),
-            ("min", Op::Min),
-            ("max", Op::Max),
-            ("avg", Op::Avg),
+            ("sum", Reduction::Sum),
+            ("prod", Reduction::Prod),
+            ("min", Reduction::Min),
+            ("max", Reduction::Max),
+            ("avg", Reduction::Avg),
         ] {
             assert_eq!(parse_ops(name), Ok(Ops::One(op)));
         }

@@ -15,7 +15,7 @@ pub mod table;
 use std::sync::Arc;
 use std::time::Instant;
 
-use allreduce::{bf16, f16, Allreduce, Broadcast, DataType, Op, Options};
+use allreduce::{bf16, f16, Allreduce, Broadcast, DataType, Options, Reduction};
 use gaspi::env::JobEnv;
 use gaspi::{Config, Context, Group, Rank};
 
@@ -86,7 +86,7 @@ pub struct Summary {
 struct RowSpec<'a> {
     ctx: &'a Arc<Context>,
     args: &'a SweepArgs,
-    op: Option<Op>,
+    op: Option<Reduction>,
     bytes: usize,
 }
 

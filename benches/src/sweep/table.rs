@@ -30,6 +30,8 @@ pub struct Measured {
 }
 
 impl Measured {
+    /// The row of a collective over `bytes` that took `secs` per run, with its bus factor
+    /// (what busbw multiplies algbw by) and the count of wrong elements, if checked.
     pub fn new(bytes: usize, secs: f64, bus_factor: f64, wrong: Option<u64>) -> Measured {
         let algbw = bytes as f64 / secs / 1e9;
         Measured {

@@ -1,0 +1,41 @@
+//! What a schedule is made of: the [`Action`]s one rank performs, in order, and the
+//! [`Schedule`] that lists them with the segment space and notification ids they need.
+
+/// One step of a schedule. Offsets and lengths are in bytes within the segment; ranks are
+/// indices into the group's member list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// `write_notify` of `[src, src+len)` to `to`'s `[dst, dst+len)` with notification
+    /// `notif`; `len == 0` sends the notification alone.
+    Send {
+        to: usize,
+        src: usize,
+        dst: usize,
+        len: usize,
+        notif: u32,
+    },
+    /// Waits for notification `notif` and resets it.
+    Recv { notif: u32 },
+    /// `data[dst..dst+len] = op(staging[src..], data[dst..])`, with the staging operand first
+    /// when `src_first`.
+    Reduce {
+        src: usize,
+        dst: usize,
+        len: usize,
+        src_first: bool,
+    },
+    /// Divides `[off, off+len)` by the number of ranks (the last step of AVG).
+    Divide { off: usize, len: usize },
+    /// Waits until every send posted so far is complete locally (its source may change).
+    Flush,
+}
+
+/// A rank's part of a collective.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Schedule {
+    pub actions: Vec<Action>,
+    /// Segment bytes the schedule touches (data and staging).
+    pub segment_bytes: usize,
+    /// Notification ids used: `0..notifications`.
+    pub notifications: u32,
+}
