@@ -99,7 +99,6 @@ fn no_cycles_gaspi() {
 }
 
 #[test]
-#[ignore = "allreduce/src has import cycles (issue 20)"]
 fn no_cycles_allreduce() {
     assert_no_cycles("allreduce");
 }
