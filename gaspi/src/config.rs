@@ -27,15 +27,23 @@ pub mod limits {
     pub const RW_LIST_ELEM_MAX: u32 = 255;
     /// The default notifications per segment (GPI-2: `GASPI_MAX_NOTIFICATION`).
     pub const NOTIFICATION_NUM_DEFAULT: u32 = 65536;
-    /// The per-round buffer of the small allreduce is `allreduce_buf_size` clamped to this
-    /// range; larger reductions run in rounds of that size.
+    /// The per-round buffer of the small allreduce is `allreduce_buf_size` clamped to
+    /// `ALLREDUCE_ROUND_MIN..=ALLREDUCE_ROUND_MAX`; larger reductions run in rounds of that
+    /// size. This is the lower bound, 64 bytes (8 elements of 8 bytes).
     pub const ALLREDUCE_ROUND_MIN: u64 = 64;
+    /// The upper bound of the small allreduce's per-round buffer, 1 MiB (see
+    /// [`ALLREDUCE_ROUND_MIN`]): the buffer lives in each group's internal segment.
     pub const ALLREDUCE_ROUND_MAX: u64 = 1 << 20;
 }
 
 /// How the runtime is set up. Change it with [`crate::Context::init_with`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
+    /// The network asked for (`gaspi_config_t.network`; default
+    /// [`NetworkType::Ethernet`]). Only `Ethernet`, `Ib` and `Roce` are accepted, and the
+    /// value is informational: the transport to each peer is chosen at init from
+    /// `GASPI_TRANSPORT` and the devices present (see
+    /// [`Context::network_type`](crate::Context::network_type) for what was chosen).
     pub network: NetworkType,
     /// Number of communication queues created at init (1..=16).
     pub queue_num: u32,

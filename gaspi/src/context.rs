@@ -409,11 +409,16 @@ impl Context {
         crate::clock::time_ticks()
     }
 
-    /// `gaspi_transfer_size_min`/`max`.
+    /// The smallest transfer in bytes (`gaspi_transfer_size_min`): 1, as in GPI-2. A
+    /// zero-byte write or read is [`Error::InvalidCommSize`]; use `notify` for a bare
+    /// notification.
     pub fn transfer_size_min(&self) -> u64 {
         1
     }
 
+    /// The largest transfer in bytes (`gaspi_transfer_size_max`): the configured
+    /// `transfer_size_max`, at most 1 GiB. Larger transfers are [`Error::InvalidCommSize`];
+    /// split them.
     pub fn transfer_size_max(&self) -> u64 {
         self.sh.config.transfer_size_max
     }

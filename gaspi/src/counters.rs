@@ -24,6 +24,8 @@ pub enum Counter {
 }
 
 impl Counter {
+    /// Every counter, indexed by its `gaspi_statistic_counter_t` number (the discriminant):
+    /// `ALL.len()` is `gaspi_statistic_counter_max`.
     pub const ALL: [Counter; 7] = [
         Counter::BytesWritten,
         Counter::BytesRead,
@@ -34,6 +36,8 @@ impl Counter {
         Counter::PassiveReceivedVerbs,
     ];
 
+    /// The counter with C index `i` (`gaspi_statistic_counter_t`); [`Error::InvalidNumber`]
+    /// (`GASPI_ERR_INV_NUM`) when `i` is not below `ALL.len()`.
     pub fn from_index(i: u32) -> Result<Counter> {
         Self::ALL.get(i as usize).copied().ok_or_else(|| {
             Error::InvalidNumber(format!("statistic counter {i} (0..{})", Self::ALL.len()))

@@ -3,10 +3,18 @@
 
 use crate::types::{QueueId, Rank, SegKey, SegmentId};
 
+/// The result of every fallible call of the runtime (`E` defaults to [`Error`]). In C terms
+/// `Ok` is `GASPI_SUCCESS` and `Err(e)` is the return code [`e.code()`](Error::code).
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The GASPI return codes of the C interface (`gaspi_return_t`).
-#[allow(missing_docs)]
+/// The GASPI return codes of the C interface (`gaspi_return_t`), with the values of
+/// GPI-2's `GASPI.h`: each constant is the standard's name without its `GASPI_` prefix
+/// (`ERR_INV_SEG` is `GASPI_ERR_INV_SEG`), and [`error_str`] gives its
+/// description. [`Error::code`] maps every error to one of them.
+#[allow(
+    missing_docs,
+    reason = "the standard's names and values, as the module docs say"
+)]
 pub mod code {
     pub const ERROR: i32 = -1;
     pub const SUCCESS: i32 = 0;
@@ -41,87 +49,251 @@ pub mod code {
 }
 
 /// Everything a GASPI call can fail with.
+///
+/// Variants documented with a `GASPI_*` code return that code from the C API; the others
+/// are finer-grained failures that GASPI reports as `GASPI_ERROR` (see [`Error::code`]).
+/// Only [`Error::Timeout`] means "call again to continue".
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// `GASPI_TIMEOUT`: the [`Timeout`](crate::Timeout) given to a blocking call passed
+    /// before the call could complete (with [`Timeout::TEST`](crate::Timeout::TEST): it could
+    /// not complete at once). Not a failure: nothing was lost, and calling again with the
+    /// same arguments resumes the operation (a timed-out barrier or allreduce keeps its
+    /// progress, and the next call of the same collective on that group continues it). At
+    /// init the job not assembling within `GASPI_INIT_TIMEOUT_MS` is reported as
+    /// [`Error::Bootstrap`] instead.
     #[error("timed out")]
     Timeout,
+    /// `GASPI_ERR_ENV`: the job description in the environment is missing or inconsistent
+    /// (see [`env`](crate::env)): an unparsable `GASPI_*`, Slurm or torchrun variable, a
+    /// rank not below the number of ranks, no rendezvous address for a multi-rank job, a
+    /// malformed `GASPI_JOB_TOKEN`, `GASPI_TRANSPORT=shm` with a peer on another host, or a
+    /// start by `mpirun`. The message names the variable; fix the launch, retrying cannot
+    /// help.
     #[error("environment: {0}")]
     Env(String),
+    /// `GASPI_ERR_CONFIG`: a [`Config`](crate::Config) field is outside what the runtime
+    /// supports (see [`Config::validate`](crate::Config::validate) and
+    /// [`limits`](crate::config::limits)); the message names the field and its allowed range.
     #[error("bad configuration: {0}")]
     Config(String),
+    /// `GASPI_ERR_NOINIT`: a C API call before `gaspi_proc_init` or after `gaspi_proc_term`.
+    /// The Rust API cannot produce it (a [`Context`](crate::Context) is initialized by
+    /// construction).
     #[error("GASPI is not initialized")]
     NotInitialized,
+    /// `GASPI_ERR_INITED`: init while this process already has a live
+    /// [`Context`](crate::Context) (GASPI allows one per process), or a configuration change
+    /// (`gaspi_config_set`) after init. Terminate and drop the existing context first.
     #[error("GASPI is already initialized in this process")]
     AlreadyInitialized,
+    /// `GASPI_ERR_NULLPTR`: a required pointer argument was null (`gaspi_segment_bind`'s
+    /// memory, an output argument or callback of the C API); the field names the argument.
     #[error("null pointer passed for {0}")]
     NullPointer(&'static str),
+    /// `GASPI_ERR_INV_SEGSIZE`: a segment of 0 bytes, or larger than this implementation
+    /// allocates (`gaspi_segment_alloc`/`_create`/`_bind`/`_use`).
     #[error("invalid segment size {size} (must be 1..={max})")]
-    InvalidSegmentSize { size: u64, max: u64 },
+    InvalidSegmentSize {
+        /// The requested size in bytes.
+        size: u64,
+        /// The largest size accepted: 1 TiB or `transfer_size_max`, whichever is larger
+        /// (`u64::MAX` for bound user memory, where only 0 is refused).
+        max: u64,
+    },
+    /// `GASPI_ERR_INV_SEG`: the segment id is not below `segment_max`, the segment was not
+    /// created (or was deleted) here, or — for a remote access — the target rank has no such
+    /// segment registered with this rank. Create the segment with a group that contains both
+    /// ranks (`gaspi_segment_create`), or `gaspi_segment_register` it with this rank, before
+    /// accessing it.
     #[error("segment {segment} does not exist{}", on_rank(*.rank))]
     InvalidSegment {
+        /// The segment id as the caller gave it.
         segment: SegmentId,
+        /// The rank whose segment was looked up; `None` for this rank's own segments.
         rank: Option<Rank>,
     },
+    /// `GASPI_ERR_INV_SEG`: allocation or binding of a segment id that is in use on this rank
+    /// (or registration of a peer's segment that is already registered). Delete it first
+    /// (`gaspi_segment_delete`) or pick another id.
     #[error("segment {segment} already exists")]
-    SegmentExists { segment: SegmentId },
+    SegmentExists {
+        /// The segment id in use.
+        segment: SegmentId,
+    },
+    /// `GASPI_ERR_INV_GROUP`: the group does not exist; is not committed when a collective
+    /// or segment creation needs it, or already committed for `gaspi_group_add`; the rank is
+    /// already a member; this rank is not a member (`gaspi_group_commit`); the members
+    /// disagree on who belongs; or `GASPI_GROUP_ALL` was to be deleted.
     #[error("invalid group {group}: {why}")]
-    InvalidGroup { group: u8, why: &'static str },
+    InvalidGroup {
+        /// The group id (`gaspi_group_t`).
+        group: u8,
+        /// Which of the conditions above failed.
+        why: &'static str,
+    },
+    /// `GASPI_ERR_INV_RANK`: the rank argument is not below the number of ranks
+    /// (`gaspi_proc_num`).
     #[error("rank {rank} is out of range (the job has {nranks} ranks)")]
-    InvalidRank { rank: Rank, nranks: u16 },
+    InvalidRank {
+        /// The rank passed.
+        rank: Rank,
+        /// The number of ranks in the job.
+        nranks: u16,
+    },
+    /// `GASPI_ERR_INV_QUEUE`: the queue id names no existing queue: not below `queue_num`
+    /// and not added with `gaspi_queue_create`, or deleted with `gaspi_queue_delete`.
     #[error("queue {queue} is out of range or not created ({num} queues)")]
-    InvalidQueue { queue: QueueId, num: u8 },
+    InvalidQueue {
+        /// The queue passed.
+        queue: QueueId,
+        /// How many queues exist now (ids need not be contiguous after a delete).
+        num: u8,
+    },
     #[error(
         "local range [{offset}, {offset}+{len}) is past the end of segment {segment} (size {size})"
     )]
+    /// `GASPI_ERR_INV_LOC_OFF`: the local range of a transfer, passive send or
+    /// [`Segment`](crate::Segment) access reaches past the end of the local segment (or
+    /// `offset + len` overflows). Nothing was posted.
     LocalOutOfBounds {
+        /// The local segment.
         segment: SegmentId,
+        /// First byte of the range, from the start of the segment's data.
         offset: u64,
+        /// Bytes accessed.
         len: u64,
+        /// The segment's size in bytes.
         size: u64,
     },
     #[error("remote range [{offset}, {offset}+{len}) is past the end of segment {segment} on rank {rank} (size {size})")]
+    /// `GASPI_ERR_INV_REM_OFF`: the remote range of a write, read or atomic reaches past the
+    /// end of the target's segment, checked locally against the size the target registered.
+    /// Nothing was posted.
     RemoteOutOfBounds {
+        /// The target rank.
         rank: Rank,
+        /// The target's segment.
         segment: SegmentId,
+        /// First byte of the range in the target segment.
         offset: u64,
+        /// Bytes accessed.
         len: u64,
+        /// The target segment's size in bytes.
         size: u64,
     },
+    /// `GASPI_ERR_INV_COMMSIZE`: a transfer of 0 bytes or more than `transfer_size_max`
+    /// (`gaspi_transfer_size_max`), or a passive message of 0 bytes or more than
+    /// `passive_transfer_size_max` (`gaspi_passive_transfer_size_max`). Split large transfers.
     #[error("transfer size {size} is not allowed here (1..={max} bytes)")]
-    InvalidCommSize { size: u64, max: u64 },
+    InvalidCommSize {
+        /// The requested size in bytes.
+        size: u64,
+        /// The largest size allowed for this kind of transfer.
+        max: u64,
+    },
+    /// `GASPI_ERR_INV_NOTIF_VAL`: a notification value of 0. GASPI reserves 0 for "not
+    /// set" (what `gaspi_notify_reset` leaves and `gaspi_notify_waitsome` does not see), so
+    /// `gaspi_notify` and `gaspi_write_notify` require a non-zero value.
     #[error("notification value must be non-zero")]
     ZeroNotificationValue,
+    /// `GASPI_ERR_INV_NOTIF_ID`: the notification id (or, for `gaspi_notify_waitsome`, the
+    /// range `id..id+num`) is not below the segment's number of notification slots
+    /// (`notification_num` of the rank that created the segment).
     #[error("notification id {id} (+{num}) is out of range (segment has {max})")]
-    NotificationIdOutOfRange { id: u32, num: u32, max: u32 },
-    #[error("invalid number: {0}")]
-    InvalidNumber(String),
-    #[error("invalid size: {0}")]
-    InvalidSize(String),
-    #[error("too many segments (max {max})")]
-    TooManySegments { max: u32 },
-    #[error("too many groups (max {max})")]
-    TooManyGroups { max: u32 },
-    #[error("queue {queue} is full: {entries} entries posted, room for {max}; call wait first")]
-    QueueFull {
-        queue: QueueId,
-        entries: u32,
+    NotificationIdOutOfRange {
+        /// The (first) notification id.
+        id: u32,
+        /// Slots addressed from `id` on: 1 except for `gaspi_notify_waitsome`.
+        num: u32,
+        /// The segment's number of notification slots.
         max: u32,
     },
+    /// `GASPI_ERR_INV_NUM`: a count argument is out of range: list operations with 0 or more
+    /// than `rw_list_elem_max` elements, an allreduce of 0 or more than `allreduce_elem_max`
+    /// elements, a statistics counter that does not exist, `gaspi_queue_create` with all
+    /// queues in use. The message names the bound.
+    #[error("invalid number: {0}")]
+    InvalidNumber(String),
+    /// `GASPI_ERR_INV_SIZE`: a buffer size that does not fit the call: an allreduce input
+    /// that is not a whole number of elements, an output buffer of another length than the
+    /// input, an element larger than the allreduce round buffer (`allreduce_buf_size`), a
+    /// resumed allreduce with a different size, or an atomic past the end of the segment.
+    #[error("invalid size: {0}")]
+    InvalidSize(String),
+    /// `GASPI_ERR_MANY_SEG`: this rank already holds `segment_max` segments
+    /// (`gaspi_segment_max`), or `gaspi_segment_avail_local` found every id taken; delete one
+    /// before allocating another.
+    #[error("too many segments (max {max})")]
+    TooManySegments {
+        /// The configured `segment_max`.
+        max: u32,
+    },
+    /// `GASPI_ERR_MANY_GRP`: all `group_max` group ids (`GASPI_GROUP_ALL` included) are in
+    /// use; `gaspi_group_delete` one first.
+    #[error("too many groups (max {max})")]
+    TooManyGroups {
+        /// The configured `group_max`.
+        max: u32,
+    },
+    #[error("queue {queue} is full: {entries} entries posted, room for {max}; call wait first")]
+    /// `GASPI_QUEUE_FULL`: posting would take the queue past `queue_size_max` entries
+    /// (`gaspi_queue_size_max`). Nothing was posted; call `gaspi_wait` on the queue (which
+    /// frees every entry once the posted operations are locally complete) and post again.
+    QueueFull {
+        /// The queue.
+        queue: QueueId,
+        /// Entries in use since its last `wait`.
+        entries: u32,
+        /// The queue's capacity (`queue_size_max`).
+        max: u32,
+    },
+    /// `GASPI_ERR_UNALIGN_OFF`: a remote atomic (`gaspi_atomic_fetch_add`,
+    /// `gaspi_atomic_compare_swap`) at an offset that is not a multiple of 8: atomics work on
+    /// naturally aligned 64-bit words only.
     #[error("offset {offset} is not 8-byte aligned")]
-    UnalignedOffset { offset: u64 },
+    UnalignedOffset {
+        /// The offending segment offset in bytes.
+        offset: u64,
+    },
+    /// `GASPI_ERR_ACTIVE_COLL`: another thread of this process is inside a collective
+    /// (barrier or allreduce) on the same group. A group runs one collective call at a time;
+    /// serialize the callers. (A collective that timed out is not active: calling it again
+    /// resumes it.)
     #[error("a different collective is active on this group")]
     ActiveCollective,
+    /// `GASPI_ERR_DEVICE`: the communication device failed: a verbs call (registration,
+    /// queue-pair set-up, posting, a completion queue) or mapping a shared-memory peer's
+    /// segment file. The message names the operation and the peer where there is one.
     #[error("device: {0}")]
     Device(String),
+    /// The connection to a peer broke (the process died, the network failed, or it violated
+    /// the wire protocol), or the peer left with `gaspi_proc_term`. The peer is marked
+    /// `GASPI_STATE_CORRUPT` in [`Context::state_vec`](crate::Context::state_vec) for the rest
+    /// of the job; every later call that needs it fails the same way. `GASPI_ERROR` in the C
+    /// API; GASPI's fault-tolerance model is to consult the state vector and continue
+    /// without the rank (e.g. in a new group).
     #[error("rank {rank} failed (connection lost or protocol error)")]
-    PeerFailed { rank: Rank },
+    PeerFailed {
+        /// The failed (or departed) peer.
+        rank: Rank,
+    },
     /// `gaspi_proc_term` ran on another thread while this call was blocked (or before it
     /// started): the call was abandoned.
     #[error("this process left GASPI (proc_term) while the call was in progress")]
     Terminated,
+    /// `GASPI_ERR_SN`: the start-up exchange over the service network failed: rank 0's
+    /// rendezvous could not be bound or reached, rank 0 rejected this rank (wrong
+    /// `GASPI_JOB_TOKEN`, a rank or job size that does not match), the job did not assemble
+    /// within `GASPI_INIT_TIMEOUT_MS`, or the init barrier timed out. The message says which
+    /// step failed.
     #[error("bootstrap: {0}")]
     Bootstrap(String),
+    /// `GASPI_ERR_MEMALLOC`: segment memory could not be obtained: mapping anonymous memory,
+    /// or creating, sizing or mapping the segment's shared-memory file (typically `/dev/shm`
+    /// too small for the segment: use a larger tmpfs or `GASPI_TRANSPORT=tcp`). The message
+    /// names the file and the size.
     #[error("out of memory: {0}")]
     NoMemory(String),
     /// An operating-system call failed (sockets, epoll, threads, files).

@@ -17,11 +17,14 @@ use crate::types::{NotificationId, QueueId, Rank, SegmentId};
 /// A place in a local segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Local {
+    /// A segment of this rank (`segment_id_local`).
     pub segment: SegmentId,
+    /// Byte offset into its data (`offset_local`); the transfer must fit before its end.
     pub offset: u64,
 }
 
 impl Local {
+    /// Byte `offset` of this rank's segment `segment`.
     pub fn new(segment: SegmentId, offset: u64) -> Self {
         Local { segment, offset }
     }
@@ -30,12 +33,17 @@ impl Local {
 /// A place in a segment of another rank (or of this one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Remote {
+    /// The target rank; this rank itself is allowed.
     pub rank: Rank,
+    /// The target's segment (`segment_id_remote`); it must be registered with this rank.
     pub segment: SegmentId,
+    /// Byte offset into the target segment's data (`offset_remote`), checked against the
+    /// size the target registered.
     pub offset: u64,
 }
 
 impl Remote {
+    /// Byte `offset` of `rank`'s segment `segment`.
     pub fn new(rank: Rank, segment: SegmentId, offset: u64) -> Self {
         Remote {
             rank,
@@ -48,9 +56,14 @@ impl Remote {
 /// One element of a list operation; all elements of a list go to the same rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ListElem {
+    /// Where the element's bytes come from (write) or land (read) on this rank
+    /// (`segment_id_local[i]`, `offset_local[i]`).
     pub local: Local,
+    /// The target's segment for this element (`segment_id_remote[i]`).
     pub remote_segment: SegmentId,
+    /// Byte offset in the target segment (`offset_remote[i]`).
     pub remote_offset: u64,
+    /// Bytes of this element (`size[i]`), `1..=transfer_size_max`.
     pub size: u64,
 }
 

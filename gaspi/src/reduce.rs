@@ -13,7 +13,10 @@ pub type UserReduce<'a> = dyn FnMut(&[u8], &[u8], &mut [u8]) -> Result<()> + 'a;
 
 /// Element types of the built-in small allreduce.
 pub trait Reducible: bytemuck::Pod + PartialOrd + private::Sealed {
+    /// The `gaspi_datatype_t` of this type, as it is sent to the group.
     const TYPE: ElementType;
+    /// The sum of [`ReduceOp::Sum`](crate::ReduceOp::Sum): wrapping for integers,
+    /// IEEE addition for floats.
     fn add(self, other: Self) -> Self;
 }
 

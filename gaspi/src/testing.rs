@@ -23,19 +23,26 @@ pub const TEST_CASE: &str = "GASPI_TEST_CASE";
 /// What happened to one rank.
 #[derive(Debug)]
 pub struct RankOutcome {
+    /// The GASPI rank the process ran as.
     pub rank: u16,
+    /// Its operating-system process id (for matching log lines).
     pub pid: u32,
     /// `None` when the rank was killed at the deadline.
     pub status: Option<ExitStatus>,
+    /// Everything it wrote to standard output.
     pub stdout: String,
+    /// Everything it wrote to standard error (the runtime's log goes here).
     pub stderr: String,
 }
 
 /// What happened to the job.
 #[derive(Debug)]
 pub struct JobOutcome {
+    /// One entry per rank that reported, sorted by rank.
     pub ranks: Vec<RankOutcome>,
+    /// Whether the job's deadline passed and its ranks were killed (SIGKILL).
     pub timed_out: bool,
+    /// Wall-clock time from starting the ranks until the last one was collected.
     pub elapsed: Duration,
 }
 
@@ -70,11 +77,19 @@ impl JobOutcome {
 /// A job to start: N ranks of one program.
 #[derive(Clone)]
 pub struct Job {
+    /// Ranks to start, each as one process.
     pub nranks: u16,
+    /// The executable every rank runs.
     pub program: PathBuf,
+    /// Its arguments, the same for every rank.
     pub args: Vec<String>,
+    /// Exported as `GASPI_TRANSPORT` (default [`TransportChoice::Auto`]).
     pub transport: TransportChoice,
+    /// Extra variables for every rank, applied after the job's own (so they may override
+    /// them).
     pub env: Vec<(String, String)>,
+    /// Deadline for the whole job (default 60 s); at the deadline every rank is killed.
+    /// Also the ranks' `GASPI_INIT_TIMEOUT_MS`, capped at 30 s.
     pub timeout: Duration,
     /// IP address rank 0 listens on for the rendezvous.
     pub rendezvous_ip: IpAddr,
@@ -96,6 +111,8 @@ pub fn free_port(ip: IpAddr) -> u16 {
 }
 
 impl Job {
+    /// `nranks` ranks of `program` on this host: no arguments, automatic transport, a 60 s
+    /// deadline, rendezvous on loopback.
     pub fn new(nranks: u16, program: impl Into<PathBuf>) -> Job {
         Job {
             nranks,

@@ -50,6 +50,7 @@ impl Group {
 }
 
 impl Rank {
+    /// The rank as an index into per-rank tables (e.g. [`Context::state_vec`](crate::Context::state_vec)).
     pub fn index(self) -> usize {
         usize::from(self.0)
     }
@@ -66,6 +67,8 @@ impl Timeout {
     /// `GASPI_BLOCK`: wait for ever.
     pub const BLOCK: Timeout = Timeout(u64::MAX);
 
+    /// A timeout of `ms` milliseconds. `ms(0)` is [`Timeout::TEST`] and `ms(u64::MAX)` is
+    /// [`Timeout::BLOCK`], as in the C interface.
     pub const fn ms(ms: u64) -> Timeout {
         Timeout(ms)
     }
@@ -133,26 +136,39 @@ impl Deadline {
     }
 }
 
-/// Reduction operation of the small group allreduce.
+/// Reduction operation of the small group allreduce (`gaspi_operation_t`); the
+/// discriminants are the C values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReduceOp {
+    /// `GASPI_OP_MIN`: element-wise minimum.
     Min = 0,
+    /// `GASPI_OP_MAX`: element-wise maximum.
     Max = 1,
+    /// `GASPI_OP_SUM`: element-wise sum; integers wrap on overflow, floating-point sums
+    /// depend on the order of the group's reduction tree.
     Sum = 2,
 }
 
-/// Element type of the small group allreduce.
+/// Element type of the small group allreduce (`gaspi_datatype_t`); the discriminants are
+/// the C values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ElementType {
+    /// `GASPI_TYPE_INT`: `i32`.
     I32 = 0,
+    /// `GASPI_TYPE_UINT`: `u32`.
     U32 = 1,
+    /// `GASPI_TYPE_FLOAT`: `f32`.
     F32 = 2,
+    /// `GASPI_TYPE_DOUBLE`: `f64`.
     F64 = 3,
+    /// `GASPI_TYPE_LONG`: `i64`.
     I64 = 4,
+    /// `GASPI_TYPE_ULONG`: `u64`.
     U64 = 5,
 }
 
 impl ElementType {
+    /// Bytes of one element (4 or 8): an allreduce buffer must be a multiple of it.
     pub fn size(self) -> usize {
         match self {
             ElementType::I32 | ElementType::U32 | ElementType::F32 => 4,
@@ -164,18 +180,32 @@ impl ElementType {
 /// Health of a peer as seen by this rank (`gaspi_state_t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PeerState {
+    /// `GASPI_STATE_HEALTHY`: no failure seen on the connection to this rank.
     Healthy = 0,
+    /// `GASPI_STATE_CORRUPT`: the connection failed or the peer broke the protocol; calls
+    /// that need this rank fail with [`Error::PeerFailed`](crate::Error::PeerFailed). Stays
+    /// set for the rest of the job.
     Corrupt = 1,
 }
 
-/// `gaspi_network_t`.
+/// The network of a job (`gaspi_network_t`): [`Config::network`](crate::Config::network)
+/// and [`Context::network_type`](crate::Context::network_type). The discriminants are the C
+/// values. Only `Ib`, `Roce` and `Ethernet` are accepted in a configuration; the others exist
+/// for source compatibility with GPI-2 and are refused by
+/// [`Config::validate`](crate::Config::validate).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NetworkType {
+    /// `GASPI_IB`: InfiniBand verbs.
     Ib = 0,
+    /// `GASPI_ROCE`: verbs over RDMA-capable Ethernet (RoCE).
     Roce = 1,
+    /// `GASPI_ETHERNET`: TCP sockets (and shared memory between ranks of one host).
     Ethernet = 2,
+    /// `GASPI_GEMINI`: Cray Gemini. Not supported.
     Gemini = 3,
+    /// `GASPI_ARIES`: Cray Aries. Not supported.
     Aries = 4,
+    /// `GASPI_OFI`: libfabric. Not supported.
     Ofi = 5,
 }
 
@@ -183,16 +213,29 @@ pub enum NetworkType {
 /// fresh mappings, so it is zeroed either way; the flag is kept for source compatibility.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Alloc {
+    /// `GASPI_MEM_UNINITIALIZED`: no zeroing requested (the memory is zero anyway).
     #[default]
     Uninitialized = 0,
+    /// `GASPI_MEM_INITIALIZED`: the segment starts zeroed.
     Initialized = 1,
 }
 
-/// A remote atomic operation on a `u64`.
+/// A remote atomic operation on an 8-byte aligned `u64` of a segment; both return the
+/// word's previous value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AtomicOp {
-    FetchAdd { add: u64 },
-    CompareSwap { expected: u64, new: u64 },
+    /// `gaspi_atomic_fetch_add`: adds to the word, wrapping on overflow.
+    FetchAdd {
+        /// The value added.
+        add: u64,
+    },
+    /// `gaspi_atomic_compare_swap`: replaces the word when it equals `expected`.
+    CompareSwap {
+        /// The value the word must hold for the swap to happen (`comparator`).
+        expected: u64,
+        /// The value stored when it does (`val_new`).
+        new: u64,
+    },
 }
 
 /// Segment key inside the runtime: user segments `0..=254` (their [`SegmentId`]), internal

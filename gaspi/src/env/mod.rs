@@ -97,6 +97,9 @@ pub enum TransportChoice {
 }
 
 impl TransportChoice {
+    /// The canonical `GASPI_TRANSPORT` value (`auto`, `tcp`, `shm`, `verbs`); parsing it
+    /// back with [`FromStr`](std::str::FromStr) gives the same choice. (Parsing also
+    /// accepts the aliases `ethernet`, `shared`, `sharedmem`, `ib`, `infiniband`.)
     pub fn as_str(self) -> &'static str {
         match self {
             TransportChoice::Auto => "auto",
@@ -131,15 +134,32 @@ impl std::str::FromStr for TransportChoice {
 /// Everything a rank needs to know about its job, read from the environment.
 #[derive(Clone, Debug)]
 pub struct JobEnv {
+    /// This process's rank, `0..nranks` (`GASPI_RANK`, `SLURM_PROCID` or `RANK`;
+    /// `gaspi_proc_rank`).
     pub rank: Rank,
+    /// Ranks in the job, at least 1 (`GASPI_NRANKS`, `SLURM_NTASKS` or `WORLD_SIZE`;
+    /// `gaspi_proc_num`).
     pub nranks: u16,
+    /// This rank's index among the ranks on its host, `0..local_nranks`
+    /// (`GASPI_LOCAL_RANK`, `SLURM_LOCALID` or `LOCAL_RANK`; `gaspi_proc_local_rank`).
     pub local_rank: u16,
+    /// Ranks on this host (`GASPI_LOCAL_NRANKS`, the Slurm tasks per node or
+    /// `LOCAL_WORLD_SIZE`; `gaspi_proc_local_num`).
     pub local_nranks: u16,
     /// `host:port` of rank 0's bootstrap listener; `None` for a single-rank job.
     pub rendezvous: Option<String>,
+    /// The secret every connection of the job presents (`GASPI_JOB_TOKEN`; derived from
+    /// `job_id` when unset, which is not secret).
     pub token: JobToken,
+    /// The job's id (`GASPI_JOB_ID`, or derived from the Slurm or torchrun job; `"local"`
+    /// by default): letters, digits, `-`, `_`, `.` only, since it names the job's
+    /// shared-memory files in `/dev/shm` (and what [`remove_job_shm_files`] cleans up).
     pub job_id: String,
+    /// How long init waits for the rendezvous and the peers, in milliseconds
+    /// (`GASPI_INIT_TIMEOUT_MS`, default 30 000).
     pub init_timeout_ms: u64,
+    /// Which transport carries data to each peer (`GASPI_TRANSPORT`, default
+    /// [`TransportChoice::Auto`]).
     pub transport: TransportChoice,
     /// Address to advertise for data connections, when set explicitly.
     pub addr: Option<String>,

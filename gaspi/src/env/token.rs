@@ -36,10 +36,14 @@ impl JobToken {
         JobToken(out)
     }
 
+    /// The token as 32 lowercase hex digits: the `GASPI_JOB_TOKEN` value a launcher exports.
+    /// This is the secret; keep it out of logs and command lines.
     pub fn to_hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
 
+    /// Parses a `GASPI_JOB_TOKEN` value: exactly 32 hex digits (either case, surrounding
+    /// whitespace ignored); anything else is [`Error::Env`].
     pub fn from_hex(s: &str) -> Result<Self> {
         let s = s.trim();
         if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {

@@ -6,12 +6,21 @@ use super::placement::{parse_u16, Placement};
 use super::vars::SN_PORT;
 use crate::error::{Error, Result};
 
+/// The global rank torchrun assigns, `0..WORLD_SIZE`: becomes the GASPI rank.
 pub const RANK: &str = "RANK";
+/// The number of processes in the torchrun job: becomes the number of GASPI ranks.
 pub const WORLD_SIZE: &str = "WORLD_SIZE";
+/// The rank among the processes on this node (default: [`RANK`], all on one host).
 pub const LOCAL_RANK: &str = "LOCAL_RANK";
+/// The number of processes on this node (default: [`WORLD_SIZE`]).
 pub const LOCAL_WORLD_SIZE: &str = "LOCAL_WORLD_SIZE";
+/// The host of torchrun's rank 0 store: our rendezvous host (required for more than one
+/// rank).
 pub const MASTER_ADDR: &str = "MASTER_ADDR";
+/// torchrun's store port; our rendezvous listens next to it (see [`rendezvous_port`]) and
+/// it is part of the job id.
 pub const MASTER_PORT: &str = "MASTER_PORT";
+/// torchrun's run id (`--rdzv-id`): part of the job id, `none` when unset.
 pub const RUN_ID: &str = "TORCHELASTIC_RUN_ID";
 
 /// The port of our rendezvous next to torchrun's: its agent (or the program's own

@@ -286,8 +286,10 @@ impl SegmentMemory {
     /// An `iovec` over `[off, off+len)` of the data area, for vectored socket I/O.
     pub fn iovec(&self, off: usize, len: usize) -> libc::iovec {
         self.check(off, len);
-        // SAFETY: in bounds (checked); the pointer is only handed to the kernel.
         libc::iovec {
+            // SAFETY: `off + len <= data_len` (checked above, panicking otherwise), so
+            // `data_ptr() + off` stays inside the data area; the pointer is only handed to
+            // the kernel, which accesses at most `len` bytes from it.
             iov_base: unsafe { self.data_ptr().add(off) } as *mut libc::c_void,
             iov_len: len,
         }

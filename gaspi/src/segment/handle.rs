@@ -24,6 +24,7 @@ impl Segment {
         Segment { id, mem }
     }
 
+    /// The segment id this handle was obtained for ([`Context::segment`](crate::Context::segment)).
     pub fn id(&self) -> SegmentId {
         self.id
     }
@@ -33,6 +34,8 @@ impl Segment {
         self.mem.len() as u64
     }
 
+    /// Whether the segment has no data bytes. Never true for a segment the API created
+    /// (GASPI segments are at least 1 byte); here for the `len`/`is_empty` convention.
     pub fn is_empty(&self) -> bool {
         self.mem.len() == 0
     }

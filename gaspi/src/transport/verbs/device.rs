@@ -114,6 +114,10 @@ pub(crate) struct MrKeys {
 }
 
 /// Memory to register: one segment's mapping (or its user-bound data).
+#[cfg_attr(
+    not(any(feature = "verbs", feature = "fake-verbs")),
+    allow(dead_code, reason = "read only by a device, and this build has none")
+)]
 pub(crate) struct Region {
     #[cfg_attr(not(feature = "fake-verbs"), allow(dead_code))]
     pub key: SegKey,
@@ -125,6 +129,10 @@ pub(crate) struct Region {
 }
 
 /// Local memory of a work request.
+#[cfg_attr(
+    not(any(feature = "verbs", feature = "fake-verbs")),
+    allow(dead_code, reason = "read only by a device, and this build has none")
+)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Sge {
     pub lkey: u32,
@@ -132,6 +140,10 @@ pub(crate) struct Sge {
     pub len: u32,
 }
 
+#[cfg_attr(
+    not(any(feature = "verbs", feature = "fake-verbs")),
+    allow(dead_code, reason = "read only by a device, and this build has none")
+)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum WrOp {
     Write {
@@ -163,6 +175,10 @@ pub(crate) enum WrOp {
     },
 }
 
+#[cfg_attr(
+    not(any(feature = "verbs", feature = "fake-verbs")),
+    allow(dead_code, reason = "read only by a device, and this build has none")
+)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct WorkRequest {
     pub wr_id: u64,
@@ -173,6 +189,10 @@ pub(crate) struct WorkRequest {
 }
 
 /// A receive buffer posted to a queue pair's receive queue.
+#[cfg_attr(
+    not(any(feature = "verbs", feature = "fake-verbs")),
+    allow(dead_code, reason = "read only by a device, and this build has none")
+)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RecvRequest {
     /// Comes back in the receive completion. Receive queues are per queue pair (see
@@ -197,6 +217,10 @@ pub(crate) trait MemoryRegion: Send + Sync {
 
 pub(crate) trait CompletionQueue: Send + Sync {
     /// For a device to recognize its own completion queues.
+    #[cfg_attr(
+        not(any(feature = "verbs", feature = "fake-verbs")),
+        allow(dead_code, reason = "called only by a device, and this build has none")
+    )]
     fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
     /// Appends up to `max` completions to `out`; never blocks.
     fn poll(&self, out: &mut Vec<Completion>, max: usize) -> Result<()>;

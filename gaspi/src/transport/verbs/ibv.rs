@@ -277,21 +277,40 @@ impl QueuePair for IbvQp {
             let (rkey, raddr) = (wr.remote.rkey, wr.remote.addr);
             match wr.op {
                 WrOp::WriteInline { data } => h.setup_write(rkey, raddr).setup_inline_data(&data),
-                // SAFETY (all arms below): every sge lies in a registered region that the
-                // transport keeps alive (`Pending::_hold`, the registry) until the request
-                // completes; bounds were checked against the segment before posting.
+                // `setup_sge` leaves the buffer's lifetime to us: the device reads (or
+                // writes) `[addr, addr+len)` under `lkey` until the request completes.
+                //
+                // SAFETY: the sge is either a piece of a local segment's data area
+                // (`Registry::local_sge`, whose range `check_transfer` bounds-checked
+                // against the segment before posting, and which `Pending::_hold` keeps
+                // mapped until the completion is retired) or, for the zero-length fence,
+                // the start of the registry's scratch region, which lives as long as the
+                // transport. The device only reads it.
                 WrOp::Write { sge } => unsafe {
                     h.setup_write(rkey, raddr)
                         .setup_sge(sge.lkey, sge.addr, sge.len)
                 },
+                // SAFETY: the device writes the sge. It is a bounds-checked piece of a local
+                // segment's data area, or the notification slot of `read_notify` in that
+                // segment's control area (`Registry::local_slot_sge`; the id was checked
+                // against the segment's slot count), both kept mapped by `Pending::_hold`;
+                // or a directory lookup's scratch slot (32 bytes, `len` = 32), taken off the
+                // registry's free list until the result was read and never released while
+                // the read may still land.
                 WrOp::Read { sge } => unsafe {
                     h.setup_read(rkey, raddr)
                         .setup_sge(sge.lkey, sge.addr, sge.len)
                 },
+                // SAFETY: the device writes the old value (8 bytes) into the sge, a scratch
+                // slot of the registry's scratch region (alive as long as the transport),
+                // owned by this atomic until its result is read; on a timeout the slot stays
+                // taken, so no later request reuses it while the device may still write.
                 WrOp::FetchAdd { sge, add } => unsafe {
                     h.setup_atomic_fetch_add(rkey, raddr, add)
                         .setup_sge(sge.lkey, sge.addr, sge.len)
                 },
+                // SAFETY: as for `FetchAdd`: an 8-byte scratch slot owned by this atomic
+                // until its result is read.
                 WrOp::CompareSwap { sge, expected, new } => unsafe {
                     h.setup_atomic_compare_swap(rkey, raddr, expected, new)
                         .setup_sge(sge.lkey, sge.addr, sge.len)
