@@ -95,12 +95,17 @@ impl Segment {
 
     /// The whole segment as a slice of `T`.
     ///
+    /// # Panics
+    /// When the segment's data is not aligned for `T` (memory bound with `segment_bind` at an
+    /// address not aligned for `T`; the runtime's own segments are page-aligned).
+    ///
     /// # Safety
     /// No peer (or other thread) may write the viewed memory while the slice lives, and the
     /// segment must not be deleted. The segment's size must be a multiple of `size_of::<T>()`.
     pub unsafe fn as_slice<T: Pod>(&self) -> &[T] {
-        // SAFETY: the mapping is page-aligned, valid for `len` bytes while `self.mem` lives;
-        // exclusivity is the caller's contract.
+        self.check_alignment::<T>();
+        // SAFETY: the data is aligned for `T` (checked above) and valid for `len` bytes while
+        // `self.mem` lives; exclusivity is the caller's contract.
         unsafe {
             std::slice::from_raw_parts(
                 self.as_ptr() as *const T,
@@ -111,16 +116,31 @@ impl Segment {
 
     /// The whole segment as a mutable slice of `T`.
     ///
+    /// # Panics
+    /// As [`as_slice`](Self::as_slice).
+    ///
     /// # Safety
     /// As for [`as_slice`](Self::as_slice), and no other view of the segment may be alive.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn as_mut_slice<T: Pod>(&self) -> &mut [T] {
-        // SAFETY: as above; uniqueness is the caller's contract.
+        self.check_alignment::<T>();
+        // SAFETY: aligned (checked above) and valid as in `as_slice`; uniqueness is the
+        // caller's contract.
         unsafe {
             std::slice::from_raw_parts_mut(
                 self.as_ptr() as *mut T,
                 self.mem.len() / std::mem::size_of::<T>(),
             )
         }
+    }
+
+    fn check_alignment<T>(&self) {
+        let addr = self.as_ptr() as usize;
+        assert!(
+            addr.is_multiple_of(std::mem::align_of::<T>()),
+            "segment {} starts at {addr:#x}, not aligned for a {}-byte-aligned type",
+            self.id,
+            std::mem::align_of::<T>()
+        );
     }
 }

@@ -310,15 +310,10 @@ impl Transport for VerbsTransport {
         if let Some(id) = notify {
             // The constant 1 in the peer's directory, read into our notification slot after
             // the data: RC places read responses in order.
-            #[expect(
-                clippy::unnecessary_lazy_evaluations,
-                reason = "cheap error value; `.ok_or(..)` is the fix, left out of a docs-only change"
-            )]
-            let dir =
-                self.directories[x.remote.rank.index()].ok_or_else(|| Error::NotConnected {
-                    rank: x.remote.rank,
-                    transport: "verbs",
-                })?;
+            let dir = self.directories[x.remote.rank.index()].ok_or(Error::NotConnected {
+                rank: x.remote.rank,
+                transport: "verbs",
+            })?;
             let sge = self.registry.local_slot_sge(x.local, id)?;
             let one = RemoteAddr {
                 rkey: dir.rkey,
