@@ -57,7 +57,7 @@ fn size_of(spec: &ParamSpec) -> usize {
 
 /// Checks every layout invariant of `plan`, built from `params` in `order`.
 fn check_plan(plan: &BucketPlan, params: &[ParamSpec], order: &[ParamId]) {
-    let threshold = plan.threshold().bytes();
+    let threshold = plan.fusion_threshold().bytes();
     let buckets = plan.buckets();
 
     // Order respected: reading the buckets front to back gives the bucketing order.
@@ -227,7 +227,7 @@ proptest! {
         }
         let rebuilt = tracker.rebuild_from_observed_order().unwrap();
         check_plan(&rebuilt, &params, &order);
-        prop_assert_eq!(rebuilt.threshold(), threshold);
+        prop_assert_eq!(rebuilt.fusion_threshold(), threshold);
         // The tracker runs over the new plan, and a step in the observed order fires each
         // bucket once, in bucket order.
         let mut fired = Vec::new();

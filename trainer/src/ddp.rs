@@ -100,7 +100,7 @@ impl DataParallel {
         tracing::debug!(
             params = ddp.params.len(),
             buckets = ddp.plan.num_buckets(),
-            threshold = %config.fusion_threshold,
+            fusion_threshold = %config.fusion_threshold,
             overlap = config.overlap,
             device = ?device,
             grad_dtype = ?config.grad_dtype,
@@ -199,7 +199,7 @@ impl DataParallel {
         let plan = Arc::new(BucketPlan::with_order(
             self.plan.params(),
             &order,
-            self.plan.threshold(),
+            self.plan.fusion_threshold(),
         )?);
         let reducer = spawn_reducer(&self.comm, &plan, &self.params, self.device, &self.config)?;
         self.state.replace(
