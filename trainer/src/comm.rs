@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use allreduce::{broadcast, Allreduce, Op, Options};
 use half::bf16;
 
-use crate::staging::GradDtype;
+use crate::grad_dtype::GradDtype;
 
 /// Default bound on any single collective: a dead or stuck peer becomes an error, not a hang.
 pub const DEFAULT_COMM_TIMEOUT: Duration = Duration::from_secs(120);

@@ -12,7 +12,6 @@ use tch::Tensor;
 use crate::error::{Error, Result};
 use crate::idx::{data_err, read_idx};
 use crate::shard::SplitMix64;
-use crate::synthetic::DeviceSynthetic;
 
 /// Image side and class count of every dataset here (MNIST's).
 pub const IMAGE_SIDE: usize = 28;
@@ -287,35 +286,4 @@ impl Dataset {
 }
 
 #[cfg(test)]
-#[path = "data_tests.rs"]
 mod tests;
-
-/// The training samples a run draws batches from: decoded from files or generated on the
-/// host ([`Dataset`]), or resident on the device ([`DeviceSynthetic`]).
-#[derive(Clone, Copy, Debug)]
-pub enum TrainSamples<'a> {
-    Host(&'a Dataset),
-    Device(&'a DeviceSynthetic),
-}
-
-impl TrainSamples<'_> {
-    pub fn len(&self) -> usize {
-        match self {
-            TrainSamples::Host(d) => d.len(),
-            TrainSamples::Device(d) => d.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The samples at `indices` as `(inputs, labels)` on `device`.
-    pub fn batch(&self, indices: &[usize], device: tch::Device) -> Result<(Tensor, Tensor)> {
-        let (x, y) = match self {
-            TrainSamples::Host(d) => d.batch(indices)?,
-            TrainSamples::Device(d) => d.batch(indices)?,
-        };
-        Ok((x.f_to_device(device)?, y.f_to_device(device)?))
-    }
-}

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use fusion::{BucketPlan, DType, FusionThreshold, ParamId, ParamSpec, ReadyTracker};
 use tch::{nn, Device, Kind, Tensor};
 
+use crate::clock::now_ns;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::ffi;
-use crate::hooks::{now_ns, HookState, StepTrace};
+use crate::grad_dtype::GradDtype;
+use crate::hooks::{HookState, StepTrace};
 use crate::reducer::{Reducer, StagingMode};
-use crate::staging::GradDtype;
 
 /// How gradients are fused and when their allreduce starts.
 #[derive(Clone, Copy, Debug)]

@@ -2,21 +2,15 @@
 //! when that completes a bucket, hand the bucket to the communication thread. Also records
 //! when each event happened, for profiling and for the overlap tests.
 
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_channel::Sender;
 use fusion::{BucketId, ParamId, ReadyTracker};
 
+use crate::clock::now_ns;
 use crate::ffi::{self, HookTarget};
 use crate::reducer::Msg;
 use crate::staging::Staging;
-
-/// Nanoseconds since the first call in this process: one clock for hooks and the comm thread.
-pub fn now_ns() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
-}
 
 /// What one training step's backward pass and gradient reduction looked like.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -12,10 +12,11 @@ use fusion::{BucketId, BucketPlan};
 use gaspi::Timeout;
 use tch::Tensor;
 
+use crate::clock::now_ns;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
-use crate::hooks::now_ns;
-use crate::staging::{GradDtype, Mode, Staging};
+use crate::grad_dtype::GradDtype;
+use crate::staging::{Mode, Staging};
 
 /// How long the thread drives one in-flight allreduce before it looks for newly complete
 /// buckets again.

@@ -19,42 +19,12 @@
 use std::sync::{Mutex, MutexGuard};
 
 use fusion::BucketPlan;
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 use crate::comm::BucketAllreduce;
 use crate::error::{Error, Result};
 use crate::pinned::PageLocked;
 use crate::stream::{copy_async, set_current_device, Event, Stream};
-
-/// The element type gradients travel in (`--grad-dtype`).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum GradDtype {
-    /// f32: exact sums (up to summation order).
-    #[default]
-    F32,
-    /// bfloat16: half the bytes; each pairwise sum is computed in f32 and rounded once.
-    Bf16,
-}
-
-impl GradDtype {
-    pub fn kind(self) -> Kind {
-        match self {
-            GradDtype::F32 => Kind::Float,
-            GradDtype::Bf16 => Kind::BFloat16,
-        }
-    }
-}
 
 /// Where the gradients are and how they reach the segment.
 pub(crate) enum Mode {
