@@ -32,8 +32,9 @@ impl std::fmt::Debug for Comm {
     }
 }
 
-fn comm_err(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::Comm(format!("{what}: {e}"))
+/// A failed collective, with what the trainer was doing.
+fn collective_err(action: &'static str) -> impl FnOnce(allreduce::Error) -> Error {
+    move |source| Error::Collective { action, source }
 }
 
 impl Comm {
@@ -84,7 +85,7 @@ impl Comm {
             return Ok(());
         }
         broadcast(&self.ctx, Group::ALL, Rank(0), data, self.timeout())
-            .map_err(|e| comm_err("broadcast", e))
+            .map_err(collective_err("broadcast"))
     }
 
     /// Sums `values` over all ranks in place (any length; metrics, counters).
@@ -123,7 +124,7 @@ impl Comm {
             GradDtype::Bf16 => Allreduce::new(&self.ctx, Group::ALL, count, Op::Sum, options)
                 .map(BucketAllreduce::Bf16),
         };
-        created.map_err(|e| comm_err("creating a bucket allreduce", e))
+        created.map_err(collective_err("creating a bucket allreduce"))
     }
 }
 
@@ -149,7 +150,7 @@ impl BucketAllreduce {
             BucketAllreduce::F32(a) => a.input_mut().map(|d| (d.as_mut_ptr().cast(), d.len())),
             BucketAllreduce::Bf16(a) => a.input_mut().map(|d| (d.as_mut_ptr().cast(), d.len())),
         };
-        range.map_err(|e| comm_err("reaching a bucket's buffer", e))
+        range.map_err(collective_err("reaching a bucket's buffer"))
     }
 
     pub(crate) fn start(&mut self) -> Result<()> {
@@ -157,20 +158,29 @@ impl BucketAllreduce {
             BucketAllreduce::F32(a) => a.start(),
             BucketAllreduce::Bf16(a) => a.start(),
         }
-        .map_err(|e| comm_err("starting a bucket allreduce", e))
+        .map_err(collective_err("starting a bucket allreduce"))
     }
 
-    /// Drives the allreduce for at most `timeout`: true when complete (the sum is in the data
-    /// range), false when the time ran out first (call again; the run goes on).
-    pub(crate) fn wait_for(&mut self, timeout: Timeout) -> Result<bool> {
+    /// Drives the allreduce for at most `timeout`: [`Waited::Complete`] when the sum is in
+    /// the data range, [`Waited::TimedOut`] when the time ran out first (call again; the run
+    /// goes on).
+    pub(crate) fn wait_for(&mut self, timeout: Timeout) -> Result<Waited> {
         let waited = match self {
             BucketAllreduce::F32(a) => a.wait(timeout).map(|_| ()),
             BucketAllreduce::Bf16(a) => a.wait(timeout).map(|_| ()),
         };
         match waited {
-            Ok(()) => Ok(true),
-            Err(e) if e.is_timeout() => Ok(false),
-            Err(e) => Err(comm_err("waiting for a bucket allreduce", e)),
+            Ok(()) => Ok(Waited::Complete),
+            Err(e) if e.is_timeout() => Ok(Waited::TimedOut(e)),
+            Err(e) => Err(collective_err("waiting for a bucket allreduce")(e)),
         }
     }
+}
+
+/// How far a bounded wait for a bucket's allreduce got.
+pub(crate) enum Waited {
+    /// The sum is in the data range.
+    Complete,
+    /// The time ran out first; the collective's timeout error, for the caller that gives up.
+    TimedOut(allreduce::Error),
 }

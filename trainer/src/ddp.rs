@@ -159,7 +159,7 @@ impl DataParallel {
         };
         // Always collect the communication thread's result, so the next step starts clean.
         let comm = self.reducer.finish();
-        let mut trace = hooks.map_err(|message| Error::Step { step, message })?;
+        let mut trace = hooks?;
         started?;
         let times = comm?;
         if let Some(staging) = self.reducer.staging() {

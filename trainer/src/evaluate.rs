@@ -69,10 +69,10 @@ pub fn evaluate(
     comm.sum_f64(&mut sums)?;
     let samples = sums[2] as usize;
     if samples != data.len() {
-        return Err(Error::Comm(format!(
-            "evaluation counted {samples} samples, the split has {}",
-            data.len()
-        )));
+        return Err(Error::EvaluationCount {
+            counted: samples,
+            split: data.len(),
+        });
     }
     let n = samples.max(1) as f64;
     Ok(EvalMetrics {

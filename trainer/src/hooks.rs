@@ -8,6 +8,7 @@ use crossbeam_channel::Sender;
 use fusion::{BucketId, ParamId, ReadyTracker};
 
 use crate::clock::now_ns;
+use crate::error::{Error, HookFailure, HookFailures, Result};
 use crate::ffi::{self, HookTarget};
 use crate::reducer::Msg;
 use crate::staging::Staging;
@@ -45,7 +46,8 @@ struct StepState {
     sender: Option<Arc<Staging>>,
     trace: StepTrace,
     end_queued: bool,
-    errors: Vec<String>,
+    /// What went wrong in this step's hooks, in order.
+    failures: Vec<HookFailure>,
 }
 
 /// The hooks' target. Lives in an `Arc` that the data-parallel wrapper keeps until it has
@@ -76,7 +78,7 @@ impl HookState {
                     ..StepTrace::default()
                 },
                 end_queued: false,
-                errors: Vec::new(),
+                failures: Vec::new(),
             }),
             overlap,
         }
@@ -101,17 +103,21 @@ impl HookState {
         s.trace.bucket_start_ns.clear();
         s.trace.bucket_done_ns.clear();
         s.end_queued = false;
-        s.errors.clear();
+        s.failures.clear();
     }
 
     /// After backward returned: the trace so far, or what went wrong in the hooks.
-    pub(crate) fn end_step(&self) -> Result<StepTrace, String> {
-        let s = self.lock();
-        if !s.errors.is_empty() {
-            return Err(s.errors.join("; "));
+    pub(crate) fn end_step(&self) -> Result<StepTrace> {
+        let mut s = self.lock();
+        let step = s.trace.step;
+        if !s.failures.is_empty() {
+            return Err(Error::Backward {
+                step,
+                failures: HookFailures(std::mem::take(&mut s.failures)),
+            });
         }
         if !s.tracker.is_step_complete() {
-            let missing: Vec<usize> = s
+            let params: Vec<usize> = s
                 .trace
                 .hook_counts
                 .iter()
@@ -119,10 +125,7 @@ impl HookState {
                 .filter(|(_, &c)| c == 0)
                 .map(|(i, _)| i)
                 .collect();
-            return Err(format!(
-                "backward produced no gradient for parameter(s) {missing:?} (registration \
-                 order); every trainable parameter must take part in the loss"
-            ));
+            return Err(Error::UnusedParameters { step, params });
         }
         Ok(s.trace.clone())
     }
@@ -171,8 +174,8 @@ impl HookTarget for HookState {
         if !s.end_queued {
             s.end_queued = true;
             if let Err(e) = ffi::queue_end_of_backward(self) {
-                s.errors
-                    .push(format!("queueing the end-of-backward callback: {e}"));
+                s.failures
+                    .push(HookFailure::QueueEndOfBackward(Box::new(e)));
             }
         }
         match s.tracker.mark_ready(ParamId(index)) {
@@ -186,18 +189,21 @@ impl HookTarget for HookState {
                     // thread reports the bucket as never ready).
                     let packed = match s.sender.as_ref().map(|st| st.send(bucket)) {
                         Some(Err(e)) => {
-                            s.errors.push(format!("sending bucket {bucket}: {e}"));
+                            s.failures.push(HookFailure::Send {
+                                bucket,
+                                source: Box::new(e),
+                            });
                             false
                         }
                         _ => true,
                     };
                     if packed && s.to_comm.send(Msg::Start(BucketId(bucket))).is_err() {
-                        s.errors.push("the communication thread is gone".to_owned());
+                        s.failures.push(HookFailure::CommThreadGone);
                     }
                 }
             }
             Ok(None) => {}
-            Err(e) => s.errors.push(e.to_string()),
+            Err(e) => s.failures.push(HookFailure::Ready(e)),
         }
     }
 
@@ -207,8 +213,6 @@ impl HookTarget for HookState {
     }
 
     fn hook_panicked(&self) {
-        self.lock()
-            .errors
-            .push("an autograd hook panicked".to_owned());
+        self.lock().failures.push(HookFailure::Panicked);
     }
 }

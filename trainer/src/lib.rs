@@ -71,7 +71,7 @@ pub mod testdata;
 pub use clock::now_ns;
 pub use comm::{Comm, DEFAULT_COMM_TIMEOUT};
 pub use ddp::{broadcast_tensors, broadcast_variables, weights_checksum, DataParallel, DdpConfig};
-pub use error::{Error, Result};
+pub use error::{Error, HookFailure, HookFailures, Result};
 pub use grad_dtype::GradDtype;
 pub use hooks::StepTrace;
 pub use optim::{Optimizer, OptimizerKind};

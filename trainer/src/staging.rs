@@ -109,10 +109,7 @@ fn flat_view(t: &Tensor, m: &Member) -> Result<Tensor> {
 fn grad_of(m: &Member) -> Result<Tensor> {
     let g = m.param.grad();
     if !g.defined() {
-        return Err(Error::Comm(format!(
-            "parameter {} has no gradient",
-            m.index
-        )));
+        return Err(Error::MissingGradient { param: m.index });
     }
     Ok(g)
 }
