@@ -23,7 +23,9 @@ use crate::metrics::Monitor;
 use crate::models::ModelKind;
 use crate::optim::Optimizer;
 
+/// The file of a checkpoint directory that holds the model's variables, by name.
 pub const WEIGHTS: &str = "weights.safetensors";
+/// The file of a checkpoint directory that holds the optimizer's state tensors.
 pub const OPTIMIZER: &str = "optimizer.safetensors";
 /// The index of a checkpoint directory.
 pub const INDEX: &str = "checkpoints.json";
@@ -41,26 +43,34 @@ fn ckpt_err(path: &Path, message: impl Into<String>) -> Error {
 /// Which checkpoint of a directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Which {
+    /// The last one written.
     Latest,
     /// The best by the monitored metric; the latest when none was ranked.
     Best,
 }
 
-/// `checkpoints.json`.
+/// `checkpoints.json`: which checkpoint of a directory is the latest and which the best.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Index {
+    /// The latest checkpoint's directory name (`epoch-NNNN`).
     pub latest: Option<String>,
+    /// The best checkpoint by the monitored metric, once one was validated.
     pub best: Option<Best>,
 }
 
+/// The best checkpoint of a directory and why it is the best.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Best {
+    /// Its directory name (`epoch-NNNN`).
     pub name: String,
+    /// The metric it is best by.
     pub monitor: Monitor,
+    /// Its value of that metric.
     pub value: f64,
 }
 
 impl Index {
+    /// Reads `dir`'s index: `None` when there is none, an error when it is corrupt.
     pub fn read(dir: &Path) -> Result<Option<Index>> {
         let path = dir.join(INDEX);
         match std::fs::read(&path) {

@@ -58,10 +58,12 @@ impl Comm {
         self
     }
 
+    /// This process's rank, `0..size()`.
     pub fn rank(&self) -> usize {
         self.ctx.rank().0 as usize
     }
 
+    /// The number of ranks in the job.
     pub fn size(&self) -> usize {
         self.ctx.num_ranks() as usize
     }
@@ -71,6 +73,7 @@ impl Comm {
         self.rank() == 0
     }
 
+    /// The GASPI context underneath, for what the trainer does not wrap (local rank, ...).
     pub fn context(&self) -> &Arc<Context> {
         &self.ctx
     }

@@ -13,8 +13,9 @@ use crate::error::{Error, Result};
 use crate::idx::{data_err, read_idx};
 use crate::shard::SplitMix64;
 
-/// Image side and class count of every dataset here (MNIST's).
+/// Image side (in pixels) of every dataset here (MNIST's).
 pub const IMAGE_SIDE: usize = 28;
+/// Class count of every dataset here (MNIST's).
 pub const NUM_CLASSES: usize = 10;
 const PIXELS: usize = IMAGE_SIDE * IMAGE_SIDE;
 
@@ -48,7 +49,9 @@ impl DatasetKind {
 /// The two splits of the IDX datasets, by their file-name prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Split {
+    /// The training split (`train-*`).
     Train,
+    /// The test split (`t10k-*`).
     Test,
 }
 
@@ -87,7 +90,9 @@ pub struct Dataset {
 /// A training split and, for the IDX datasets, the test split.
 #[derive(Debug)]
 pub struct Splits {
+    /// What the model trains on.
     pub train: Dataset,
+    /// What it is validated on; `None` for the synthetic data.
     pub test: Option<Dataset>,
 }
 
@@ -231,10 +236,12 @@ impl Dataset {
         })
     }
 
+    /// The number of samples.
     pub fn len(&self) -> usize {
         self.labels.len()
     }
 
+    /// True when there are no samples.
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }

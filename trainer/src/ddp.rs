@@ -115,6 +115,7 @@ impl DataParallel {
         self.device
     }
 
+    /// The job the gradients are reduced over.
     pub fn comm(&self) -> &Comm {
         &self.comm
     }

@@ -21,8 +21,9 @@ pub struct StepTrace {
     /// How often each parameter's hook fired in this step (registration order); all 1 when
     /// healthy.
     pub hook_counts: Vec<u32>,
-    /// [`now_ns`] of the first and the last hook of the step.
+    /// [`now_ns`] of the first hook of the step.
     pub first_hook_ns: u64,
+    /// [`now_ns`] of the last hook of the step.
     pub last_hook_ns: u64,
     /// When the autograd engine reported the end of backward (end-of-backward callback).
     pub backward_end_ns: Option<u64>,
@@ -32,8 +33,9 @@ pub struct StepTrace {
     pub bucket_start_ns: Vec<u64>,
     /// Per bucket: when its reduced gradients were written back.
     pub bucket_done_ns: Vec<u64>,
-    /// When `backward` returned to the caller, and when every bucket was written back.
+    /// When `backward` returned to the caller.
     pub backward_returned_ns: u64,
+    /// When every bucket was written back (`backward` then returns).
     pub reduced_ns: u64,
 }
 

@@ -16,7 +16,9 @@ const IDX_U8: u8 = 0x08;
 /// An unsigned-byte IDX array: its dimensions and data (row-major).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IdxArray {
+    /// The size of each dimension, outermost first.
     pub dims: Vec<usize>,
+    /// The elements, row-major.
     pub data: Vec<u8>,
 }
 

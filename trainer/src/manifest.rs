@@ -18,12 +18,15 @@ use crate::schedule::{PlateauState, ScheduleConfig};
 
 /// Version of the manifest layout.
 pub const FORMAT: u32 = 1;
+/// The manifest's file name in a checkpoint directory.
 pub const MANIFEST: &str = "manifest.json";
 
 /// The model a checkpoint belongs to: kind, shape settings and every variable's shape.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {
+    /// Which model.
     pub kind: ModelKind,
+    /// The MLP's hidden layer sizes (empty for the other models).
     pub mlp_hidden: Vec<i64>,
     /// Variable name to shape, for every variable of the `VarStore`.
     pub variables: BTreeMap<String, Vec<i64>>,
@@ -32,20 +35,33 @@ pub struct ModelSpec {
 /// Everything a checkpoint records besides the tensors.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// The layout version ([`FORMAT`]).
     pub format: u32,
+    /// The model the weights belong to.
     pub model: ModelSpec,
+    /// The optimizer the state belongs to.
     pub optimizer: OptimizerKind,
+    /// The run's LR schedule.
     pub schedule: ScheduleConfig,
+    /// Reduce-on-plateau's state at the checkpoint.
     pub plateau: PlateauState,
+    /// The data the run trained on.
     pub dataset: DatasetKind,
+    /// Where its files were.
     pub data_dir: Option<PathBuf>,
+    /// The run's seed (shuffling, synthetic data).
     pub seed: u64,
+    /// The global batch size.
     pub batch_size: usize,
+    /// Micro-steps per optimizer step.
     pub grad_accum: usize,
     /// Epochs the run was asked for.
     pub epochs: u64,
+    /// Epochs completed at this checkpoint.
     pub epochs_done: u64,
+    /// Optimizer steps of the training loop so far.
     pub global_step: u64,
+    /// Updates the optimizer applied so far (Adam's bias correction depends on it).
     pub optimizer_steps: u64,
     /// The run ended here (all epochs done, or early stopping).
     pub finished: bool,

@@ -153,9 +153,10 @@ impl Staging {
                 Mode::Device { device, .. } => {
                     let flat = Tensor::f_empty([count as i64], (kind, *device))?;
                     let locked = match device {
-                        // SAFETY: as for `host`: the range outlives the lock.
                         // An empty bucket (parameters without elements) has nothing to lock.
                         Device::Cuda(i) if on_gpu && bytes > 0 => {
+                            // SAFETY: as for `host`: the range stays mapped while the
+                            // allreduce lives, and `Bucket` drops the lock before it.
                             Some(unsafe { PageLocked::new(ptr, bytes, *i)? })
                         }
                         _ => None,
