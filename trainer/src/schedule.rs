@@ -15,11 +15,11 @@ use crate::metrics::Monitor;
 pub enum ScheduleKind {
     /// The base rate throughout.
     Constant,
-    /// Cosine annealing to the minimum rate over the run.
+    /// Cosine annealing to the minimum rate (--min-lr) over the run.
     Cosine,
-    /// Times gamma every few epochs.
+    /// Times --lr-gamma every --lr-step-epochs epochs.
     Step,
-    /// Times a factor when the monitored metric stops improving.
+    /// Times --plateau-factor when the monitored metric stops improving.
     Plateau,
 }
 
