@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use tch::Tensor;
 
 use crate::error::{Error, Result};
-use crate::idx::{data_err, read_idx};
+use crate::idx::read_idx;
 use crate::shard::SplitMix64;
 
 /// Image side (in pixels) of every dataset here (MNIST's).
@@ -146,7 +146,7 @@ fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
 
 fn require_file(dir: &Path, name: &str, split: Split) -> Result<PathBuf> {
     find_file(dir, name).ok_or_else(|| {
-        data_err(
+        Error::data(
             &dir.join(format!("{name}.gz")),
             format!(
                 "missing {} split: neither {name}.gz nor {name} exists in {}",
@@ -192,7 +192,7 @@ impl Dataset {
         let labels_path = require_file(dir, &labels_name, split)?;
         let images = read_idx(&images_path)?;
         if images.dims.len() != 3 || images.dims[1] != IMAGE_SIDE || images.dims[2] != IMAGE_SIDE {
-            return Err(data_err(
+            return Err(Error::data(
                 &images_path,
                 format!(
                     "expected N x 28 x 28 images, found dimensions {:?}",
@@ -201,11 +201,11 @@ impl Dataset {
             ));
         }
         if images.dims[0] == 0 {
-            return Err(data_err(&images_path, "the file holds no images"));
+            return Err(Error::data(&images_path, "the file holds no images"));
         }
         let labels = read_idx(&labels_path)?;
         if labels.dims.len() != 1 || labels.dims[0] != images.dims[0] {
-            return Err(data_err(
+            return Err(Error::data(
                 &labels_path,
                 format!(
                     "expected {} labels (one per image in {}), found dimensions {:?}",
@@ -221,7 +221,7 @@ impl Dataset {
             .enumerate()
             .find(|(_, &l)| usize::from(l) >= NUM_CLASSES)
         {
-            return Err(data_err(
+            return Err(Error::data(
                 &labels_path,
                 format!("label {bad} of sample {i} is not in 0..10"),
             ));

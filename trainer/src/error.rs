@@ -6,7 +6,7 @@
 //! from a timeout from bad input by matching, not by reading the message.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Everything that can go wrong while setting up or running data-parallel training.
 #[derive(Debug, thiserror::Error)]
@@ -158,10 +158,27 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
+    /// [`Error::Io`] about `path`.
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
             source,
+        }
+    }
+
+    /// [`Error::Data`]: the data file `path` is malformed.
+    pub(crate) fn data(path: &Path, message: impl Into<String>) -> Self {
+        Error::Data {
+            path: path.to_path_buf(),
+            message: message.into(),
+        }
+    }
+
+    /// [`Error::Checkpoint`]: the checkpoint at `path` is missing or malformed.
+    pub(crate) fn checkpoint(path: &Path, message: impl Into<String>) -> Self {
+        Error::Checkpoint {
+            path: path.to_path_buf(),
+            message: message.into(),
         }
     }
 }

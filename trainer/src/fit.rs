@@ -81,7 +81,7 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     let samples = data.train();
     let test_split = data.test();
     cfg.check_batch_size(samples.len())?;
-    let validation_every = cfg.validation_every(test_split.is_some())?;
+    let validation_freq = cfg.resolved_validation_freq(test_split.is_some())?;
     let micro = micro_batch_range(cfg.batch_size, p, rank)?.len();
     if cfg.model.has_batch_norm() && master && cfg.batch_size / p < 16 {
         tracing::warn!(
@@ -181,7 +181,7 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             }
         }
         bar.finish();
-        let due = validation_every.is_some_and(|f| (epoch + 1) % f == 0 || epoch + 1 == cfg.epochs);
+        let due = validation_freq.is_some_and(|f| (epoch + 1) % f == 0 || epoch + 1 == cfg.epochs);
         let val = match (test_split, due) {
             (Some(test), true) => Some(epoch_end.validate(test, step)?),
             _ => None,

@@ -22,13 +22,6 @@ pub struct IdxArray {
     pub data: Vec<u8>,
 }
 
-pub(crate) fn data_err(path: &Path, message: impl Into<String>) -> Error {
-    Error::Data {
-        path: path.to_path_buf(),
-        message: message.into(),
-    }
-}
-
 /// Reads an IDX file of unsigned bytes, plain or gzip-compressed.
 pub fn read_idx(path: &Path) -> Result<IdxArray> {
     let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
@@ -37,7 +30,7 @@ pub fn read_idx(path: &Path) -> Result<IdxArray> {
         flate2::read::MultiGzDecoder::new(raw.as_slice())
             .read_to_end(&mut out)
             .map_err(|e| {
-                data_err(
+                Error::data(
                     path,
                     format!("gzip stream is corrupt or truncated ({e}); download the file again"),
                 )
@@ -46,7 +39,7 @@ pub fn read_idx(path: &Path) -> Result<IdxArray> {
     } else {
         raw
     };
-    parse_idx(bytes).map_err(|message| data_err(path, message))
+    parse_idx(bytes).map_err(|message| Error::data(path, message))
 }
 
 /// Parses IDX bytes (consumes them: the data part is kept without a copy of the whole file).
@@ -96,11 +89,11 @@ pub fn parse_idx(mut bytes: Vec<u8>) -> std::result::Result<IdxArray, String> {
 
 fn encode(path: &Path, dims: &[usize], data: &[u8]) -> Result<Vec<u8>> {
     let ndims = u8::try_from(dims.len())
-        .map_err(|_| data_err(path, format!("{} dimensions are too many", dims.len())))?;
+        .map_err(|_| Error::data(path, format!("{} dimensions are too many", dims.len())))?;
     let mut bytes = vec![0, 0, IDX_U8, ndims];
     for &d in dims {
         let d = u32::try_from(d)
-            .map_err(|_| data_err(path, format!("dimension {d} does not fit in u32")))?;
+            .map_err(|_| Error::data(path, format!("dimension {d} does not fit in u32")))?;
         bytes.extend(d.to_be_bytes());
     }
     bytes.extend_from_slice(data);

@@ -73,13 +73,6 @@ pub struct Manifest {
     pub files: BTreeMap<String, String>,
 }
 
-fn ckpt_err(path: &Path, message: impl Into<String>) -> Error {
-    Error::Checkpoint {
-        path: path.to_path_buf(),
-        message: message.into(),
-    }
-}
-
 /// Lower-case hex SHA-256 of a file's content.
 pub fn sha256_file(path: &Path) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
@@ -123,7 +116,7 @@ impl Manifest {
     pub fn write(&self, dir: &Path) -> Result<()> {
         let path = dir.join(MANIFEST);
         let json = serde_json::to_vec_pretty(self)
-            .map_err(|e| ckpt_err(&path, format!("cannot encode the manifest: {e}")))?;
+            .map_err(|e| Error::checkpoint(&path, format!("cannot encode the manifest: {e}")))?;
         std::fs::write(&path, json).map_err(|e| Error::io(&path, e))?;
         fsync_file(&path)
     }
@@ -132,7 +125,7 @@ impl Manifest {
     pub fn read_verified(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST);
         let text = std::fs::read(&path).map_err(|e| {
-            ckpt_err(
+            Error::checkpoint(
                 &path,
                 format!(
                     "cannot read the manifest ({e}); is {} a checkpoint?",
@@ -140,10 +133,11 @@ impl Manifest {
                 ),
             )
         })?;
-        let manifest: Manifest = serde_json::from_slice(&text)
-            .map_err(|e| ckpt_err(&path, format!("the manifest is corrupt or truncated: {e}")))?;
+        let manifest: Manifest = serde_json::from_slice(&text).map_err(|e| {
+            Error::checkpoint(&path, format!("the manifest is corrupt or truncated: {e}"))
+        })?;
         if manifest.format != FORMAT {
-            return Err(ckpt_err(
+            return Err(Error::checkpoint(
                 &path,
                 format!(
                     "manifest format {} is not the supported {FORMAT}",
@@ -153,9 +147,9 @@ impl Manifest {
         }
         for (name, expected) in &manifest.files {
             let file = dir.join(name);
-            let actual = sha256_file(&file).map_err(|e| ckpt_err(&file, e.to_string()))?;
+            let actual = sha256_file(&file).map_err(|e| Error::checkpoint(&file, e.to_string()))?;
             if &actual != expected {
-                return Err(ckpt_err(
+                return Err(Error::checkpoint(
                     &file,
                     format!(
                         "SHA-256 {actual} does not match the manifest's {expected}: the file is \
@@ -176,7 +170,7 @@ impl Manifest {
     ) -> Result<()> {
         let path = dir.join(MANIFEST);
         if self.model.kind != model.kind || self.model.mlp_hidden != model.mlp_hidden {
-            return Err(ckpt_err(
+            return Err(Error::checkpoint(
                 &path,
                 format!(
                     "the checkpoint is for model {:?} (hidden {:?}), this run builds {:?} \
@@ -197,13 +191,13 @@ impl Manifest {
                     )
                 })
                 .unwrap_or_else(|| "the checkpoint has extra variables".to_owned());
-            return Err(ckpt_err(
+            return Err(Error::checkpoint(
                 &path,
                 format!("the model's variables differ ({differing})"),
             ));
         }
         if &self.optimizer != optimizer {
-            return Err(ckpt_err(
+            return Err(Error::checkpoint(
                 &path,
                 format!(
                     "the checkpoint was written with optimizer {:?}, this run uses {:?}",

@@ -135,9 +135,10 @@ impl TrainConfig {
         Ok(())
     }
 
-    /// Every how many epochs the run validates (`None`: never), given whether it has a test
-    /// split; an error when early stopping would have nothing to monitor.
-    pub(super) fn validation_every(&self, has_test_split: bool) -> Result<Option<u64>> {
+    /// `validation_freq` as the run applies it, given whether it has a test split: every how
+    /// many epochs it validates (`None`: never); an error when early stopping would have
+    /// nothing to monitor.
+    pub(super) fn resolved_validation_freq(&self, has_test_split: bool) -> Result<Option<u64>> {
         let every = match (self.validation_freq, has_test_split) {
             (Some(0), _) | (_, false) => None,
             (Some(n), true) => Some(n),
