@@ -128,10 +128,11 @@ mod tests {
         for bad in ["", "  ", "-1", "+4", "1.5", "32k", "abc", "0x10"] {
             let name = tnt_env::FUSION_THRESHOLD_KB;
             let err = FusionThreshold::parse_kib(name, bad).unwrap_err();
-            assert!(
-                matches!(err, Error::InvalidFusionThreshold { source_name, .. } if source_name == name),
-                "{bad:?} gave {err:?}"
+            let from_name = matches!(
+                err,
+                Error::InvalidFusionThreshold { source_name, .. } if source_name == name
             );
+            assert!(from_name, "{bad:?} gave {err:?}");
         }
     }
 
