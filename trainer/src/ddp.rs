@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::ffi;
 use crate::grad_dtype::GradDtype;
 use crate::hooks::{HookState, StepTrace};
-use crate::reducer::{Reducer, StagingMode};
+use crate::reducer::Reducer;
+use crate::staging::StagingMode;
 
 /// How gradients are fused and when their allreduce starts.
 #[derive(Clone, Copy, Debug)]

@@ -16,7 +16,7 @@ use crate::clock::now_ns;
 use crate::comm::{Comm, Waited};
 use crate::error::{Error, Result};
 use crate::grad_dtype::GradDtype;
-use crate::staging::{Mode, Staging};
+use crate::staging::{Staging, StagingMode};
 
 /// How long the thread drives one in-flight allreduce before it looks for newly complete
 /// buckets again.
@@ -82,15 +82,6 @@ struct Worker {
     error: Option<Error>,
 }
 
-/// How the gradients reach the communication buffers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum StagingMode {
-    /// CPU gradients packed by the communication thread.
-    Host,
-    /// Gradients on a device (or CPU tensors standing in for one), packed by the hooks.
-    Device(tch::Device),
-}
-
 impl Reducer {
     /// Creates the bucket allreduces (collective, in bucket order, on this thread) and starts
     /// the thread. `params` are the trainable parameters in registration order.
@@ -106,16 +97,6 @@ impl Reducer {
             for bucket in plan.buckets() {
                 allreduces.push(comm.bucket_allreduce(bucket.total_elements(), dtype)?);
             }
-            let mode = match mode {
-                StagingMode::Host => Mode::Host,
-                StagingMode::Device(device) => Mode::Device {
-                    device,
-                    copy_stream: match device {
-                        tch::Device::Cuda(i) => Some(crate::stream::Stream::from_pool(i)?),
-                        _ => None,
-                    },
-                },
-            };
             Some(Arc::new(Staging::new(&params, &plan, allreduces, mode)?))
         } else {
             None
