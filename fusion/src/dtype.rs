@@ -7,13 +7,21 @@ use std::fmt;
 /// A bucket holds one dtype only, so the allreduce can run over a typed buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
+    /// IEEE 754 binary32.
     F32,
+    /// IEEE 754 binary64.
     F64,
+    /// IEEE 754 binary16.
     F16,
+    /// bfloat16: binary32's exponent range with an 8-bit significand.
     BF16,
+    /// Signed 32-bit integer.
     I32,
+    /// Signed 64-bit integer.
     I64,
+    /// Unsigned 32-bit integer.
     U32,
+    /// Unsigned 64-bit integer.
     U64,
 }
 

@@ -2,7 +2,7 @@
 //! Pure logic: no I/O, no tensors, no communication.
 //!
 //! - [`BucketPlan`] lays parameters out in buckets of at least a [`FusionThreshold`]
-//!   (default [`DEFAULT_FUSION_THRESHOLD_BYTES`], 32 KiB), in reverse registration order
+//!   (default [`FusionThreshold::DEFAULT`], 32 KiB), in reverse registration order
 //!   because backward produces gradients last layer first. Each bucket is one contiguous buffer
 //!   of one [`DType`]; every [`BucketMember`] knows its offset in it.
 //! - [`ReadyTracker`] is fed "parameter ready" events during backward and answers with the
@@ -40,21 +40,22 @@
 //! # Ok::<(), fusion::Error>(())
 //! ```
 //!
-//! The threshold comes from the command line (`"64".parse::<FusionThreshold>()`, in KiB) or
-//! from the launcher's [`FUSION_THRESHOLD_ENV`] via [`FusionThreshold::from_env`].
+//! The fusion threshold comes from the command line (`"64".parse::<FusionThreshold>()`, in
+//! KiB) or from the launcher's [`tnt_env::FUSION_THRESHOLD_KB`] via
+//! [`FusionThreshold::from_env`].
 
 #![forbid(unsafe_code)]
 
-mod config;
 mod dtype;
 mod error;
+mod fusion_threshold;
 mod ids;
 mod plan;
 mod ready;
 
-pub use config::{FusionThreshold, DEFAULT_FUSION_THRESHOLD_BYTES, FUSION_THRESHOLD_ENV};
 pub use dtype::DType;
 pub use error::{Error, Result};
+pub use fusion_threshold::FusionThreshold;
 pub use ids::{BucketId, ParamId};
 pub use plan::{Bucket, BucketMember, BucketPlan, ParamSpec};
 pub use ready::ReadyTracker;

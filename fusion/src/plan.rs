@@ -6,19 +6,22 @@
 //! its last tensor and is minimal: without its last member it would be below the threshold.
 //! A dtype change also closes the current bucket, because a bucket is one typed buffer.
 
-use crate::config::FusionThreshold;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::fusion_threshold::FusionThreshold;
 use crate::ids::{BucketId, ParamId};
 
 /// What the bucketer needs to know about a parameter: its element count and type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ParamSpec {
+    /// Number of elements.
     pub numel: usize,
+    /// Element type.
     pub dtype: DType,
 }
 
 impl ParamSpec {
+    /// A parameter of `numel` elements of `dtype`.
     pub const fn new(numel: usize, dtype: DType) -> Self {
         ParamSpec { numel, dtype }
     }
@@ -27,14 +30,18 @@ impl ParamSpec {
 /// One parameter's place inside its bucket's contiguous buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BucketMember {
+    /// The parameter placed here.
     pub param: ParamId,
     /// Byte offset from the start of the bucket buffer.
     pub offset_bytes: usize,
     /// Element offset from the start of the bucket buffer (`offset_bytes / dtype.size_bytes()`),
     /// for indexing a typed view of the buffer.
     pub offset_elements: usize,
+    /// The parameter's element count.
     pub numel: usize,
+    /// The parameter's element type (the bucket's).
     pub dtype: DType,
+    /// The parameter's size in the buffer: `numel * dtype.size_bytes()`.
     pub size_bytes: usize,
 }
 
@@ -48,6 +55,7 @@ pub struct Bucket {
 }
 
 impl Bucket {
+    /// This bucket's index in its plan.
     pub fn id(&self) -> BucketId {
         self.id
     }
@@ -80,11 +88,11 @@ struct Placement {
     member_index: usize,
 }
 
-/// The full bucket layout of a model for one threshold and one ready order.
+/// The full bucket layout of a model for one fusion threshold and one ready order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BucketPlan {
     params: Vec<ParamSpec>,
-    threshold: FusionThreshold,
+    fusion_threshold: FusionThreshold,
     order: Vec<ParamId>,
     buckets: Vec<Bucket>,
     placements: Vec<Placement>,
@@ -92,9 +100,9 @@ pub struct BucketPlan {
 
 impl BucketPlan {
     /// Buckets in reverse registration order: `params[n-1]` goes first, as backward produces it.
-    pub fn new(params: &[ParamSpec], threshold: FusionThreshold) -> Result<Self> {
+    pub fn new(params: &[ParamSpec], fusion_threshold: FusionThreshold) -> Result<Self> {
         let reverse_registration: Vec<ParamId> = (0..params.len()).rev().map(ParamId).collect();
-        Self::with_order(params, &reverse_registration, threshold)
+        Self::with_order(params, &reverse_registration, fusion_threshold)
     }
 
     /// Buckets in the given order, which must list every parameter exactly once
@@ -102,10 +110,10 @@ impl BucketPlan {
     pub fn with_order(
         params: &[ParamSpec],
         order: &[ParamId],
-        threshold: FusionThreshold,
+        fusion_threshold: FusionThreshold,
     ) -> Result<Self> {
         validate_order(params.len(), order)?;
-        let mut builder = PlanBuilder::new(params.len(), threshold);
+        let mut builder = PlanBuilder::new(params.len(), fusion_threshold);
         for &param in order {
             let spec = params[param.0];
             let size_bytes =
@@ -121,7 +129,7 @@ impl BucketPlan {
         let (buckets, placements) = builder.finish()?;
         Ok(BucketPlan {
             params: params.to_vec(),
-            threshold,
+            fusion_threshold,
             order: order.to_vec(),
             buckets,
             placements,
@@ -133,12 +141,14 @@ impl BucketPlan {
         &self.params
     }
 
+    /// How many parameters the plan places.
     pub fn num_params(&self) -> usize {
         self.params.len()
     }
 
-    pub fn threshold(&self) -> FusionThreshold {
-        self.threshold
+    /// The fusion threshold the buckets were closed at.
+    pub fn fusion_threshold(&self) -> FusionThreshold {
+        self.fusion_threshold
     }
 
     /// The order parameters were assigned to buckets in (bucket 0's members first).
@@ -151,10 +161,12 @@ impl BucketPlan {
         &self.buckets
     }
 
+    /// How many buckets the parameters fill.
     pub fn num_buckets(&self) -> usize {
         self.buckets.len()
     }
 
+    /// Bucket `bucket`, or [`Error::UnknownBucket`].
     pub fn bucket(&self, bucket: BucketId) -> Result<&Bucket> {
         self.buckets.get(bucket.0).ok_or(Error::UnknownBucket {
             bucket,
@@ -212,9 +224,11 @@ fn validate_order(num_params: usize, order: &[ParamId]) -> Result<()> {
     Ok(())
 }
 
-/// Accumulates parameters into the open bucket and closes it at the threshold or a dtype change.
+/// Accumulates parameters into the open bucket and closes it at the fusion threshold or a
+/// dtype change.
 struct PlanBuilder {
-    threshold: usize,
+    /// The fusion threshold in bytes.
+    fusion_threshold: usize,
     buckets: Vec<Bucket>,
     open: Option<Bucket>,
     placements: Vec<Option<Placement>>,
@@ -222,9 +236,9 @@ struct PlanBuilder {
 }
 
 impl PlanBuilder {
-    fn new(num_params: usize, threshold: FusionThreshold) -> Self {
+    fn new(num_params: usize, fusion_threshold: FusionThreshold) -> Self {
         PlanBuilder {
-            threshold: threshold.bytes(),
+            fusion_threshold: fusion_threshold.bytes(),
             buckets: Vec::new(),
             open: None,
             placements: vec![None; num_params],
@@ -263,7 +277,7 @@ impl PlanBuilder {
             dtype: spec.dtype,
             size_bytes,
         });
-        if bucket.total_bytes >= self.threshold {
+        if bucket.total_bytes >= self.fusion_threshold {
             self.close_open_bucket();
         }
         Ok(())

@@ -15,8 +15,8 @@
 
 use std::sync::Arc;
 
-use crate::config::FusionThreshold;
 use crate::error::{Error, Result};
+use crate::fusion_threshold::FusionThreshold;
 use crate::ids::{BucketId, ParamId};
 use crate::plan::{BucketPlan, ParamSpec};
 
@@ -66,8 +66,8 @@ impl ReadyTracker {
     }
 
     /// Builds the plan in reverse registration order and a tracker over it.
-    pub fn from_params(params: &[ParamSpec], threshold: FusionThreshold) -> Result<Self> {
-        Ok(Self::new(BucketPlan::new(params, threshold)?))
+    pub fn from_params(params: &[ParamSpec], fusion_threshold: FusionThreshold) -> Result<Self> {
+        Ok(Self::new(BucketPlan::new(params, fusion_threshold)?))
     }
 
     /// The current plan; shared so the communication thread can read it without this lock.
@@ -126,6 +126,7 @@ impl ReadyTracker {
         self.completed_buckets == self.plan.num_buckets()
     }
 
+    /// Whether every member of `bucket` is marked ready in this step.
     pub fn is_bucket_complete(&self, bucket: BucketId) -> Result<bool> {
         self.plan.bucket(bucket)?;
         Ok(self.remaining[bucket.0] == 0)
@@ -140,6 +141,7 @@ impl ReadyTracker {
             .map(|(index, _)| BucketId(index))
     }
 
+    /// Buckets completed in this step.
     pub fn num_completed_buckets(&self) -> usize {
         self.completed_buckets
     }
@@ -149,6 +151,7 @@ impl ReadyTracker {
         self.marked_params
     }
 
+    /// Whether `param` is marked ready in this step.
     pub fn is_marked(&self, param: ParamId) -> Result<bool> {
         self.plan.bucket_of(param)?;
         Ok(self.marked[param.0])
@@ -160,7 +163,7 @@ impl ReadyTracker {
             .then_some(self.observed_order.as_slice())
     }
 
-    /// Replaces the plan by one built (same parameters and threshold) in the ready order of
+    /// Replaces the plan by one built (same parameters and fusion threshold) in the ready order of
     /// the last complete step, and starts a fresh step over it. Call between steps: bucket
     /// buffers laid out for the old plan must be re-allocated from the returned plan.
     pub fn rebuild_from_observed_order(&mut self) -> Result<Arc<BucketPlan>> {
@@ -172,7 +175,7 @@ impl ReadyTracker {
             });
         }
         let order = self.observed_order().ok_or(Error::NoObservedOrder)?;
-        let plan = BucketPlan::with_order(self.plan.params(), order, self.plan.threshold())?;
+        let plan = BucketPlan::with_order(self.plan.params(), order, self.plan.fusion_threshold())?;
         self.plan = Arc::new(plan);
         self.clear_marks();
         Ok(Arc::clone(&self.plan))

@@ -38,16 +38,20 @@ fn single_dtype_params() -> impl Strategy<Value = Vec<ParamSpec>> {
     })
 }
 
-fn thresholds() -> impl Strategy<Value = FusionThreshold> {
+fn fusion_thresholds() -> impl Strategy<Value = FusionThreshold> {
     prop_oneof![Just(0usize), 1usize..64, 0usize..40_000, Just(usize::MAX),]
         .prop_map(FusionThreshold::from_bytes)
 }
 
 /// A model, a threshold and a permutation of its parameters (a plausible ready order).
 fn model_with_order() -> impl Strategy<Value = (Vec<ParamSpec>, FusionThreshold, Vec<ParamId>)> {
-    (mixed_params(), thresholds()).prop_flat_map(|(params, threshold)| {
+    (mixed_params(), fusion_thresholds()).prop_flat_map(|(params, fusion_threshold)| {
         let ids: Vec<ParamId> = (0..params.len()).map(ParamId).collect();
-        (Just(params), Just(threshold), Just(ids).prop_shuffle())
+        (
+            Just(params),
+            Just(fusion_threshold),
+            Just(ids).prop_shuffle(),
+        )
     })
 }
 
@@ -57,7 +61,7 @@ fn size_of(spec: &ParamSpec) -> usize {
 
 /// Checks every layout invariant of `plan`, built from `params` in `order`.
 fn check_plan(plan: &BucketPlan, params: &[ParamSpec], order: &[ParamId]) {
-    let threshold = plan.threshold().bytes();
+    let threshold_bytes = plan.fusion_threshold().bytes();
     let buckets = plan.buckets();
 
     // Order respected: reading the buckets front to back gives the bucketing order.
@@ -101,13 +105,13 @@ fn check_plan(plan: &BucketPlan, params: &[ParamSpec], order: &[ParamId]) {
             .get(index + 1)
             .is_some_and(|next| next.dtype() != bucket.dtype());
         if index + 1 < buckets.len() && !closed_by_dtype_change {
-            assert!(bucket.total_bytes() >= threshold);
+            assert!(bucket.total_bytes() >= threshold_bytes);
         }
 
         // Minimal: without its last member the bucket would be below the threshold.
         let last = bucket.members().last().unwrap();
         if bucket.members().len() > 1 {
-            assert!(bucket.total_bytes() - last.size_bytes < threshold);
+            assert!(bucket.total_bytes() - last.size_bytes < threshold_bytes);
         }
     }
     assert_eq!(
@@ -164,9 +168,9 @@ proptest! {
     #[test]
     fn reverse_registration_plans_hold_every_invariant(
         params in mixed_params(),
-        threshold in thresholds(),
+        fusion_threshold in fusion_thresholds(),
     ) {
-        let plan = BucketPlan::new(&params, threshold).unwrap();
+        let plan = BucketPlan::new(&params, fusion_threshold).unwrap();
         let reverse: Vec<ParamId> = (0..params.len()).rev().map(ParamId).collect();
         check_plan(&plan, &params, &reverse);
     }
@@ -174,35 +178,35 @@ proptest! {
     #[test]
     fn single_dtype_buckets_reach_the_threshold_except_the_last(
         params in single_dtype_params(),
-        threshold in thresholds(),
+        fusion_threshold in fusion_thresholds(),
     ) {
-        let plan = BucketPlan::new(&params, threshold).unwrap();
+        let plan = BucketPlan::new(&params, fusion_threshold).unwrap();
         let buckets = plan.buckets();
         for bucket in buckets.iter().take(buckets.len().saturating_sub(1)) {
-            prop_assert!(bucket.total_bytes() >= threshold.bytes());
+            prop_assert!(bucket.total_bytes() >= fusion_threshold.bytes());
         }
-        if threshold.bytes() == 0 {
+        if fusion_threshold.bytes() == 0 {
             prop_assert_eq!(buckets.len(), params.len());
         }
-        if threshold.bytes() == usize::MAX {
+        if fusion_threshold.bytes() == usize::MAX {
             prop_assert_eq!(buckets.len(), usize::from(!params.is_empty()));
         }
     }
 
     #[test]
     fn plans_in_any_order_hold_every_invariant(
-        (params, threshold, order) in model_with_order(),
+        (params, fusion_threshold, order) in model_with_order(),
     ) {
-        let plan = BucketPlan::with_order(&params, &order, threshold).unwrap();
+        let plan = BucketPlan::with_order(&params, &order, fusion_threshold).unwrap();
         check_plan(&plan, &params, &order);
     }
 
     #[test]
     fn ready_fires_once_per_bucket_per_step_in_any_order(
-        (params, threshold, first_order) in model_with_order(),
+        (params, fusion_threshold, first_order) in model_with_order(),
         seed in any::<u64>(),
     ) {
-        let mut tracker = ReadyTracker::from_params(&params, threshold).unwrap();
+        let mut tracker = ReadyTracker::from_params(&params, fusion_threshold).unwrap();
         run_step(&mut tracker, &first_order);
 
         // A second step in another order (a rotation of the first, driven by `seed`).
@@ -217,9 +221,9 @@ proptest! {
 
     #[test]
     fn rebuild_lays_buckets_out_in_the_observed_order(
-        (params, threshold, order) in model_with_order(),
+        (params, fusion_threshold, order) in model_with_order(),
     ) {
-        let mut tracker = ReadyTracker::from_params(&params, threshold).unwrap();
+        let mut tracker = ReadyTracker::from_params(&params, fusion_threshold).unwrap();
         run_step(&mut tracker, &order);
         if params.is_empty() {
             prop_assert_eq!(tracker.rebuild_from_observed_order(), Err(Error::NoObservedOrder));
@@ -227,7 +231,7 @@ proptest! {
         }
         let rebuilt = tracker.rebuild_from_observed_order().unwrap();
         check_plan(&rebuilt, &params, &order);
-        prop_assert_eq!(rebuilt.threshold(), threshold);
+        prop_assert_eq!(rebuilt.fusion_threshold(), fusion_threshold);
         // The tracker runs over the new plan, and a step in the observed order fires each
         // bucket once, in bucket order.
         let mut fired = Vec::new();
@@ -240,11 +244,11 @@ proptest! {
 
     #[test]
     fn marking_an_incomplete_step_twice_errors(
-        (params, threshold, order) in model_with_order(),
+        (params, fusion_threshold, order) in model_with_order(),
         cut in any::<prop::sample::Index>(),
     ) {
         prop_assume!(!order.is_empty());
-        let mut tracker = ReadyTracker::from_params(&params, threshold).unwrap();
+        let mut tracker = ReadyTracker::from_params(&params, fusion_threshold).unwrap();
         let marked = cut.index(order.len()) + 1;
         for &param in &order[..marked] {
             tracker.mark_ready(param).unwrap();

@@ -31,7 +31,7 @@ fn samples_per_second(ranks: u16) -> Vec<f64> {
     .map(|s| s.to_string())
     .collect();
     job.timeout = Duration::from_secs(300);
-    job.env.push(("TNT_LOG".into(), "warn".into()));
+    job.env.push((tnt_env::LOG.into(), "warn".into()));
     let out = job.run();
     out.assert_success();
     out.ranks[0]

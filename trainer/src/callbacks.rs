@@ -10,8 +10,11 @@ use crate::metrics::{EpochMetrics, Monitor};
 
 /// Early-stopping state.
 pub struct EarlyStopping {
+    /// The metric watched.
     pub monitor: Monitor,
+    /// Validated epochs without improvement after which training stops.
     pub patience: u64,
+    /// An improvement smaller than this does not count.
     pub min_delta: f64,
     best: Option<(f64, u64)>,
     wait: u64,
@@ -19,6 +22,7 @@ pub struct EarlyStopping {
 }
 
 impl EarlyStopping {
+    /// Watches `monitor`; an error when `patience` is 0 (it would stop after any epoch).
     pub fn new(monitor: Monitor, patience: u64, min_delta: f64) -> Result<Self> {
         if patience == 0 {
             return Err(Error::Config(

@@ -23,7 +23,9 @@ use crate::metrics::Monitor;
 use crate::models::ModelKind;
 use crate::optim::Optimizer;
 
+/// The file of a checkpoint directory that holds the model's variables, by name.
 pub const WEIGHTS: &str = "weights.safetensors";
+/// The file of a checkpoint directory that holds the optimizer's state tensors.
 pub const OPTIMIZER: &str = "optimizer.safetensors";
 /// The index of a checkpoint directory.
 pub const INDEX: &str = "checkpoints.json";
@@ -31,42 +33,43 @@ pub const INDEX: &str = "checkpoints.json";
 /// renamed into place: the crash test's fault injection.
 pub const CRASH_BEFORE_RENAME_ENV: &str = "TNT_CHECKPOINT_CRASH_BEFORE_RENAME";
 
-fn ckpt_err(path: &Path, message: impl Into<String>) -> Error {
-    Error::Checkpoint {
-        path: path.to_path_buf(),
-        message: message.into(),
-    }
-}
-
 /// Which checkpoint of a directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Which {
+    /// The last one written.
     Latest,
     /// The best by the monitored metric; the latest when none was ranked.
     Best,
 }
 
-/// `checkpoints.json`.
+/// `checkpoints.json`: which checkpoint of a directory is the latest and which the best.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Index {
+    /// The latest checkpoint's directory name (`epoch-NNNN`).
     pub latest: Option<String>,
+    /// The best checkpoint by the monitored metric, once one was validated.
     pub best: Option<Best>,
 }
 
+/// The best checkpoint of a directory and why it is the best.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Best {
+    /// Its directory name (`epoch-NNNN`).
     pub name: String,
+    /// The metric it is best by.
     pub monitor: Monitor,
+    /// Its value of that metric.
     pub value: f64,
 }
 
 impl Index {
+    /// Reads `dir`'s index: `None` when there is none, an error when it is corrupt.
     pub fn read(dir: &Path) -> Result<Option<Index>> {
         let path = dir.join(INDEX);
         match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map(Some)
-                .map_err(|e| ckpt_err(&path, format!("the index is corrupt: {e}"))),
+                .map_err(|e| Error::checkpoint(&path, format!("the index is corrupt: {e}"))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io(path, e)),
         }
@@ -97,7 +100,7 @@ pub fn resolve(path: &Path, which: Which) -> Result<PathBuf> {
         return Ok(path.to_path_buf());
     }
     let index = Index::read(path)?.ok_or_else(|| {
-        ckpt_err(
+        Error::checkpoint(
             path,
             format!("no checkpoint here (neither {INDEX} nor a manifest)"),
         )
@@ -105,7 +108,12 @@ pub fn resolve(path: &Path, which: Which) -> Result<PathBuf> {
     let name = match (which, &index.best, &index.latest) {
         (Which::Best, Some(best), _) => &best.name,
         (_, _, Some(latest)) => latest,
-        _ => return Err(ckpt_err(&path.join(INDEX), "the index lists no checkpoint")),
+        _ => {
+            return Err(Error::checkpoint(
+                &path.join(INDEX),
+                "the index lists no checkpoint",
+            ))
+        }
     };
     Ok(path.join(name))
 }
@@ -119,7 +127,7 @@ pub fn check_writable(comm: &Comm, dir: &Path) -> Result<()> {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
             let probe = dir.join(format!(".write-test-{}", std::process::id()));
             std::fs::write(&probe, b"ok").map_err(|e| {
-                ckpt_err(
+                Error::checkpoint(
                     dir,
                     format!("the checkpoint directory is not writable: {e}"),
                 )
@@ -139,7 +147,7 @@ fn agree(comm: &Comm, result: Result<()>, dir: &Path, what: &str) -> Result<()> 
     comm.sum_f64(&mut ok)?;
     result?;
     if ok[0] != 1.0 {
-        return Err(ckpt_err(
+        return Err(Error::checkpoint(
             dir,
             format!("the master rank {what} this checkpoint (see its error)"),
         ));
@@ -216,7 +224,7 @@ pub fn save(
         }
     }
     let json = serde_json::to_vec_pretty(&index)
-        .map_err(|e| ckpt_err(&root.join(INDEX), e.to_string()))?;
+        .map_err(|e| Error::checkpoint(&root.join(INDEX), e.to_string()))?;
     write_atomic(&root.join(INDEX), &json)?;
     prune(root, keep.max(1), &index)?;
     tracing::info!(dir = %target.display(), "checkpoint written");
@@ -268,7 +276,7 @@ pub fn read_manifest(comm: &Comm, path: &Path, which: Which) -> Result<(PathBuf,
             let dir = resolve(path, which)?;
             let manifest = Manifest::read_verified(&dir)?;
             bytes = serde_json::to_vec(&(&dir, &manifest))
-                .map_err(|e| ckpt_err(&dir, e.to_string()))?;
+                .map_err(|e| Error::checkpoint(&dir, e.to_string()))?;
             local = Some((dir, manifest));
             Ok(())
         })();
@@ -288,7 +296,7 @@ pub fn read_manifest(comm: &Comm, path: &Path, which: Which) -> Result<(PathBuf,
     comm.broadcast_f32(&mut values)?;
     let bytes: Vec<u8> = values.iter().map(|&v| v as u8).collect();
     serde_json::from_slice(&bytes)
-        .map_err(|e| ckpt_err(path, format!("the manifest broadcast is corrupt: {e}")))
+        .map_err(|e| Error::checkpoint(path, format!("the manifest broadcast is corrupt: {e}")))
 }
 
 /// Collective: the master loads `dir`'s weights into `vs` (and the optimizer state into
@@ -307,15 +315,15 @@ pub fn load_tensors(
         result = (|| {
             let path = dir.join(WEIGHTS);
             let saved: BTreeMap<String, Tensor> = Tensor::read_safetensors(&path)
-                .map_err(|e| ckpt_err(&path, e.to_string()))?
+                .map_err(|e| Error::checkpoint(&path, e.to_string()))?
                 .into_iter()
                 .collect();
             for (name, var) in vs.variables() {
                 let value = saved
                     .get(&name)
-                    .ok_or_else(|| ckpt_err(&path, format!("no tensor {name}")))?;
+                    .ok_or_else(|| Error::checkpoint(&path, format!("no tensor {name}")))?;
                 if value.size() != var.size() {
-                    return Err(ckpt_err(
+                    return Err(Error::checkpoint(
                         &path,
                         format!(
                             "{name} has shape {:?}, the model needs {:?}",
@@ -326,16 +334,19 @@ pub fn load_tensors(
                 }
                 let finite = value.f_isfinite()?.f_all()?.f_int64_value(&[])? == 1;
                 if !finite {
-                    return Err(ckpt_err(&path, format!("{name} holds NaN or infinity")));
+                    return Err(Error::checkpoint(
+                        &path,
+                        format!("{name} holds NaN or infinity"),
+                    ));
                 }
                 tch::no_grad(|| var.shallow_clone().f_copy_(value))?;
             }
             if let Some(opt) = optimizer.as_deref_mut() {
                 let path = dir.join(OPTIMIZER);
-                let state =
-                    Tensor::read_safetensors(&path).map_err(|e| ckpt_err(&path, e.to_string()))?;
+                let state = Tensor::read_safetensors(&path)
+                    .map_err(|e| Error::checkpoint(&path, e.to_string()))?;
                 opt.load_state(&state, manifest.optimizer_steps)
-                    .map_err(|e| ckpt_err(&path, e.to_string()))?;
+                    .map_err(|e| Error::checkpoint(&path, e.to_string()))?;
             }
             Ok(())
         })();
@@ -362,7 +373,7 @@ pub fn read_latest_weights(root: &Path) -> Result<BTreeMap<String, Tensor>> {
     let dir = resolve(root, Which::Latest)?;
     let path = dir.join(WEIGHTS);
     Ok(Tensor::read_safetensors(&path)
-        .map_err(|e| ckpt_err(&path, e.to_string()))?
+        .map_err(|e| Error::checkpoint(&path, e.to_string()))?
         .into_iter()
         .collect())
 }

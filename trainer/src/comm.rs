@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use allreduce::{broadcast, Allreduce, Options, Reduction};
 use half::bf16;
 
-use crate::staging::GradDtype;
+use crate::grad_dtype::GradDtype;
 
 /// Default bound on any single collective: a dead or stuck peer becomes an error, not a hang.
 pub const DEFAULT_COMM_TIMEOUT: Duration = Duration::from_secs(120);
@@ -32,8 +32,9 @@ impl std::fmt::Debug for Comm {
     }
 }
 
-fn comm_err(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::Comm(format!("{what}: {e}"))
+/// A failed collective, with what the trainer was doing.
+fn collective_err(action: &'static str) -> impl FnOnce(allreduce::Error) -> Error {
+    move |source| Error::Collective { action, source }
 }
 
 impl Comm {
@@ -57,10 +58,12 @@ impl Comm {
         self
     }
 
+    /// This process's rank, `0..size()`.
     pub fn rank(&self) -> usize {
         self.ctx.rank().0 as usize
     }
 
+    /// The number of ranks in the job.
     pub fn size(&self) -> usize {
         self.ctx.num_ranks() as usize
     }
@@ -70,6 +73,7 @@ impl Comm {
         self.rank() == 0
     }
 
+    /// The GASPI context underneath, for what the trainer does not wrap (local rank, ...).
     pub fn context(&self) -> &Arc<Context> {
         &self.ctx
     }
@@ -84,7 +88,7 @@ impl Comm {
             return Ok(());
         }
         broadcast(&self.ctx, Group::ALL, Rank(0), data, self.timeout())
-            .map_err(|e| comm_err("broadcast", e))
+            .map_err(collective_err("broadcast"))
     }
 
     /// Sums `values` over all ranks in place (any length; metrics, counters).
@@ -125,7 +129,7 @@ impl Comm {
                     .map(BucketAllreduce::Bf16)
             }
         };
-        created.map_err(|e| comm_err("creating a bucket allreduce", e))
+        created.map_err(collective_err("creating a bucket allreduce"))
     }
 }
 
@@ -151,7 +155,7 @@ impl BucketAllreduce {
             BucketAllreduce::F32(a) => a.input_mut().map(|d| (d.as_mut_ptr().cast(), d.len())),
             BucketAllreduce::Bf16(a) => a.input_mut().map(|d| (d.as_mut_ptr().cast(), d.len())),
         };
-        range.map_err(|e| comm_err("reaching a bucket's buffer", e))
+        range.map_err(collective_err("reaching a bucket's buffer"))
     }
 
     pub(crate) fn start(&mut self) -> Result<()> {
@@ -159,20 +163,29 @@ impl BucketAllreduce {
             BucketAllreduce::F32(a) => a.start(),
             BucketAllreduce::Bf16(a) => a.start(),
         }
-        .map_err(|e| comm_err("starting a bucket allreduce", e))
+        .map_err(collective_err("starting a bucket allreduce"))
     }
 
-    /// Drives the allreduce for at most `timeout`: true when complete (the sum is in the data
-    /// range), false when the time ran out first (call again; the run goes on).
-    pub(crate) fn wait_for(&mut self, timeout: Timeout) -> Result<bool> {
+    /// Drives the allreduce for at most `timeout`: [`Waited::Complete`] when the sum is in
+    /// the data range, [`Waited::TimedOut`] when the time ran out first (call again; the run
+    /// goes on).
+    pub(crate) fn wait_for(&mut self, timeout: Timeout) -> Result<Waited> {
         let waited = match self {
             BucketAllreduce::F32(a) => a.wait(timeout).map(|_| ()),
             BucketAllreduce::Bf16(a) => a.wait(timeout).map(|_| ()),
         };
         match waited {
-            Ok(()) => Ok(true),
-            Err(e) if e.is_timeout() => Ok(false),
-            Err(e) => Err(comm_err("waiting for a bucket allreduce", e)),
+            Ok(()) => Ok(Waited::Complete),
+            Err(e) if e.is_timeout() => Ok(Waited::TimedOut(e)),
+            Err(e) => Err(collective_err("waiting for a bucket allreduce")(e)),
         }
     }
+}
+
+/// How far a bounded wait for a bucket's allreduce got.
+pub(crate) enum Waited {
+    /// The sum is in the data range.
+    Complete,
+    /// The time ran out first; the collective's timeout error, for the caller that gives up.
+    TimedOut(allreduce::Error),
 }

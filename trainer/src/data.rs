@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use tch::Tensor;
 
 use crate::error::{Error, Result};
-use crate::idx::{data_err, read_idx};
+use crate::idx::read_idx;
 use crate::shard::SplitMix64;
-use crate::synthetic::DeviceSynthetic;
 
-/// Image side and class count of every dataset here (MNIST's).
+/// Image side (in pixels) of every dataset here (MNIST's).
 pub const IMAGE_SIDE: usize = 28;
+/// Class count of every dataset here (MNIST's).
 pub const NUM_CLASSES: usize = 10;
 const PIXELS: usize = IMAGE_SIDE * IMAGE_SIDE;
 
@@ -49,7 +49,9 @@ impl DatasetKind {
 /// The two splits of the IDX datasets, by their file-name prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Split {
+    /// The training split (`train-*`).
     Train,
+    /// The test split (`t10k-*`).
     Test,
 }
 
@@ -88,7 +90,9 @@ pub struct Dataset {
 /// A training split and, for the IDX datasets, the test split.
 #[derive(Debug)]
 pub struct Splits {
+    /// What the model trains on.
     pub train: Dataset,
+    /// What it is validated on; `None` for the synthetic data.
     pub test: Option<Dataset>,
 }
 
@@ -142,7 +146,7 @@ fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
 
 fn require_file(dir: &Path, name: &str, split: Split) -> Result<PathBuf> {
     find_file(dir, name).ok_or_else(|| {
-        data_err(
+        Error::data(
             &dir.join(format!("{name}.gz")),
             format!(
                 "missing {} split: neither {name}.gz nor {name} exists in {}",
@@ -188,7 +192,7 @@ impl Dataset {
         let labels_path = require_file(dir, &labels_name, split)?;
         let images = read_idx(&images_path)?;
         if images.dims.len() != 3 || images.dims[1] != IMAGE_SIDE || images.dims[2] != IMAGE_SIDE {
-            return Err(data_err(
+            return Err(Error::data(
                 &images_path,
                 format!(
                     "expected N x 28 x 28 images, found dimensions {:?}",
@@ -197,11 +201,11 @@ impl Dataset {
             ));
         }
         if images.dims[0] == 0 {
-            return Err(data_err(&images_path, "the file holds no images"));
+            return Err(Error::data(&images_path, "the file holds no images"));
         }
         let labels = read_idx(&labels_path)?;
         if labels.dims.len() != 1 || labels.dims[0] != images.dims[0] {
-            return Err(data_err(
+            return Err(Error::data(
                 &labels_path,
                 format!(
                     "expected {} labels (one per image in {}), found dimensions {:?}",
@@ -217,7 +221,7 @@ impl Dataset {
             .enumerate()
             .find(|(_, &l)| usize::from(l) >= NUM_CLASSES)
         {
-            return Err(data_err(
+            return Err(Error::data(
                 &labels_path,
                 format!("label {bad} of sample {i} is not in 0..10"),
             ));
@@ -232,10 +236,12 @@ impl Dataset {
         })
     }
 
+    /// The number of samples.
     pub fn len(&self) -> usize {
         self.labels.len()
     }
 
+    /// True when there are no samples.
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }
@@ -287,35 +293,4 @@ impl Dataset {
 }
 
 #[cfg(test)]
-#[path = "data_tests.rs"]
 mod tests;
-
-/// The training samples a run draws batches from: decoded from files or generated on the
-/// host ([`Dataset`]), or resident on the device ([`DeviceSynthetic`]).
-#[derive(Clone, Copy, Debug)]
-pub enum TrainSamples<'a> {
-    Host(&'a Dataset),
-    Device(&'a DeviceSynthetic),
-}
-
-impl TrainSamples<'_> {
-    pub fn len(&self) -> usize {
-        match self {
-            TrainSamples::Host(d) => d.len(),
-            TrainSamples::Device(d) => d.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The samples at `indices` as `(inputs, labels)` on `device`.
-    pub fn batch(&self, indices: &[usize], device: tch::Device) -> Result<(Tensor, Tensor)> {
-        let (x, y) = match self {
-            TrainSamples::Host(d) => d.batch(indices)?,
-            TrainSamples::Device(d) => d.batch(indices)?,
-        };
-        Ok((x.f_to_device(device)?, y.f_to_device(device)?))
-    }
-}

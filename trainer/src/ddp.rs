@@ -5,12 +5,14 @@ use std::sync::Arc;
 use fusion::{BucketPlan, DType, FusionThreshold, ParamId, ParamSpec, ReadyTracker};
 use tch::{nn, Device, Kind, Tensor};
 
+use crate::clock::now_ns;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::ffi;
-use crate::hooks::{now_ns, HookState, StepTrace};
-use crate::reducer::{Reducer, StagingMode};
-use crate::staging::GradDtype;
+use crate::grad_dtype::GradDtype;
+use crate::hooks::{HookState, StepTrace};
+use crate::reducer::Reducer;
+use crate::staging::StagingMode;
 
 /// How gradients are fused and when their allreduce starts.
 #[derive(Clone, Copy, Debug)]
@@ -100,7 +102,7 @@ impl DataParallel {
         tracing::debug!(
             params = ddp.params.len(),
             buckets = ddp.plan.num_buckets(),
-            threshold = %config.fusion_threshold,
+            fusion_threshold = %config.fusion_threshold,
             overlap = config.overlap,
             device = ?device,
             grad_dtype = ?config.grad_dtype,
@@ -114,6 +116,7 @@ impl DataParallel {
         self.device
     }
 
+    /// The job the gradients are reduced over.
     pub fn comm(&self) -> &Comm {
         &self.comm
     }
@@ -158,7 +161,7 @@ impl DataParallel {
         };
         // Always collect the communication thread's result, so the next step starts clean.
         let comm = self.reducer.finish();
-        let mut trace = hooks.map_err(|message| Error::Step { step, message })?;
+        let mut trace = hooks?;
         started?;
         let times = comm?;
         if let Some(staging) = self.reducer.staging() {
@@ -199,7 +202,7 @@ impl DataParallel {
         let plan = Arc::new(BucketPlan::with_order(
             self.plan.params(),
             &order,
-            self.plan.threshold(),
+            self.plan.fusion_threshold(),
         )?);
         let reducer = spawn_reducer(&self.comm, &plan, &self.params, self.device, &self.config)?;
         self.state.replace(

@@ -18,6 +18,7 @@ pub enum DeviceArg {
     /// CUDA when a GPU is visible, else the CPU.
     #[default]
     Auto,
+    /// The CPU, even when a GPU is visible.
     Cpu,
     /// A GPU: the given index, or `local_rank mod visible GPUs`.
     Cuda(Option<usize>),
@@ -56,6 +57,7 @@ impl fmt::Display for DeviceArg {
 /// The device a rank uses and, for a GPU, how many ranks of its host share it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Placement {
+    /// The device the rank trains on.
     pub device: Device,
     /// Ranks of this host on the same GPU (1 on the CPU).
     pub ranks_sharing: usize,

@@ -18,6 +18,7 @@ use crate::shard::eval_range;
 pub struct EvalMetrics {
     /// Mean cross-entropy over all samples.
     pub loss: f64,
+    /// Fraction of samples whose most probable class is the label.
     pub accuracy: f64,
     /// Samples counted, over all ranks: the split's size.
     pub samples: usize,
@@ -69,10 +70,10 @@ pub fn evaluate(
     comm.sum_f64(&mut sums)?;
     let samples = sums[2] as usize;
     if samples != data.len() {
-        return Err(Error::Comm(format!(
-            "evaluation counted {samples} samples, the split has {}",
-            data.len()
-        )));
+        return Err(Error::EvaluationCount {
+            counted: samples,
+            split: data.len(),
+        });
     }
     let n = samples.max(1) as f64;
     Ok(EvalMetrics {
@@ -85,6 +86,7 @@ pub fn evaluate(
 /// One sample's prediction.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Prediction {
+    /// The most probable class.
     pub class: u8,
     /// Softmax probability of `class`.
     pub probability: f64,

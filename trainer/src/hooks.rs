@@ -2,21 +2,16 @@
 //! when that completes a bucket, hand the bucket to the communication thread. Also records
 //! when each event happened, for profiling and for the overlap tests.
 
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_channel::Sender;
 use fusion::{BucketId, ParamId, ReadyTracker};
 
+use crate::clock::now_ns;
+use crate::error::{Error, HookFailure, HookFailures, Result};
 use crate::ffi::{self, HookTarget};
 use crate::reducer::Msg;
 use crate::staging::Staging;
-
-/// Nanoseconds since the first call in this process: one clock for hooks and the comm thread.
-pub fn now_ns() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
-}
 
 /// What one training step's backward pass and gradient reduction looked like.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -26,8 +21,9 @@ pub struct StepTrace {
     /// How often each parameter's hook fired in this step (registration order); all 1 when
     /// healthy.
     pub hook_counts: Vec<u32>,
-    /// [`now_ns`] of the first and the last hook of the step.
+    /// [`now_ns`] of the first hook of the step.
     pub first_hook_ns: u64,
+    /// [`now_ns`] of the last hook of the step.
     pub last_hook_ns: u64,
     /// When the autograd engine reported the end of backward (end-of-backward callback).
     pub backward_end_ns: Option<u64>,
@@ -37,8 +33,9 @@ pub struct StepTrace {
     pub bucket_start_ns: Vec<u64>,
     /// Per bucket: when its reduced gradients were written back.
     pub bucket_done_ns: Vec<u64>,
-    /// When `backward` returned to the caller, and when every bucket was written back.
+    /// When `backward` returned to the caller.
     pub backward_returned_ns: u64,
+    /// When every bucket was written back (`backward` then returns).
     pub reduced_ns: u64,
 }
 
@@ -51,7 +48,8 @@ struct StepState {
     sender: Option<Arc<Staging>>,
     trace: StepTrace,
     end_queued: bool,
-    errors: Vec<String>,
+    /// What went wrong in this step's hooks, in order.
+    failures: Vec<HookFailure>,
 }
 
 /// The hooks' target. Lives in an `Arc` that the data-parallel wrapper keeps until it has
@@ -82,7 +80,7 @@ impl HookState {
                     ..StepTrace::default()
                 },
                 end_queued: false,
-                errors: Vec::new(),
+                failures: Vec::new(),
             }),
             overlap,
         }
@@ -107,17 +105,21 @@ impl HookState {
         s.trace.bucket_start_ns.clear();
         s.trace.bucket_done_ns.clear();
         s.end_queued = false;
-        s.errors.clear();
+        s.failures.clear();
     }
 
     /// After backward returned: the trace so far, or what went wrong in the hooks.
-    pub(crate) fn end_step(&self) -> Result<StepTrace, String> {
-        let s = self.lock();
-        if !s.errors.is_empty() {
-            return Err(s.errors.join("; "));
+    pub(crate) fn end_step(&self) -> Result<StepTrace> {
+        let mut s = self.lock();
+        let step = s.trace.step;
+        if !s.failures.is_empty() {
+            return Err(Error::Backward {
+                step,
+                failures: HookFailures(std::mem::take(&mut s.failures)),
+            });
         }
         if !s.tracker.is_step_complete() {
-            let missing: Vec<usize> = s
+            let params: Vec<usize> = s
                 .trace
                 .hook_counts
                 .iter()
@@ -125,10 +127,7 @@ impl HookState {
                 .filter(|(_, &c)| c == 0)
                 .map(|(i, _)| i)
                 .collect();
-            return Err(format!(
-                "backward produced no gradient for parameter(s) {missing:?} (registration \
-                 order); every trainable parameter must take part in the loss"
-            ));
+            return Err(Error::UnusedParameters { step, params });
         }
         Ok(s.trace.clone())
     }
@@ -177,8 +176,8 @@ impl HookTarget for HookState {
         if !s.end_queued {
             s.end_queued = true;
             if let Err(e) = ffi::queue_end_of_backward(self) {
-                s.errors
-                    .push(format!("queueing the end-of-backward callback: {e}"));
+                s.failures
+                    .push(HookFailure::QueueEndOfBackward(Box::new(e)));
             }
         }
         match s.tracker.mark_ready(ParamId(index)) {
@@ -192,18 +191,21 @@ impl HookTarget for HookState {
                     // thread reports the bucket as never ready).
                     let packed = match s.sender.as_ref().map(|st| st.send(bucket)) {
                         Some(Err(e)) => {
-                            s.errors.push(format!("sending bucket {bucket}: {e}"));
+                            s.failures.push(HookFailure::Send {
+                                bucket,
+                                source: Box::new(e),
+                            });
                             false
                         }
                         _ => true,
                     };
                     if packed && s.to_comm.send(Msg::Start(BucketId(bucket))).is_err() {
-                        s.errors.push("the communication thread is gone".to_owned());
+                        s.failures.push(HookFailure::CommThreadGone);
                     }
                 }
             }
             Ok(None) => {}
-            Err(e) => s.errors.push(e.to_string()),
+            Err(e) => s.failures.push(HookFailure::Ready(e)),
         }
     }
 
@@ -213,8 +215,6 @@ impl HookTarget for HookState {
     }
 
     fn hook_panicked(&self) {
-        self.lock()
-            .errors
-            .push("an autograd hook panicked".to_owned());
+        self.lock().failures.push(HookFailure::Panicked);
     }
 }

@@ -16,15 +16,10 @@ const IDX_U8: u8 = 0x08;
 /// An unsigned-byte IDX array: its dimensions and data (row-major).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IdxArray {
+    /// The size of each dimension, outermost first.
     pub dims: Vec<usize>,
+    /// The elements, row-major.
     pub data: Vec<u8>,
-}
-
-pub(crate) fn data_err(path: &Path, message: impl Into<String>) -> Error {
-    Error::Data {
-        path: path.to_path_buf(),
-        message: message.into(),
-    }
 }
 
 /// Reads an IDX file of unsigned bytes, plain or gzip-compressed.
@@ -35,7 +30,7 @@ pub fn read_idx(path: &Path) -> Result<IdxArray> {
         flate2::read::MultiGzDecoder::new(raw.as_slice())
             .read_to_end(&mut out)
             .map_err(|e| {
-                data_err(
+                Error::data(
                     path,
                     format!("gzip stream is corrupt or truncated ({e}); download the file again"),
                 )
@@ -44,7 +39,7 @@ pub fn read_idx(path: &Path) -> Result<IdxArray> {
     } else {
         raw
     };
-    parse_idx(bytes).map_err(|message| data_err(path, message))
+    parse_idx(bytes).map_err(|message| Error::data(path, message))
 }
 
 /// Parses IDX bytes (consumes them: the data part is kept without a copy of the whole file).
@@ -94,11 +89,11 @@ pub fn parse_idx(mut bytes: Vec<u8>) -> std::result::Result<IdxArray, String> {
 
 fn encode(path: &Path, dims: &[usize], data: &[u8]) -> Result<Vec<u8>> {
     let ndims = u8::try_from(dims.len())
-        .map_err(|_| data_err(path, format!("{} dimensions are too many", dims.len())))?;
+        .map_err(|_| Error::data(path, format!("{} dimensions are too many", dims.len())))?;
     let mut bytes = vec![0, 0, IDX_U8, ndims];
     for &d in dims {
         let d = u32::try_from(d)
-            .map_err(|_| data_err(path, format!("dimension {d} does not fit in u32")))?;
+            .map_err(|_| Error::data(path, format!("dimension {d} does not fit in u32")))?;
         bytes.extend(d.to_be_bytes());
     }
     bytes.extend_from_slice(data);

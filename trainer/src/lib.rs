@@ -40,6 +40,7 @@
 
 pub mod callbacks;
 pub mod checkpoint;
+mod clock;
 mod comm;
 pub mod data;
 mod ddp;
@@ -48,6 +49,7 @@ mod error;
 pub mod evaluate;
 mod ffi;
 pub mod fit;
+mod grad_dtype;
 mod hooks;
 pub mod idx;
 pub mod manifest;
@@ -57,22 +59,22 @@ pub mod optim;
 mod pinned;
 pub mod profile;
 mod progress;
-mod record;
 mod reducer;
 pub mod restore;
 pub mod schedule;
 pub mod shard;
-pub mod staging;
+mod staging;
 mod stream;
 pub mod synthetic;
 pub mod testdata;
 
+pub use clock::now_ns;
 pub use comm::{Comm, DEFAULT_COMM_TIMEOUT};
 pub use ddp::{broadcast_tensors, broadcast_variables, weights_checksum, DataParallel, DdpConfig};
-pub use error::{Error, Result};
-pub use hooks::{now_ns, StepTrace};
+pub use error::{Error, HookFailure, HookFailures, Result};
+pub use grad_dtype::GradDtype;
+pub use hooks::StepTrace;
 pub use optim::{Optimizer, OptimizerKind};
-pub use staging::GradDtype;
 
 /// Cross-entropy of `logits` `[n, classes]` against `labels` `[n]` as the global-batch loss:
 /// the **sum** over the `n` local samples divided by `global_batch`. Returns the loss tensor

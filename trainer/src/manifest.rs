@@ -18,12 +18,15 @@ use crate::schedule::{PlateauState, ScheduleConfig};
 
 /// Version of the manifest layout.
 pub const FORMAT: u32 = 1;
+/// The manifest's file name in a checkpoint directory.
 pub const MANIFEST: &str = "manifest.json";
 
 /// The model a checkpoint belongs to: kind, shape settings and every variable's shape.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {
+    /// Which model.
     pub kind: ModelKind,
+    /// The MLP's hidden layer sizes (empty for the other models).
     pub mlp_hidden: Vec<i64>,
     /// Variable name to shape, for every variable of the `VarStore`.
     pub variables: BTreeMap<String, Vec<i64>>,
@@ -32,20 +35,33 @@ pub struct ModelSpec {
 /// Everything a checkpoint records besides the tensors.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// The layout version ([`FORMAT`]).
     pub format: u32,
+    /// The model the weights belong to.
     pub model: ModelSpec,
+    /// The optimizer the state belongs to.
     pub optimizer: OptimizerKind,
+    /// The run's LR schedule.
     pub schedule: ScheduleConfig,
+    /// Reduce-on-plateau's state at the checkpoint.
     pub plateau: PlateauState,
+    /// The data the run trained on.
     pub dataset: DatasetKind,
+    /// Where its files were.
     pub data_dir: Option<PathBuf>,
+    /// The run's seed (shuffling, synthetic data).
     pub seed: u64,
+    /// The global batch size.
     pub batch_size: usize,
+    /// Micro-steps per optimizer step.
     pub grad_accum: usize,
     /// Epochs the run was asked for.
     pub epochs: u64,
+    /// Epochs completed at this checkpoint.
     pub epochs_done: u64,
+    /// Optimizer steps of the training loop so far.
     pub global_step: u64,
+    /// Updates the optimizer applied so far (Adam's bias correction depends on it).
     pub optimizer_steps: u64,
     /// The run ended here (all epochs done, or early stopping).
     pub finished: bool,
@@ -55,13 +71,6 @@ pub struct Manifest {
     pub metrics: Vec<EpochMetrics>,
     /// File name to lower-case hex SHA-256.
     pub files: BTreeMap<String, String>,
-}
-
-fn ckpt_err(path: &Path, message: impl Into<String>) -> Error {
-    Error::Checkpoint {
-        path: path.to_path_buf(),
-        message: message.into(),
-    }
 }
 
 /// Lower-case hex SHA-256 of a file's content.
@@ -107,7 +116,7 @@ impl Manifest {
     pub fn write(&self, dir: &Path) -> Result<()> {
         let path = dir.join(MANIFEST);
         let json = serde_json::to_vec_pretty(self)
-            .map_err(|e| ckpt_err(&path, format!("cannot encode the manifest: {e}")))?;
+            .map_err(|e| Error::checkpoint(&path, format!("cannot encode the manifest: {e}")))?;
         std::fs::write(&path, json).map_err(|e| Error::io(&path, e))?;
         fsync_file(&path)
     }
@@ -116,7 +125,7 @@ impl Manifest {
     pub fn read_verified(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST);
         let text = std::fs::read(&path).map_err(|e| {
-            ckpt_err(
+            Error::checkpoint(
                 &path,
                 format!(
                     "cannot read the manifest ({e}); is {} a checkpoint?",
@@ -124,10 +133,11 @@ impl Manifest {
                 ),
             )
         })?;
-        let manifest: Manifest = serde_json::from_slice(&text)
-            .map_err(|e| ckpt_err(&path, format!("the manifest is corrupt or truncated: {e}")))?;
+        let manifest: Manifest = serde_json::from_slice(&text).map_err(|e| {
+            Error::checkpoint(&path, format!("the manifest is corrupt or truncated: {e}"))
+        })?;
         if manifest.format != FORMAT {
-            return Err(ckpt_err(
+            return Err(Error::checkpoint(
                 &path,
                 format!(
                     "manifest format {} is not the supported {FORMAT}",
@@ -137,9 +147,9 @@ impl Manifest {
         }
         for (name, expected) in &manifest.files {
             let file = dir.join(name);
-            let actual = sha256_file(&file).map_err(|e| ckpt_err(&file, e.to_string()))?;
+            let actual = sha256_file(&file).map_err(|e| Error::checkpoint(&file, e.to_string()))?;
             if &actual != expected {
-                return Err(ckpt_err(
+                return Err(Error::checkpoint(
                     &file,
                     format!(
                         "SHA-256 {actual} does not match the manifest's {expected}: the file is \
@@ -160,7 +170,7 @@ impl Manifest {
     ) -> Result<()> {
         let path = dir.join(MANIFEST);
         if self.model.kind != model.kind || self.model.mlp_hidden != model.mlp_hidden {
-            return Err(ckpt_err(
+            return Err(Error::checkpoint(
                 &path,
                 format!(
                     "the checkpoint is for model {:?} (hidden {:?}), this run builds {:?} \
@@ -181,13 +191,13 @@ impl Manifest {
                     )
                 })
                 .unwrap_or_else(|| "the checkpoint has extra variables".to_owned());
-            return Err(ckpt_err(
+            return Err(Error::checkpoint(
                 &path,
                 format!("the model's variables differ ({differing})"),
             ));
         }
         if &self.optimizer != optimizer {
-            return Err(ckpt_err(
+            return Err(Error::checkpoint(
                 &path,
                 format!(
                     "the checkpoint was written with optimizer {:?}, this run uses {:?}",

@@ -16,11 +16,13 @@ pub struct EpochMetrics {
     pub epoch: u64,
     /// Learning rate at the epoch's last step.
     pub lr: f64,
-    /// Mean training loss and accuracy over the epoch's samples.
+    /// Mean training loss over the epoch's samples.
     pub loss: f64,
+    /// Training accuracy over the epoch's samples.
     pub accuracy: f64,
-    /// Test-split loss and accuracy, when validated this epoch.
+    /// Test-split loss, when validated this epoch.
     pub val_loss: Option<f64>,
+    /// Test-split accuracy, when validated this epoch.
     pub val_accuracy: Option<f64>,
     /// Test samples the validation counted (over all ranks).
     #[serde(default)]
@@ -35,8 +37,10 @@ pub struct EpochMetrics {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Monitor {
+    /// The test-split loss; lower is better.
     #[value(name = "val_loss")]
     ValLoss,
+    /// The test-split accuracy; higher is better.
     #[value(name = "val_accuracy")]
     ValAccuracy,
 }
@@ -58,6 +62,7 @@ impl Monitor {
         }
     }
 
+    /// The metric's name as the command line and the epoch line spell it.
     pub fn name(self) -> &'static str {
         match self {
             Monitor::ValLoss => "val_loss",
@@ -68,7 +73,9 @@ impl Monitor {
 
 /// The epoch line: `Epoch 3/8 - 21.4s - loss: 0.3012 - accuracy: 0.8901 - val_loss: ...`.
 pub struct EpochLine<'a> {
+    /// The epoch's metrics.
     pub metrics: &'a EpochMetrics,
+    /// The run's epoch count (the `/8` of `Epoch 3/8`).
     pub epochs: u64,
 }
 
@@ -97,6 +104,7 @@ pub struct MetricsCsv {
     out: std::io::BufWriter<std::fs::File>,
 }
 
+/// The first line of a `--metrics-csv` file: its columns.
 pub const CSV_HEADER: &str =
     "epoch,lr,loss,accuracy,val_loss,val_accuracy,seconds,samples_per_second";
 

@@ -39,14 +39,20 @@ pub enum ModelInput {
     Mnist,
     /// `[N, channels, side, side]` f32 images.
     Images {
+        /// Colour channels.
         channels: i64,
+        /// Image side in pixels.
         side: i64,
+        /// Classes the model tells apart.
         classes: i64,
     },
     /// `[N, seq_len]` i64 token ids below `vocab`.
     Tokens {
+        /// Tokens per sequence.
         seq_len: i64,
+        /// Vocabulary size.
         vocab: i64,
+        /// Classes the model tells apart.
         classes: i64,
     },
 }

@@ -10,21 +10,33 @@ use crate::error::{Error, Result};
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum OptimizerKind {
+    /// Stochastic gradient descent with momentum; weight decay as L2 added to the gradient.
     Sgd {
+        /// Momentum factor (0: plain SGD, no state).
         momentum: f64,
+        /// L2 penalty added to the gradient.
         weight_decay: f64,
     },
+    /// Adam (Kingma & Ba); weight decay as L2 added to the gradient.
     Adam {
+        /// Decay of the first-moment estimate.
         beta1: f64,
+        /// Decay of the second-moment estimate.
         beta2: f64,
+        /// Added to the denominator for numerical stability.
         eps: f64,
+        /// L2 penalty added to the gradient.
         weight_decay: f64,
     },
     /// Adam with decoupled weight decay: `p -= lr * weight_decay * p` before the Adam update.
     AdamW {
+        /// Decay of the first-moment estimate.
         beta1: f64,
+        /// Decay of the second-moment estimate.
         beta2: f64,
+        /// Added to the denominator for numerical stability.
         eps: f64,
+        /// Decoupled decay rate (times the learning rate).
         weight_decay: f64,
     },
 }
@@ -97,10 +109,12 @@ impl Optimizer {
         })
     }
 
+    /// The learning rate the next update uses.
     pub fn lr(&self) -> f64 {
         self.lr
     }
 
+    /// Sets the learning rate of the next updates (the schedule calls it every step).
     pub fn set_lr(&mut self, lr: f64) {
         self.lr = lr;
     }

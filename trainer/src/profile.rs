@@ -9,6 +9,7 @@ pub struct StepTimes {
     pub compute_ms: f64,
     /// Waiting for gradient allreduces after backward returned (not hidden behind it).
     pub exposed_comm_ms: f64,
+    /// The optimizer's update.
     pub optimizer_ms: f64,
     /// The whole step (data to optimizer), without metric aggregation and logging.
     pub step_ms: f64,
@@ -17,7 +18,9 @@ pub struct StepTimes {
 /// Medians over the profiled steps.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ProfileSummary {
+    /// Steps the medians are over.
     pub steps: usize,
+    /// Each timing's median.
     pub median: StepTimes,
 }
 

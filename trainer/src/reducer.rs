@@ -12,10 +12,11 @@ use fusion::{BucketId, BucketPlan};
 use gaspi::Timeout;
 use tch::Tensor;
 
-use crate::comm::Comm;
+use crate::clock::now_ns;
+use crate::comm::{Comm, Waited};
 use crate::error::{Error, Result};
-use crate::hooks::now_ns;
-use crate::staging::{GradDtype, Mode, Staging};
+use crate::grad_dtype::GradDtype;
+use crate::staging::{Staging, StagingMode};
 
 /// How long the thread drives one in-flight allreduce before it looks for newly complete
 /// buckets again.
@@ -81,15 +82,6 @@ struct Worker {
     error: Option<Error>,
 }
 
-/// How the gradients reach the communication buffers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum StagingMode {
-    /// CPU gradients packed by the communication thread.
-    Host,
-    /// Gradients on a device (or CPU tensors standing in for one), packed by the hooks.
-    Device(tch::Device),
-}
-
 impl Reducer {
     /// Creates the bucket allreduces (collective, in bucket order, on this thread) and starts
     /// the thread. `params` are the trainable parameters in registration order.
@@ -105,16 +97,6 @@ impl Reducer {
             for bucket in plan.buckets() {
                 allreduces.push(comm.bucket_allreduce(bucket.total_elements(), dtype)?);
             }
-            let mode = match mode {
-                StagingMode::Host => Mode::Host,
-                StagingMode::Device(device) => Mode::Device {
-                    device,
-                    copy_stream: match device {
-                        tch::Device::Cuda(i) => Some(crate::stream::Stream::from_pool(i)?),
-                        _ => None,
-                    },
-                },
-            };
             Some(Arc::new(Staging::new(&params, &plan, allreduces, mode)?))
         } else {
             None
@@ -134,7 +116,7 @@ impl Reducer {
         let handle = std::thread::Builder::new()
             .name("tnt-comm".to_owned())
             .spawn(move || worker.run(rx))
-            .map_err(|e| Error::CommThread(format!("cannot start it: {e}")))?;
+            .map_err(Error::CommThreadSpawn)?;
         Ok(Reducer {
             tx,
             handle: Some(handle),
@@ -154,7 +136,7 @@ impl Reducer {
     fn send(&self, msg: Msg) -> Result<()> {
         self.tx
             .send(msg)
-            .map_err(|_| Error::CommThread("it has exited".to_owned()))
+            .map_err(|_| Error::CommThread("it has exited"))
     }
 
     /// Starts every bucket after backward (the no-overlap mode); on the device path the
@@ -175,7 +157,7 @@ impl Reducer {
         self.send(Msg::Finish(reply_tx))?;
         reply_rx
             .recv()
-            .map_err(|_| Error::CommThread("it exited during a step".to_owned()))?
+            .map_err(|_| Error::CommThread("it exited during a step"))?
     }
 }
 
@@ -251,8 +233,13 @@ impl Worker {
         let b = bucket.0;
         match self.phase.get(b) {
             Some(Phase::Idle) => {}
-            Some(_) => return Err(Error::Comm(format!("bucket {b} started twice"))),
-            None => return Err(Error::Comm(format!("no bucket {b}"))),
+            Some(_) => return Err(Error::BucketStartedTwice { bucket: b }),
+            None => {
+                return Err(Error::Fusion(fusion::Error::UnknownBucket {
+                    bucket,
+                    num_buckets: self.phase.len(),
+                }))
+            }
         }
         let Some(staging) = self.staging.as_ref() else {
             let now = now_ns();
@@ -348,13 +335,14 @@ impl Worker {
         }
     }
 
-    fn try_complete(&mut self, b: usize, timeout: Timeout) -> Result<bool> {
+    /// Waits up to `timeout` for bucket `b` and, once complete, hands its sums back.
+    fn try_complete(&mut self, b: usize, timeout: Timeout) -> Result<Waited> {
         let Phase::InFlight { start_ns, .. } = self.phase[b] else {
-            return Ok(true);
+            return Ok(Waited::Complete);
         };
         if let Some(staging) = self.staging.as_ref() {
-            if !staging.bucket(b).allreduce().wait_for(timeout)? {
-                return Ok(false);
+            if let Waited::TimedOut(e) = staging.bucket(b).allreduce().wait_for(timeout)? {
+                return Ok(Waited::TimedOut(e));
             }
             staging.receive(b)?;
         }
@@ -362,7 +350,7 @@ impl Worker {
             start_ns,
             done_ns: now_ns(),
         };
-        Ok(true)
+        Ok(Waited::Complete)
     }
 
     fn finish(&mut self) -> Result<CommTimes> {
@@ -383,9 +371,7 @@ impl Worker {
             done_ns: Vec::with_capacity(n),
         };
         if let Some(b) = self.phase.iter().position(|p| *p == Phase::Idle) {
-            return Err(Error::Comm(format!(
-                "bucket {b} never became ready in this step"
-            )));
+            return Err(Error::BucketNotReady { bucket: b });
         }
         // In start order, as every rank does; bounded by the communication timeout.
         let deadline =
@@ -393,16 +379,12 @@ impl Worker {
         loop {
             self.start_packed();
             if let Some(b) = self.oldest_in_flight() {
-                if !self.try_complete(b, self.comm_timeout)? {
-                    return Err(Error::Comm(format!(
-                        "bucket {b}: allreduce did not complete within the timeout"
-                    )));
+                if let Waited::TimedOut(source) = self.try_complete(b, self.comm_timeout)? {
+                    return Err(Error::BucketTimeout { bucket: b, source });
                 }
             } else if let Some(b) = self.oldest_packing() {
                 if deadline.is_some_and(|d| std::time::Instant::now() > d) {
-                    return Err(Error::Comm(format!(
-                        "bucket {b}: its gradients did not reach the host within the timeout"
-                    )));
+                    return Err(Error::StagingTimeout { bucket: b });
                 }
                 std::thread::sleep(COPY_POLL);
             } else {

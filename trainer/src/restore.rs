@@ -13,10 +13,13 @@ use crate::manifest::Manifest;
 
 /// A model with a checkpoint's weights.
 pub struct Restored {
+    /// The model's variables, with the checkpoint's values.
     pub vs: nn::VarStore,
+    /// The model, built over `vs`.
     pub model: Box<dyn nn::ModuleT>,
     /// The checkpoint directory used.
     pub dir: PathBuf,
+    /// The checkpoint's manifest.
     pub manifest: Manifest,
 }
 

@@ -13,37 +13,48 @@ use crate::metrics::Monitor;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum ScheduleKind {
+    /// The base rate throughout.
     Constant,
+    /// Cosine annealing to the minimum rate (--min-lr) over the run.
     Cosine,
+    /// Times --lr-gamma every --lr-step-epochs epochs.
     Step,
+    /// Times --plateau-factor when the monitored metric stops improving.
     Plateau,
 }
 
 /// The schedule's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ScheduleConfig {
+    /// The schedule after the warmup.
     pub kind: ScheduleKind,
     /// Peak learning rate (after any linear scaling).
     pub base_lr: f64,
     /// Linear warmup from `base_lr / warmup_steps` to `base_lr` over these steps.
     pub warmup_steps: u64,
-    /// Optimizer steps of the whole run (cosine) and of one epoch (step decay).
+    /// Optimizer steps of the whole run (cosine).
     pub total_steps: u64,
+    /// Optimizer steps of one epoch (step decay).
     pub steps_per_epoch: u64,
     /// Cosine's final rate and the plateau's floor.
     pub min_lr: f64,
     /// Step decay: every `step_epochs` epochs, times `gamma`.
     pub step_epochs: u64,
+    /// Step decay's factor.
     pub gamma: f64,
-    /// Plateau: times `factor` after more than `patience` epochs without improvement.
+    /// Plateau: times `plateau_factor` after more than `plateau_patience` epochs without
+    /// improvement.
     pub plateau_factor: f64,
+    /// Plateau: epochs without improvement tolerated before a reduction.
     pub plateau_patience: u64,
 }
 
 /// What reduce-on-plateau remembers between epochs (checkpointed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PlateauState {
+    /// The best value of the watched metric so far.
     pub best: Option<f64>,
+    /// Epochs since it last improved (or since the last reduction).
     pub bad_epochs: u64,
     /// Current rate for the plateau schedule (`base_lr` until the first reduction).
     pub lr: Option<f64>,
@@ -52,11 +63,14 @@ pub struct PlateauState {
 /// A schedule and its state.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Schedule {
+    /// The settings.
     pub config: ScheduleConfig,
+    /// Reduce-on-plateau's state (checkpointed, restored on resume).
     pub plateau: PlateauState,
 }
 
 impl Schedule {
+    /// Checks the settings; an error names the one out of range.
     pub fn new(config: ScheduleConfig) -> Result<Self> {
         let c = &config;
         if !(c.base_lr.is_finite() && c.base_lr >= 0.0 && c.min_lr >= 0.0) {

@@ -44,10 +44,12 @@ pub fn eval_range(len: usize, ranks: usize, rank: usize) -> Result<Range<usize>>
 pub struct SplitMix64(u64);
 
 impl SplitMix64 {
+    /// The generator started from `seed`.
     pub fn new(seed: u64) -> Self {
         SplitMix64(seed)
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;

@@ -1,17 +1,17 @@
 //! Gradient staging: a bucket's gradients packed into the allreduce's buffer (gaspi segment
 //! memory) and the sum unpacked back into `.grad`, on the CPU or from a GPU.
 //!
-//! On the CPU (`Mode::Host`) the communication thread packs the gradients straight into the
-//! segment and unpacks the sum from it (converting to the wire dtype and back).
+//! On the CPU (`StagingMode::Host`) the communication thread packs the gradients straight into
+//! the segment and unpacks the sum from it (converting to the wire dtype and back).
 //!
-//! From a GPU (`Mode::Device`) the segment range is page-locked and the hook of the bucket's
-//! last gradient, on the autograd thread, queues: an event on the compute stream → the copy
-//! stream waits for it → pack the gradients into a flat device buffer (in the wire dtype) →
-//! copy it to the segment (DMA) → event `sent`. The communication thread starts the allreduce
-//! once `sent` has completed and, when the sum is in, queues the copy back (host → flat device
-//! buffer, event `received`) on the copy stream. At the end of the step the compute stream
-//! waits for `received` and unpacks the flat buffer into `.grad`: the host never waits for the
-//! GPU, and backward of the remaining layers runs while buckets travel.
+//! From a GPU (`StagingMode::Device`) the segment range is page-locked and the hook of the
+//! bucket's last gradient, on the autograd thread, queues: an event on the compute stream →
+//! the copy stream waits for it → pack the gradients into a flat device buffer (in the wire
+//! dtype) → copy it to the segment (DMA) → event `sent`. The communication thread starts the
+//! allreduce once `sent` has completed and, when the sum is in, queues the copy back (host →
+//! flat device buffer, event `received`) on the copy stream. At the end of the step the
+//! compute stream waits for `received` and unpacks the flat buffer into `.grad`: the host
+//! never waits for the GPU, and backward of the remaining layers runs while buckets travel.
 //!
 //! The device path works on CPU tensors too (streams and events are then no-ops and copies
 //! synchronous), which is how its logic is tested on machines without a GPU.
@@ -19,53 +19,21 @@
 use std::sync::{Mutex, MutexGuard};
 
 use fusion::BucketPlan;
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 use crate::comm::BucketAllreduce;
 use crate::error::{Error, Result};
 use crate::pinned::PageLocked;
 use crate::stream::{copy_async, set_current_device, Event, Stream};
 
-/// The element type gradients travel in (`--grad-dtype`).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum GradDtype {
-    /// f32: exact sums (up to summation order).
-    #[default]
-    F32,
-    /// bfloat16: half the bytes; each pairwise sum is computed in f32 and rounded once.
-    Bf16,
-}
-
-impl GradDtype {
-    pub fn kind(self) -> Kind {
-        match self {
-            GradDtype::F32 => Kind::Float,
-            GradDtype::Bf16 => Kind::BFloat16,
-        }
-    }
-}
-
 /// Where the gradients are and how they reach the segment.
-pub(crate) enum Mode {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StagingMode {
     /// CPU gradients, packed by the communication thread.
     Host,
-    /// Gradients on `device`, packed there and copied on `copy_stream` (`None`: CPU tensors
-    /// standing in for a GPU, synchronously).
-    Device {
-        device: Device,
-        copy_stream: Option<Stream>,
-    },
+    /// Gradients on a device (or CPU tensors standing in for one), packed there by the hooks
+    /// and copied on a copy stream of that GPU (synchronously, for the CPU stand-in).
+    Device(Device),
 }
 
 /// A point in a copy stream's work; on the CPU stand-in always complete.
@@ -128,7 +96,9 @@ impl Bucket {
 /// The staging of every bucket of one plan; shared by the hooks, the communication thread
 /// and the step.
 pub(crate) struct Staging {
-    mode: Mode,
+    mode: StagingMode,
+    /// The GPU's copy stream (`None` on the host path and for the CPU stand-in).
+    copy_stream: Option<Stream>,
     buckets: Vec<Mutex<Bucket>>,
 }
 
@@ -139,10 +109,7 @@ fn flat_view(t: &Tensor, m: &Member) -> Result<Tensor> {
 fn grad_of(m: &Member) -> Result<Tensor> {
     let g = m.param.grad();
     if !g.defined() {
-        return Err(Error::Comm(format!(
-            "parameter {} has no gradient",
-            m.index
-        )));
+        return Err(Error::MissingGradient { param: m.index });
     }
     Ok(g)
 }
@@ -153,15 +120,13 @@ impl Staging {
         params: &[Tensor],
         plan: &BucketPlan,
         allreduces: Vec<BucketAllreduce>,
-        mode: Mode,
+        mode: StagingMode,
     ) -> Result<Self> {
-        let on_gpu = matches!(
-            mode,
-            Mode::Device {
-                copy_stream: Some(_),
-                ..
-            }
-        );
+        let copy_stream = match mode {
+            StagingMode::Device(Device::Cuda(i)) => Some(Stream::from_pool(i)?),
+            _ => None,
+        };
+        let on_gpu = copy_stream.is_some();
         let mut buckets = Vec::with_capacity(allreduces.len());
         for (bucket, mut allreduce) in plan.buckets().iter().zip(allreduces) {
             let members: Vec<Member> = bucket
@@ -181,15 +146,16 @@ impl Staging {
             // as long as `allreduce`, dropped after this tensor (field order of `Bucket`).
             let host =
                 unsafe { Tensor::f_from_blob(ptr, &[count as i64], &[1], kind, Device::Cpu)? };
-            let (flat, locked) = match &mode {
-                Mode::Host => (None, None),
-                Mode::Device { device, .. } => {
-                    let flat = Tensor::f_empty([count as i64], (kind, *device))?;
+            let (flat, locked) = match mode {
+                StagingMode::Host => (None, None),
+                StagingMode::Device(device) => {
+                    let flat = Tensor::f_empty([count as i64], (kind, device))?;
                     let locked = match device {
-                        // SAFETY: as for `host`: the range outlives the lock.
                         // An empty bucket (parameters without elements) has nothing to lock.
                         Device::Cuda(i) if on_gpu && bytes > 0 => {
-                            Some(unsafe { PageLocked::new(ptr, bytes, *i)? })
+                            // SAFETY: as for `host`: the range stays mapped while the
+                            // allreduce lives, and `Bucket` drops the lock before it.
+                            Some(unsafe { PageLocked::new(ptr, bytes, i)? })
                         }
                         _ => None,
                     };
@@ -207,7 +173,11 @@ impl Staging {
                 allreduce,
             }));
         }
-        Ok(Staging { mode, buckets })
+        Ok(Staging {
+            mode,
+            copy_stream,
+            buckets,
+        })
     }
 
     pub(crate) fn num_buckets(&self) -> usize {
@@ -223,22 +193,17 @@ impl Staging {
     /// True when the hook of a bucket's last gradient packs and sends it (device path);
     /// false when the communication thread does (host path).
     pub(crate) fn sends_from_hook(&self) -> bool {
-        matches!(self.mode, Mode::Device { .. })
+        matches!(self.mode, StagingMode::Device(_))
     }
 
     fn copy_stream(&self) -> Option<&Stream> {
-        match &self.mode {
-            Mode::Device { copy_stream, .. } => copy_stream.as_ref(),
-            Mode::Host => None,
-        }
+        self.copy_stream.as_ref()
     }
 
+    /// The GPU's index when the gradients are on a GPU (not the CPU stand-in).
     fn device_index(&self) -> Option<usize> {
-        match self.mode {
-            Mode::Device {
-                device: Device::Cuda(i),
-                copy_stream: Some(_),
-            } => Some(i),
+        match (self.mode, &self.copy_stream) {
+            (StagingMode::Device(Device::Cuda(i)), Some(_)) => Some(i),
             _ => None,
         }
     }
@@ -298,7 +263,7 @@ impl Staging {
     /// At the end of the step, on the step's thread: the device path makes the compute
     /// stream wait for every bucket's copy back and unpacks the sums into `.grad` there.
     pub(crate) fn finish(&self) -> Result<()> {
-        let Mode::Device { .. } = self.mode else {
+        let StagingMode::Device(_) = self.mode else {
             return Ok(());
         };
         let compute = self.device_index().map(Stream::current).transpose()?;

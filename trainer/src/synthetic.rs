@@ -73,10 +73,12 @@ impl DeviceSynthetic {
         })
     }
 
+    /// The number of samples.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// True when there are no samples.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -106,7 +106,7 @@ fn cuda_without_a_gpu_is_a_clear_error_and_auto_uses_the_cpu() {
     let out = run_train_env(
         2,
         &["--device", "auto", "--max-steps", "2", "--samples", "128"],
-        &[("TNT_LOG", "info")],
+        &[(tnt_env::LOG, "info")],
     );
     out.assert_success();
     assert!(

@@ -388,9 +388,9 @@ fn run(args: Args) -> trainer::Result<()> {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            // TNT_LOG: set per rank by the launcher from --log-level (warn by default there
-            // and here), or by hand.
-            tracing_subscriber::EnvFilter::try_from_env("TNT_LOG")
+            // tnt_env::LOG: set per rank by the launcher from --log-level (warn by default
+            // there and here), or by hand.
+            tracing_subscriber::EnvFilter::try_from_env(tnt_env::LOG)
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)

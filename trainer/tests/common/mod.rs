@@ -45,7 +45,7 @@ pub fn run_train(n: u16, args: &[&str]) -> JobOutcome {
 pub fn run_train_env(n: u16, args: &[&str], env: &[(&str, &str)]) -> JobOutcome {
     let mut job = Job::new(n, env!("CARGO_BIN_EXE_train"));
     // Quiet by default; the caller's variables come after, so they win.
-    job.env.push(("TNT_LOG".into(), "warn".into()));
+    job.env.push((tnt_env::LOG.into(), "warn".into()));
     for (k, v) in env {
         job.env.push((k.to_string(), v.to_string()));
     }

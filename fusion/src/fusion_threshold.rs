@@ -1,19 +1,13 @@
 //! The fusion threshold: how many bytes a bucket gathers before its allreduce may start.
 //!
-//! Users give it in KiB (`--fusion-threshold`, or `TNT_FUSION_THRESHOLD_KB` set by the
-//! `tarantella` launcher); the bucketer works in bytes.
+//! Users give it in KiB (`--fusion-threshold`, or [`tnt_env::FUSION_THRESHOLD_KB`] set by the
+//! `tarantella` launcher); the bucketer works in bytes. One name from the command line to the
+//! bucket plan: `fusion_threshold`, of type [`FusionThreshold`].
 
 use std::fmt;
 use std::str::FromStr;
 
 use crate::error::{Error, Result};
-
-/// Default threshold: 32 KiB, small enough that the first bucket's allreduce starts early in
-/// backward, large enough that per-message latency does not dominate.
-pub const DEFAULT_FUSION_THRESHOLD_BYTES: usize = 32 * 1024;
-
-/// Environment variable (set by the launcher) holding the threshold in KiB.
-pub const FUSION_THRESHOLD_ENV: &str = "TNT_FUSION_THRESHOLD_KB";
 
 /// Bytes per KiB.
 const KIB: usize = 1024;
@@ -27,10 +21,9 @@ pub struct FusionThreshold {
 }
 
 impl FusionThreshold {
-    /// [`DEFAULT_FUSION_THRESHOLD_BYTES`].
-    pub const DEFAULT: FusionThreshold = FusionThreshold {
-        bytes: DEFAULT_FUSION_THRESHOLD_BYTES,
-    };
+    /// The default, 32 KiB: small enough that the first bucket's allreduce starts early in
+    /// backward, large enough that per-message latency does not dominate.
+    pub const DEFAULT: FusionThreshold = FusionThreshold { bytes: 32 * KIB };
 
     /// A threshold of exactly `bytes` bytes.
     pub const fn from_bytes(bytes: usize) -> Self {
@@ -41,7 +34,7 @@ impl FusionThreshold {
     pub fn from_kib(kib: usize) -> Result<Self> {
         kib.checked_mul(KIB)
             .map(Self::from_bytes)
-            .ok_or(Error::ThresholdTooLarge { kib })
+            .ok_or(Error::FusionThresholdTooLarge { kib })
     }
 
     /// The threshold in bytes.
@@ -49,13 +42,15 @@ impl FusionThreshold {
         self.bytes
     }
 
-    /// Reads [`FUSION_THRESHOLD_ENV`]: the default when unset, an error when malformed.
+    /// Reads [`tnt_env::FUSION_THRESHOLD_KB`] (KiB, set by the launcher): the default when
+    /// unset, an error when malformed.
     pub fn from_env() -> Result<Self> {
-        match std::env::var(FUSION_THRESHOLD_ENV) {
-            Ok(value) => Self::parse_kib(FUSION_THRESHOLD_ENV, &value),
+        let name = tnt_env::FUSION_THRESHOLD_KB;
+        match std::env::var(name) {
+            Ok(value) => Self::parse_kib(name, &value),
             Err(std::env::VarError::NotPresent) => Ok(Self::DEFAULT),
-            Err(std::env::VarError::NotUnicode(raw)) => Err(Error::InvalidThreshold {
-                source_name: FUSION_THRESHOLD_ENV,
+            Err(std::env::VarError::NotUnicode(raw)) => Err(Error::InvalidFusionThreshold {
+                source_name: name,
                 value: raw.to_string_lossy().into_owned(),
                 reason: "not valid UTF-8".to_owned(),
             }),
@@ -65,7 +60,7 @@ impl FusionThreshold {
     /// Parses a whole number of KiB (surrounding whitespace allowed). `source_name` says where
     /// the value came from, for the error message.
     pub fn parse_kib(source_name: &'static str, value: &str) -> Result<Self> {
-        let invalid = |reason: String| Error::InvalidThreshold {
+        let invalid = |reason: String| Error::InvalidFusionThreshold {
             source_name,
             value: value.to_owned(),
             reason,
@@ -131,11 +126,13 @@ mod tests {
     #[test]
     fn rejects_malformed_values() {
         for bad in ["", "  ", "-1", "+4", "1.5", "32k", "abc", "0x10"] {
-            let err = FusionThreshold::parse_kib(FUSION_THRESHOLD_ENV, bad).unwrap_err();
-            assert!(
-                matches!(err, Error::InvalidThreshold { source_name, .. } if source_name == FUSION_THRESHOLD_ENV),
-                "{bad:?} gave {err:?}"
+            let name = tnt_env::FUSION_THRESHOLD_KB;
+            let err = FusionThreshold::parse_kib(name, bad).unwrap_err();
+            let from_name = matches!(
+                err,
+                Error::InvalidFusionThreshold { source_name, .. } if source_name == name
             );
+            assert!(from_name, "{bad:?} gave {err:?}");
         }
     }
 
@@ -144,11 +141,11 @@ mod tests {
         let too_many_kib = (usize::MAX / 1024 + 1).to_string();
         assert!(matches!(
             too_many_kib.parse::<FusionThreshold>(),
-            Err(Error::InvalidThreshold { .. })
+            Err(Error::InvalidFusionThreshold { .. })
         ));
         assert!(matches!(
             FusionThreshold::from_kib(usize::MAX),
-            Err(Error::ThresholdTooLarge { kib: usize::MAX })
+            Err(Error::FusionThresholdTooLarge { kib: usize::MAX })
         ));
         let huge_digits = "9".repeat(40);
         assert!(huge_digits.parse::<FusionThreshold>().is_err());
