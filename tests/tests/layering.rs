@@ -104,7 +104,6 @@ fn no_cycles_allreduce() {
 }
 
 #[test]
-#[ignore = "trainer/src has import cycles (issue 20)"]
 fn no_cycles_trainer() {
     assert_no_cycles("trainer");
 }

@@ -278,10 +278,21 @@ mod tests {
         assert!(matches!(&e, Error::BucketTimeout { source, .. } if source.is_timeout()));
         let e = Error::Collective {
             action: "broadcast",
-            source: allreduce::Error::InvalidArgument("too long".into()),
+            source: allreduce::Error::LengthMismatch {
+                given: 3,
+                expected: 2,
+            },
         };
-        assert!(e
-            .to_string()
-            .starts_with("communication: broadcast: invalid argument"));
+        assert!(
+            e.to_string().starts_with("communication: broadcast: "),
+            "{e}"
+        );
+        assert!(matches!(
+            &e,
+            Error::Collective {
+                source: allreduce::Error::LengthMismatch { given: 3, .. },
+                ..
+            }
+        ));
     }
 }
