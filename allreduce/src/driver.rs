@@ -14,7 +14,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use gaspi::{Deadline, Timeout};
+use gaspi::Deadline;
 use parking_lot::{Condvar, Mutex};
 
 use crate::engine::Engine;
@@ -64,7 +64,7 @@ fn poll_others(me: &EngineRef) -> (bool, bool) {
         // A collective locked by another thread is being driven there.
         if let Some(mut e) = e.try_lock() {
             let before = e.position();
-            let _ = e.advance(Timeout::TEST.deadline());
+            let _ = e.advance(Deadline::NOW);
             advanced |= e.position() != before;
         }
     }
@@ -139,7 +139,7 @@ impl DrivenEngine {
 fn drive(me: &EngineRef, deadline: Deadline) -> Result<bool> {
     loop {
         let before = me.lock().position();
-        if me.lock().advance(Timeout::TEST.deadline())? {
+        if me.lock().advance(Deadline::NOW)? {
             return Ok(true);
         }
         let (others_moved, others_active) = poll_others(me);

@@ -69,9 +69,10 @@ impl Context {
                 }
                 let h = ControlMessage::passive_header(data.len());
                 // Only a call that can time out needs the bytes again, to know its retry.
-                let kept = match deadline.0 {
-                    None => Vec::new(),
-                    Some(_) => data.clone(),
+                let kept = if deadline.is_never() {
+                    Vec::new()
+                } else {
+                    data.clone()
                 };
                 let (req, slot) = self.tcp()?.start_call(rank, h, Payload::Owned(data))?;
                 (req, slot, kept)

@@ -73,12 +73,13 @@ impl Timeout {
         Timeout(ms)
     }
 
-    /// The instant at which a call started now must give up; never for [`Timeout::BLOCK`].
+    /// The instant at which a call started now must give up; never for [`Timeout::BLOCK`],
+    /// at once for [`Timeout::TEST`] (without reading the clock: polling calls are hot).
     pub fn deadline(self) -> Deadline {
-        if self == Timeout::BLOCK {
-            Deadline(None)
-        } else {
-            Deadline(Instant::now().checked_add(Duration::from_millis(self.0)))
+        match self {
+            Timeout::BLOCK => Deadline::NEVER,
+            Timeout::TEST => Deadline::NOW,
+            Timeout(ms) => Deadline::after(Duration::from_millis(ms)),
         }
     }
 }
@@ -93,46 +94,102 @@ impl From<Duration> for Timeout {
     }
 }
 
-/// An absolute deadline (`None` inside means never): what a [`Timeout`] becomes when a call
-/// starts, so that a call made of several waits gives up at one instant.
+/// An absolute deadline: what a [`Timeout`] becomes when a call starts, so that a call made of
+/// several waits gives up at one instant. "Now" (a [`Timeout::TEST`] call) and "never" are
+/// kept apart from instants, so that polling and blocking calls never read the clock for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Deadline(pub(crate) Option<Instant>);
+pub struct Deadline(When);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum When {
+    Now,
+    At(Instant),
+    Never,
+}
 
 impl Deadline {
     /// A deadline that never passes ([`Timeout::BLOCK`]).
-    pub const NEVER: Deadline = Deadline(None);
+    pub const NEVER: Deadline = Deadline(When::Never);
 
-    /// `d` from now.
+    /// A deadline that has passed already: do not block ([`Timeout::TEST`]).
+    pub const NOW: Deadline = Deadline(When::Now);
+
+    /// `d` from now (never, if that is past the clock's range).
     pub fn after(d: Duration) -> Self {
-        Deadline(Instant::now().checked_add(d))
+        match Instant::now().checked_add(d) {
+            Some(t) => Deadline(When::At(t)),
+            None => Deadline::NEVER,
+        }
     }
 
     /// At `instant`.
     pub fn at(instant: Instant) -> Self {
-        Deadline(Some(instant))
+        Deadline(When::At(instant))
+    }
+
+    /// Whether this is [`Deadline::NEVER`].
+    pub fn is_never(&self) -> bool {
+        self.0 == When::Never
     }
 
     /// Whether the deadline has passed.
     pub fn expired(&self) -> bool {
-        matches!(self.0, Some(t) if Instant::now() >= t)
+        match self.0 {
+            When::Now => true,
+            When::At(t) => Instant::now() >= t,
+            When::Never => false,
+        }
     }
 
     /// Time left, `None` = unbounded.
     pub fn remaining(&self) -> Option<Duration> {
-        self.0.map(|t| t.saturating_duration_since(Instant::now()))
+        match self.0 {
+            When::Now => Some(Duration::ZERO),
+            When::At(t) => Some(t.saturating_duration_since(Instant::now())),
+            When::Never => None,
+        }
     }
 
     /// The time left as a [`Timeout`] for a blocking call, rounded up to whole milliseconds
     /// (so a deadline not yet passed never becomes [`Timeout::TEST`] early).
     pub fn timeout(&self) -> Timeout {
-        match self.remaining() {
-            None => Timeout::BLOCK,
-            Some(left) => Timeout(
-                u64::try_from(left.as_micros().div_ceil(1000))
-                    .unwrap_or(u64::MAX - 1)
-                    .min(u64::MAX - 1),
-            ),
+        match self.0 {
+            When::Now => Timeout::TEST,
+            When::Never => Timeout::BLOCK,
+            When::At(t) => {
+                let left = t.saturating_duration_since(Instant::now());
+                Timeout(
+                    u64::try_from(left.as_micros().div_ceil(1000))
+                        .unwrap_or(u64::MAX - 1)
+                        .min(u64::MAX - 1),
+                )
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::*;
+
+    #[test]
+    fn test_and_block_need_no_clock_and_instants_round_up() {
+        assert_eq!(Timeout::TEST.deadline(), Deadline::NOW);
+        assert!(Deadline::NOW.expired());
+        assert_eq!(Deadline::NOW.timeout(), Timeout::TEST);
+        assert_eq!(Deadline::NOW.remaining(), Some(Duration::ZERO));
+        assert_eq!(Timeout::BLOCK.deadline(), Deadline::NEVER);
+        assert!(!Deadline::NEVER.expired() && Deadline::NEVER.is_never());
+        assert_eq!(Deadline::NEVER.timeout(), Timeout::BLOCK);
+        let d = Timeout::ms(5_000).deadline();
+        assert!(!d.expired());
+        assert!(
+            (4_990..=5_000).contains(&d.timeout().0),
+            "{:?}",
+            d.timeout()
+        );
+        assert!(Deadline::after(Duration::from_micros(1)).timeout().0 <= 1);
+        assert!(Deadline::at(Instant::now()).expired());
     }
 }
 
