@@ -236,6 +236,24 @@ fn install_works_without_strip() {
     ));
 }
 
+/// The shipped library has no fake verbs device (issue 20): the fake's own variables are
+/// not in it, while the message that refuses `GASPI_IB_DEVICE=fake` without it is.
+#[test]
+fn the_installed_library_contains_no_fake_verbs_device() {
+    let s = Scratch::new("nofake");
+    install(&s, &[]);
+    let lib = std::fs::read(s.lib().join(format!("libgaspi.so.{ABI_VERSION}"))).unwrap();
+    let has = |needle: &[u8]| lib.windows(needle.len()).any(|w| w == needle);
+    assert!(
+        has(b"which this build of gaspi does not contain"),
+        "the refusal of the fake device is missing: is this the library install.sh built?"
+    );
+    assert!(
+        !has(b"GASPI_IB_FAKE_"),
+        "the fake verbs device (feature `fake-verbs`) is in the shipped library"
+    );
+}
+
 #[test]
 fn install_refuses_a_relative_prefix() {
     let out = Command::new("bash")

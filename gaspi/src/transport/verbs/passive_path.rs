@@ -97,7 +97,7 @@ impl VerbsTransport {
     fn await_send(&self, rank: Rank, slot: &ResultSlot, deadline: Deadline) -> Result<()> {
         let mut backoff = Backoff::new();
         loop {
-            self.progress(PASSIVE);
+            self.poll_completions(PASSIVE);
             match slot.take() {
                 Some(Ok(())) => return Ok(()),
                 Some(Err(why)) => {

@@ -67,7 +67,7 @@ impl VerbsTransport {
 
     /// Polls completion queue `idx` once and retires what completed; an error completion
     /// marks its peer CORRUPT.
-    pub fn progress(&self, idx: usize) {
+    pub fn poll_completions(&self, idx: usize) {
         let mut done: Vec<Completion> = Vec::new();
         if let Err(e) = self.cqs[idx].poll(&mut done, 256) {
             tracing::warn!("polling completion queue {idx}: {e}");
@@ -101,7 +101,7 @@ impl VerbsTransport {
         let ch = self.channel(rank, idx)?;
         let n = op.wrs.len() as u32;
         if !ch.lock().has_room(n) {
-            self.progress(idx);
+            self.poll_completions(idx);
         }
         let mut c = ch.lock();
         if !c.has_room(n) {
@@ -179,7 +179,7 @@ impl VerbsTransport {
         )?;
         let mut backoff = Backoff::new();
         loop {
-            self.progress(INTERNAL);
+            self.poll_completions(INTERNAL);
             match slot.take() {
                 Some(Ok(())) => return Ok(()),
                 Some(Err(why)) => {
@@ -250,7 +250,7 @@ impl VerbsTransport {
         }
         let mut backoff = Backoff::new();
         loop {
-            self.progress(idx);
+            self.poll_completions(idx);
             match q.wait(Deadline::after(Duration::ZERO)) {
                 Err(Error::Timeout) => {}
                 other => return other,
