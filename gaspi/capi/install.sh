@@ -16,7 +16,9 @@
 # DESTDIR stages the install (packaging): files go under $DESTDIR$PREFIX while the .pc files
 # name $PREFIX. Running it again replaces the files (each is written aside and renamed).
 # Other variables: PROFILE (cargo profile to build, default release), CARGO (the cargo to
-# run), CARGO_TARGET_DIR, STRIP (default strip).
+# run), CARGO_TARGET_DIR, STRIP (default strip), NO_BUILD=1 (install what an earlier
+# `cargo build -p gaspi-capi` of that profile left, without running cargo: packaging steps
+# that build and install separately).
 # Then: cc prog.c $(PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig pkg-config --cflags --libs GPI2)
 set -euo pipefail
 
@@ -26,6 +28,7 @@ major="${ABI_VERSION%%.*}"
 
 prefix="${1:-${PREFIX:-/usr/local}}"
 case "$prefix" in
+  *$'\n'*) echo "install.sh: PREFIX must not contain a newline" >&2; exit 2 ;;
   /*) ;;
   *) echo "install.sh: PREFIX must be an absolute path, not '$prefix'" >&2; exit 2 ;;
 esac
@@ -40,8 +43,17 @@ case "$profile" in
   bench) profile_dir=release ;;
   *) profile_dir="$profile" ;;
 esac
-"${CARGO:-cargo}" build --profile "$profile" -p gaspi-capi --manifest-path "$root/Cargo.toml"
 built="${CARGO_TARGET_DIR:-$root/target}/$profile_dir"
+if [ -n "${NO_BUILD:-}" ]; then
+  for f in libgaspi.so libgaspi.a; do
+    [ -f "$built/$f" ] || {
+      echo "install.sh: NO_BUILD is set but $built/$f is missing; run: cargo build --profile $profile -p gaspi-capi" >&2
+      exit 1
+    }
+  done
+else
+  "${CARGO:-cargo}" build --profile "$profile" -p gaspi-capi --manifest-path "$root/Cargo.toml"
+fi
 
 # The build must carry the SONAME this layout is made for.
 soname=""
@@ -94,11 +106,15 @@ done
 pc_libdir='${prefix}/lib'
 pc_includedir='${prefix}/include'
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -1)"
+# A value as the replacement of a sed `s|...|...|`: `\`, `&` and the delimiter escaped, so
+# any PREFIX (say /opt/a&b|c) is written as it is.
+sed_value() { printf '%s' "$1" | sed -e 's/[\\&|]/\\&/g'; }
 for pc in gaspi:gaspi GPI2:GPI2; do
   name="${pc%%:*}" libname="${pc#*:}"
   tmp="$lib/pkgconfig/.$name.pc.tmp.$$"
-  sed -e "s|@PREFIX@|$prefix|" -e "s|@LIBDIR@|$pc_libdir|" -e "s|@INCLUDEDIR@|$pc_includedir|" \
-    -e "s|@VERSION@|$version|" -e "s|@NAME@|$name|" -e "s|@LIB@|$libname|" \
+  sed -e "s|@PREFIX@|$(sed_value "$prefix")|" -e "s|@LIBDIR@|$(sed_value "$pc_libdir")|" \
+    -e "s|@INCLUDEDIR@|$(sed_value "$pc_includedir")|" -e "s|@VERSION@|$(sed_value "$version")|" \
+    -e "s|@NAME@|$name|" -e "s|@LIB@|$libname|" \
     "$here/gaspi.pc.in" >"$tmp"
   chmod 0644 "$tmp"
   mv -f "$tmp" "$lib/pkgconfig/$name.pc"

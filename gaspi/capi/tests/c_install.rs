@@ -254,6 +254,67 @@ fn the_installed_library_contains_no_fake_verbs_device() {
     );
 }
 
+/// A PREFIX with characters that mean something to sed (`&`, `|`, `\`) lands in the .pc
+/// files as it is.
+#[test]
+fn a_prefix_with_sed_metacharacters_is_written_as_it_is() {
+    lib_dir();
+    let s = Scratch::new("sedprefix");
+    let prefix = r"/opt/tnt-a&b|c\d";
+    let target = profile_dir();
+    let out = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh"))
+        .arg(prefix)
+        .env("DESTDIR", s.destdir())
+        .env("NO_BUILD", "1")
+        .env(
+            "PROFILE",
+            if target.file_name().is_some_and(|n| n == "release") {
+                "release"
+            } else {
+                "dev"
+            },
+        )
+        .env("CARGO_TARGET_DIR", target.parent().expect("target dir"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pc = s.destdir().join(&prefix[1..]).join("lib/pkgconfig/GPI2.pc");
+    let text = std::fs::read_to_string(&pc).unwrap();
+    assert!(
+        text.lines().any(|l| l == format!("prefix={prefix}")),
+        "{text}"
+    );
+}
+
+/// `NO_BUILD=1` installs what cargo built earlier without running cargo (a cargo that
+/// always fails is given), and names the missing library when there is none.
+#[test]
+fn no_build_installs_the_earlier_build_and_names_what_is_missing() {
+    let s = Scratch::new("nobuild");
+    install(&s, &[("NO_BUILD", "1"), ("CARGO", "false")]);
+    check_layout(&s);
+    let empty = Scratch::new("nobuild-empty");
+    let out = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh"))
+        .arg(PREFIX)
+        .env("DESTDIR", empty.destdir())
+        .env("NO_BUILD", "1")
+        .env("CARGO_TARGET_DIR", &empty.0)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("libgaspi.so is missing") && err.contains("cargo build"),
+        "{err}"
+    );
+}
+
 #[test]
 fn install_refuses_a_relative_prefix() {
     let out = Command::new("bash")
@@ -351,6 +412,8 @@ fn static_libs_of_the_pc_file_link_libgpi2_a() {
             .map(str::to_string),
     );
     assert!(flags.iter().any(|f| f == "-lpthread"), "{libs}");
+    // The compiler driver picks libgcc's unwinder (libgcc_s, or libgcc_eh for -static).
+    assert!(!flags.iter().any(|f| f == "-lgcc_s"), "{libs}");
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let exe = compile_with("ring", "installed-static", &[], &flags);
     let dynamic = readelf(&["-d"], &exe);
