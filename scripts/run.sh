@@ -12,7 +12,7 @@ bash scripts/setup-torch.sh
 source scripts/torch-env.sh
 N=${1:-2}
 shift || true
-cargo build --release -p launcher -p trainer --bins
+cargo build --release -p tarantella-launcher -p tarantella-trainer --bins
 exec ./target/release/tarantella -n "$N" -- ./target/release/train \
   --dataset fashion-mnist --model lenet5 --batch-size 256 --epochs 8 \
   --optimizer adam --lr 0.003 --warmup-epochs 1 --lr-schedule cosine "$@"

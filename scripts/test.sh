@@ -8,9 +8,13 @@ bash scripts/setup.sh
 bash scripts/setup-torch.sh
 source scripts/torch-env.sh
 cargo fmt --all --check
+# Clippy also holds the code to the MSRV (`rust-version` in Cargo.toml): its
+# `incompatible_msrv` lint fails on any std API newer than that.
 cargo clippy --workspace --all-targets -- -D warnings
 # The API docs build, with every intra-doc link resolving.
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+# Every library crate packages for crates.io (metadata, files, dependency versions).
+cargo publish --workspace --dry-run --no-verify --allow-dirty --quiet
 # Multi-process tests start up to 5 rank processes each; two test threads keep a 2-core
 # machine busy without starving the ranks.
 cargo test --workspace -- --test-threads=2

@@ -17,7 +17,7 @@
 # name $PREFIX. Running it again replaces the files (each is written aside and renamed).
 # Other variables: PROFILE (cargo profile to build, default release), CARGO (the cargo to
 # run), CARGO_TARGET_DIR, STRIP (default strip), NO_BUILD=1 (install what an earlier
-# `cargo build -p gaspi-capi` of that profile left, without running cargo: packaging steps
+# `cargo build -p tarantella-gaspi-capi` of that profile left, without running cargo: packaging steps
 # that build and install separately).
 # Then: cc prog.c $(PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig pkg-config --cflags --libs GPI2)
 set -euo pipefail
@@ -47,12 +47,12 @@ built="${CARGO_TARGET_DIR:-$root/target}/$profile_dir"
 if [ -n "${NO_BUILD:-}" ]; then
   for f in libgaspi.so libgaspi.a; do
     [ -f "$built/$f" ] || {
-      echo "install.sh: NO_BUILD is set but $built/$f is missing; run: cargo build --profile $profile -p gaspi-capi" >&2
+      echo "install.sh: NO_BUILD is set but $built/$f is missing; run: cargo build --profile $profile -p tarantella-gaspi-capi" >&2
       exit 1
     }
   done
 else
-  "${CARGO:-cargo}" build --profile "$profile" -p gaspi-capi --manifest-path "$root/Cargo.toml"
+  "${CARGO:-cargo}" build --profile "$profile" -p tarantella-gaspi-capi --manifest-path "$root/Cargo.toml"
 fi
 
 # The build must carry the SONAME this layout is made for.

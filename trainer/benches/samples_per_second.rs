@@ -1,7 +1,7 @@
 //! Training throughput on the real Fashion-MNIST, 1 and 2 ranks (a benchmark, not a test):
 //! LeNet-5, global batch 256, Adam, one libtorch thread per rank, 3 epochs without
 //! validation; reports samples/s over all ranks per epoch and their median over epochs 2-3
-//! (epoch 1 warms up). Run: `cargo bench -p trainer --bench samples_per_second`.
+//! (epoch 1 warms up). Run: `cargo bench -p tarantella-trainer --bench samples_per_second`.
 //! Needs /usr/share/datasets/fashion-mnist (scripts/setup.sh installs it).
 
 use std::time::Duration;

@@ -7,7 +7,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 cd "$root"
-cargo build --release -p gaspi-capi -p tarantella-benches
+cargo build --release -p tarantella-gaspi-capi -p tarantella-benches
 rel="${CARGO_TARGET_DIR:-$root/target}/release"
 ln -sfn libgaspi.so "$rel/libgaspi.so.1" # the SONAME the program will need (build.rs)
 cc -std=c99 -O2 -Wall -Wextra -Werror -I "$here/../include" -o "$rel/capi-p2p" "$here/p2p.c" \

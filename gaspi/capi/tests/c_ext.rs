@@ -135,7 +135,7 @@ fn pgaspi_header() -> String {
         "/*\n * PGASPI.h -- the profiling interface: every function of GASPI.h, GASPI_Ext.h and\n \
          * GASPI_Threads.h also exists as pgaspi_*, and the gaspi_* functions are weak aliases\n \
          * of them, so a tool may define its own gaspi_* and call pgaspi_* (as with PMPI).\n \
-         * Generated from those headers (TNT_BLESS=1 cargo test -p gaspi-capi --test c_ext);\n \
+         * Generated from those headers (TNT_BLESS=1 cargo test -p tarantella-gaspi-capi --test c_ext);\n \
          * do not edit.\n */\n#ifndef TARANTELLA_PGASPI_H\n#define TARANTELLA_PGASPI_H\n\n\
          #include \"GASPI.h\"\n#include \"GASPI_Ext.h\"\n#include \"GASPI_Threads.h\"\n\n\
          #ifdef __cplusplus\nextern \"C\" {\n#endif\n",
@@ -162,7 +162,7 @@ fn pgaspi_header_is_generated_from_the_headers() {
     assert!(
         have == want,
         "include/PGASPI.h is not what the headers declare: run \
-         `TNT_BLESS=1 cargo test -p gaspi-capi --test c_ext pgaspi_header` to regenerate it"
+         `TNT_BLESS=1 cargo test -p tarantella-gaspi-capi --test c_ext pgaspi_header` to regenerate it"
     );
     assert!(want.matches("pgaspi_").count() > 90);
 }

@@ -36,12 +36,15 @@ pub fn lib_dir() -> &'static Path {
     DIR.get_or_init(|| {
         let dir = profile_dir();
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-p", "gaspi-capi"]);
+        cmd.args(["build", "-p", "tarantella-gaspi-capi"]);
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
         let status = cmd.status().expect("cargo runs");
-        assert!(status.success(), "cargo build -p gaspi-capi failed");
+        assert!(
+            status.success(),
+            "cargo build -p tarantella-gaspi-capi failed"
+        );
         assert!(dir.join("libgaspi.so").exists() && dir.join("libgaspi.a").exists());
         // Programs linked with -lgaspi need the SONAME, libgaspi.so.1 (build.rs), at run
         // time; cargo builds only libgaspi.so, so the link an install makes is made here.
