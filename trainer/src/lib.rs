@@ -58,7 +58,7 @@ pub mod models;
 pub mod optim;
 mod pinned;
 pub mod profile;
-mod progress;
+pub mod progress;
 mod reducer;
 pub mod restore;
 pub mod schedule;

@@ -393,7 +393,8 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env(tnt_env::LOG)
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
-        .with_writer(std::io::stderr)
+        // Log lines print above the progress bar instead of through it.
+        .with_writer(trainer::progress::LogWriter::stderr())
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(Args::parse()) {
