@@ -215,3 +215,49 @@ fn ignored_signals_stay_ignored() {
         |sig, left| assert!(left.len() >= 2, "{sig}: {left:?}"),
     );
 }
+
+/// A child forked from a rank (without exec) inherits the signal action; signalled, it dies
+/// of the signal and leaves its parent's files alone.
+#[test]
+fn a_forked_child_leaves_the_parents_files() {
+    const NAME: &str = "a_forked_child_leaves_the_parents_files";
+    let Some(out) = spmd_job(
+        NAME,
+        2,
+        Net::Shm.transport(),
+        Duration::from_secs(60),
+        |_| {},
+    ) else {
+        let ctx = Context::init().unwrap();
+        for s in 0..2 {
+            ctx.segment_create(SegmentId(s), 1 << 16, Group::ALL, T, Alloc::Initialized)
+                .unwrap();
+        }
+        if ctx.rank().0 == 1 {
+            // SAFETY: the child only calls async-signal-safe functions (raise, _exit).
+            match unsafe { nix::unistd::fork() }.unwrap() {
+                nix::unistd::ForkResult::Child => {
+                    let _ = nix::sys::signal::raise(Signal::SIGTERM);
+                    // SAFETY: ends the child without running the parent's destructors.
+                    unsafe { nix::libc::_exit(1) };
+                }
+                nix::unistd::ForkResult::Parent { child } => {
+                    let st = nix::sys::wait::waitpid(child, None).unwrap();
+                    assert!(
+                        matches!(
+                            st,
+                            nix::sys::wait::WaitStatus::Signaled(_, Signal::SIGTERM, _)
+                        ),
+                        "{st:?}"
+                    );
+                    let mine = files_of(ctx.job_id(), 1);
+                    assert!(mine.len() >= 2, "{mine:?}");
+                }
+            }
+        }
+        ctx.barrier(Group::ALL, T).unwrap();
+        ctx.term(T).unwrap();
+        std::process::exit(0);
+    };
+    out.assert_success();
+}

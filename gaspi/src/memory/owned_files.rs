@@ -26,8 +26,8 @@
 //!
 //! # Why the action is async-signal-safe
 //!
-//! It reads [`ACTIVE`] and [`SLOTS`] with atomic operations (lock-free on every platform
-//! this runs on), calls `unlink(2)`, and then `sigaction`, `sigprocmask`, `raise` and
+//! It reads [`ACTIVE`], [`OWNER`] and [`SLOTS`] with atomic operations (lock-free on every
+//! platform this runs on), calls `getpid(2)` and `unlink(2)`, and then `sigaction`, `sigprocmask`, `raise` and
 //! `abort` (in `emulate_default_handler`): all async-signal-safe. It allocates nothing,
 //! takes no lock, and never reads `/dev/shm` (a directory listing would need `opendir`,
 //! which allocates, and one made in advance would be stale; unlinking by the job's prefix
@@ -50,6 +50,11 @@
 //! path whose file is not there (yet, or any more) gets `ENOENT`, which is harmless; the
 //! names carry the job's nonce and this rank, so they are never another process's files.
 //!
+//! A child forked from the process inherits the action and the table; the action unlinks
+//! only in the process that published the paths (it compares `getpid()`, also
+//! async-signal-safe, with the one recorded at [`OwnedFile::track`]), so a signalled child
+//! leaves its parent's files alone.
+//!
 //! The table has [`CAPACITY`] slots (user and internal segments, the fake verbs device's
 //! files); a file beyond that is still unlinked as usual, only not by the signal action
 //! (`tarantella --cleanup` remains for it, and for SIGKILL).
@@ -57,7 +62,7 @@
 use std::ffi::{c_char, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::Once;
 
 /// Paths the signal action can hold at once.
@@ -69,6 +74,10 @@ static SLOTS: [AtomicPtr<c_char>; CAPACITY] =
 
 /// Signal actions currently reading [`SLOTS`].
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// The process that published the paths: a child forked from it inherits the action and the
+/// table, and must not unlink its parent's files when it is signalled.
+static OWNER: AtomicI32 = AtomicI32::new(0);
 
 static INSTALL: Once = Once::new();
 
@@ -91,6 +100,7 @@ impl OwnedFile {
     /// it before creating the file.
     pub fn track(path: &Path) -> OwnedFile {
         INSTALL.call_once(install);
+        OWNER.store(std::process::id() as i32, Ordering::SeqCst);
         let name = match CString::new(path.as_os_str().as_bytes()) {
             Ok(c) => c.into_raw(),
             Err(_) => std::ptr::null_mut(), // a path with a NUL byte cannot be created either
@@ -214,8 +224,10 @@ fn disposition_is_default(sig: libc::c_int) -> Option<bool> {
 /// The signal action: unlink every published path, then die as the default disposition
 /// would have made the process die.
 fn on_signal(sig: libc::c_int, default: bool) {
+    // SAFETY: getpid has no preconditions (and is async-signal-safe).
+    let owner = unsafe { libc::getpid() } == OWNER.load(Ordering::SeqCst);
     ACTIVE.fetch_add(1, Ordering::SeqCst);
-    for slot in &SLOTS {
+    for slot in SLOTS.iter().filter(|_| owner) {
         let p = slot.load(Ordering::SeqCst);
         if !p.is_null() {
             // SAFETY: a published pointer is a NUL-terminated string that stays allocated
