@@ -398,6 +398,64 @@ fn cleanup_stops_leftovers_of_a_killed_tarantella() {
     assert!(!unknown.status.success());
 }
 
+/// Waits until process `pid` (not a child of this one) has ended, at most `limit`; whether
+/// it did. A pidfd becomes readable when the process ends: no polling of `/proc`.
+fn ended_within(pid: i32, limit: Duration) -> bool {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    if fd < 0 {
+        return !alive(pid); // ESRCH: already gone and reaped
+    }
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: one valid pollfd; `fd` is ours and closed once.
+    let ready = unsafe { libc::poll(&mut p, 1, ms) } == 1;
+    // SAFETY: as above.
+    unsafe { libc::close(fd) };
+    ready
+}
+
+/// When `tarantella` is SIGKILLed, its gaspi ranks get SIGTERM (parent-death signal) and
+/// unlink their shared-memory segments before they die: nothing of the job is left in
+/// `/dev/shm`, with no `--cleanup`.
+#[test]
+fn ranks_of_a_killed_tarantella_leave_no_shared_memory() {
+    let id = job_id("pdeath");
+    let mut job = Job::start(&[
+        "-n",
+        "2",
+        "--output-on-all-devices",
+        "--job-id",
+        &id,
+        "--",
+        PROBE,
+        "--gaspi",
+        "--sleep",
+    ]);
+    let ready = job.wait_lines("probe ready", 2, LIMIT);
+    assert_eq!(ready.len(), 2, "{:?} {}", job.out, job.stderr_text());
+    let pids = pids_of(&job);
+    assert_eq!(pids.len(), 2, "{:?}", job.out);
+    assert!(
+        shm_files(&id).len() >= 4,
+        "two segments per rank: {:?}",
+        shm_files(&id)
+    );
+    signal(job.child.id(), Signal::SIGKILL);
+    job.wait(LIMIT);
+    for &pid in &pids {
+        assert!(
+            ended_within(pid, Duration::from_secs(10)),
+            "rank {pid} lives"
+        );
+    }
+    assert!(shm_files(&id).is_empty(), "{:?}", shm_files(&id));
+}
+
 #[test]
 fn cleanup_refuses_a_running_job_without_force() {
     let id = job_id("force");

@@ -41,11 +41,12 @@ impl<'a, W: Write> LogWriter<'a, W> {
             record: Vec::new(),
         }
     }
+}
 
-    /// A `tracing_subscriber` writer factory: one `LogWriter` to stderr per event.
-    pub fn stderr() -> fn() -> LogWriter<'static, std::io::Stderr> {
-        || LogWriter::new(std::io::stderr())
-    }
+/// A `LogWriter` to stderr: pass the function itself to `tracing_subscriber`'s
+/// `with_writer`, which makes one per event.
+pub fn stderr_log_writer() -> LogWriter<'static, std::io::Stderr> {
+    LogWriter::new(std::io::stderr())
 }
 
 impl<W: Write> Write for LogWriter<'_, W> {

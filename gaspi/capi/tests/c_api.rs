@@ -103,6 +103,31 @@ fn proc_kill_terminates_the_target() {
     );
 }
 
+/// SIGTERM in a C program: the default disposition still kills the rank (after its
+/// shared-memory files are unlinked), a handler installed before `gaspi_proc_init` still
+/// runs, an ignored SIGTERM stays ignored (`tests/c/signals.c`).
+#[test]
+fn sigterm_unlinks_and_keeps_the_programs_disposition() {
+    let exe = compile("signals", Link::Shared, "shm2", &[]);
+    for mode in ["default", "handler", "ignore"] {
+        let mut j = Job::new(2, &exe);
+        j.args = vec![mode.to_string()];
+        j.transport = TransportChoice::Shm;
+        j.timeout = JOB_TIMEOUT;
+        let out = j.run();
+        assert!(!out.timed_out, "{mode}: {}", out.report());
+        let ok = |r: usize| out.ranks[r].stdout.contains("signals ok on rank");
+        let r0 = out.ranks[0].status.expect("rank 0 finished");
+        assert!(r0.success() && ok(0), "{mode}: {}", out.report());
+        let r1 = out.ranks[1].status.expect("rank 1 finished");
+        if mode == "default" {
+            assert_eq!(r1.signal(), Some(15), "{mode}: {}", out.report());
+        } else {
+            assert!(r1.success() && ok(1), "{mode}: {}", out.report());
+        }
+    }
+}
+
 #[test]
 fn statically_linked_program_runs() {
     let exe = compile("ring", Link::Static, "static", &[]);

@@ -13,11 +13,12 @@
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use super::owned_files::OwnedFile;
 use crate::error::{Error, Result};
 use crate::types::AtomicOp;
 
@@ -52,11 +53,18 @@ pub(crate) struct SegmentMemory {
     data: Data,
     data_len: usize,
     notif_count: u32,
-    /// The `/dev/shm` file, and whether this process still has to unlink it (it created it
-    /// and has not unlinked it yet). Unlinking happens once, at delete or drop, whichever
-    /// comes first: a handle that outlives `segment_delete` must not remove the file of a
-    /// segment later created under the same id.
-    file: Option<(PathBuf, AtomicBool)>,
+    /// The `/dev/shm` file, when the memory is shared with local peers.
+    file: Option<SharedFile>,
+}
+
+/// The file behind a shared segment.
+enum SharedFile {
+    /// Created by this process, which unlinks it once, at delete or drop, whichever comes
+    /// first (a handle that outlives `segment_delete` must not remove the file of a segment
+    /// later created under the same id), or on SIGTERM/SIGHUP.
+    Own(OwnedFile),
+    /// A local peer's, mapped here.
+    Peer(PathBuf),
 }
 
 // SAFETY: the mapping stays valid for the life of the value, every access goes through
@@ -89,6 +97,8 @@ impl SegmentMemory {
     pub fn create_shared(path: &Path, data_len: usize, notif_count: u32) -> Result<Self> {
         let total = ctl_len(notif_count) + round_up(data_len.max(1), PAGE);
         check_free_space(path, total)?;
+        // Tracked before the file exists, so that no signal finds it untracked.
+        let owned = OwnedFile::track(path);
         let file = match open_new(path) {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 // A crashed job with the same id left it behind: its owner is gone.
@@ -111,7 +121,7 @@ impl SegmentMemory {
             data: Data::InMapping,
             data_len,
             notif_count,
-            file: Some((path.to_path_buf(), AtomicBool::new(true))),
+            file: Some(SharedFile::Own(owned)),
         };
         mem.write_header();
         Ok(mem)
@@ -141,7 +151,7 @@ impl SegmentMemory {
             data: Data::InMapping,
             data_len,
             notif_count,
-            file: Some((path.to_path_buf(), AtomicBool::new(false))),
+            file: Some(SharedFile::Peer(path.to_path_buf())),
         };
         let magic = mem.ctl_u64(OFF_MAGIC).load(Ordering::Acquire);
         let announced = mem.ctl_u64(OFF_DATA_LEN).load(Ordering::Acquire);
@@ -316,7 +326,10 @@ impl SegmentMemory {
 
     /// The shared-memory file behind the mapping, if any.
     pub fn file_path(&self) -> Option<&Path> {
-        self.file.as_ref().map(|(p, _)| p.as_path())
+        self.file.as_ref().map(|f| match f {
+            SharedFile::Own(owned) => owned.path(),
+            SharedFile::Peer(path) => path.as_path(),
+        })
     }
 
     /// Raw address of the data area (for the C ABI's `gaspi_segment_ptr` and typed views).
@@ -358,17 +371,9 @@ impl SegmentMemory {
     /// every live handle); later calls and the drop do nothing. Local peers that mapped it
     /// keep their mapping; new ones can no longer open it.
     pub fn unlink(&self) {
-        if let Some((path, owned)) = &self.file {
-            if owned.swap(false, Ordering::AcqRel) {
-                let _ = std::fs::remove_file(path);
-            }
+        if let Some(SharedFile::Own(owned)) = &self.file {
+            owned.unlink();
         }
-    }
-}
-
-impl Drop for SegmentMemory {
-    fn drop(&mut self) {
-        self.unlink();
     }
 }
 

@@ -10,6 +10,8 @@
 //! job token), `--fail-rank R:CODE` (rank R exits with CODE), `--kill-rank R:SIG` (rank R
 //! kills itself with signal SIG), `--stderr-then-fail R:LINES:CODE` (rank R writes
 //! `probe stderr line K of LINES` for K = 1..=LINES on stderr, then exits with CODE),
+//! `--gaspi` (initialize the gaspi runtime and create segments 0 and 1 with every rank, kept
+//! until the probe ends; print `gaspi rank=K segments=2`),
 //! `--sleep` (wait until killed), `--exit CODE`,
 //! `--token-on-cmdlines` (print `token_in_env=0|1 token_on_cmdlines=N pids=P,...`: whether
 //! GASPI_JOB_TOKEN is set, and the processes of this host whose command line, which every
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
     );
     let mut sleep = false;
     let mut exit = 0u8;
+    let mut _runtime: Option<gaspi::Context> = None;
     let mut i = 0;
     while i < args.len() {
         let next = args.get(i + 1).cloned().unwrap_or_default();
@@ -176,6 +179,16 @@ fn main() -> ExitCode {
                     return ExitCode::from(96);
                 }
             },
+            "--gaspi" => match gaspi_segments() {
+                Ok(ctx) => {
+                    println!("gaspi rank={rank} segments=2");
+                    _runtime = Some(ctx);
+                }
+                Err(e) => {
+                    eprintln!("probe: gaspi: {e}");
+                    return ExitCode::from(97);
+                }
+            },
             "--sleep" => sleep = true,
             "--exit" => {
                 exit = next.parse().unwrap_or(1);
@@ -195,6 +208,22 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::from(exit)
+}
+
+/// A gaspi runtime with segments 0 and 1 created on every rank.
+fn gaspi_segments() -> gaspi::Result<gaspi::Context> {
+    let ctx = gaspi::Context::init()?;
+    let t = gaspi::Timeout(20_000);
+    for s in 0..2 {
+        ctx.segment_create(
+            gaspi::SegmentId(s),
+            1 << 16,
+            gaspi::Group::ALL,
+            t,
+            gaspi::Alloc::Initialized,
+        )?;
+    }
+    Ok(ctx)
 }
 
 /// The processes of this host whose command line (`/proc/PID/cmdline`, readable by every

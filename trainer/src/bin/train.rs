@@ -394,7 +394,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         // Log lines print above the progress bar instead of through it.
-        .with_writer(trainer::progress::LogWriter::stderr())
+        .with_writer(trainer::progress::stderr_log_writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(Args::parse()) {

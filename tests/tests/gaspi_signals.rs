@@ -1,0 +1,263 @@
+//! A rank ended by SIGTERM or SIGHUP (what `kill`, a batch system or the launcher's
+//! parent-death signal sends) unlinks its shared-memory files first and still dies of that
+//! signal; the survivors' blocking calls then fail with an error instead of hanging.
+
+use std::os::unix::process::ExitStatusExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use gaspi::testing::spmd_job;
+use gaspi::*;
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal};
+use tarantella_tests::Net;
+
+const T: Timeout = Timeout(20_000);
+
+/// The names in `/dev/shm` of `rank`'s files of job `job`: its segment files
+/// (`tnt-<job>-<nonce>-r<rank>-…`) and the fake verbs device's (`tnt-<job>-verbs-r<rank>`).
+fn files_of(job: &str, rank: u16) -> Vec<String> {
+    let prefix = format!("tnt-{job}-");
+    let segment = format!("r{rank}-");
+    let verbs = format!("verbs-r{rank}");
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            n.strip_prefix(&prefix).is_some_and(|rest| {
+                rest == verbs || rest.get(17..).is_some_and(|r| r.starts_with(&segment))
+            })
+        })
+        .collect()
+}
+
+/// `victim` creates two segments with everybody, waits until every other rank has seen its
+/// files, then blocks in `notify_waitsome` while a thread of its own sends the process
+/// `sig`. The others block in a barrier the victim never enters: it must fail with
+/// `PeerFailed`, after which none of the victim's files may be left. The victim must have
+/// died of `sig`.
+fn signalled_rank(name: &str, nranks: u16, net: Net, victim: u16, sig: Signal) {
+    let extra = net.env();
+    let Some(out) = spmd_job(
+        name,
+        nranks,
+        net.transport(),
+        Duration::from_secs(60),
+        |job| job.env.extend(extra),
+    ) else {
+        let ctx = Context::init().unwrap();
+        let seg = SegmentId(0);
+        for s in 0..2 {
+            ctx.segment_create(SegmentId(s), 1 << 16, Group::ALL, T, Alloc::Initialized)
+                .unwrap();
+        }
+        let me = ctx.rank().0;
+        if me == victim {
+            let mut seen = 0;
+            while seen < nranks - 1 {
+                let id = ctx
+                    .notify_waitsome(seg, NotificationId(0), u32::from(nranks), T)
+                    .unwrap();
+                ctx.notify_reset(seg, id).unwrap();
+                seen += 1;
+            }
+            std::thread::spawn(move || {
+                nix::sys::signal::kill(nix::unistd::getpid(), sig).unwrap();
+            });
+            let never = ctx.notify_waitsome(seg, NotificationId(100), 1, Timeout::BLOCK);
+            eprintln!("the victim's wait returned: {never:?}");
+            std::process::exit(3);
+        }
+        let before = files_of(ctx.job_id(), victim);
+        assert!(before.len() >= 2, "rank {victim}'s files: {before:?}");
+        let q = QueueId(0);
+        ctx.notify(seg, Rank(victim), NotificationId(u32::from(me)), 1, q)
+            .unwrap();
+        ctx.wait(q, T).unwrap();
+        let b = ctx.barrier(Group::ALL, Timeout::BLOCK);
+        assert!(matches!(b, Err(Error::PeerFailed { .. })), "{b:?}");
+        let left = files_of(ctx.job_id(), victim);
+        assert!(left.is_empty(), "rank {victim} died leaving {left:?}");
+        std::process::exit(0);
+    };
+    assert!(!out.timed_out, "{}", out.report());
+    let status = out.ranks[usize::from(victim)].status;
+    assert_eq!(
+        status.and_then(|s| s.signal()),
+        Some(sig as i32),
+        "{}",
+        out.report()
+    );
+    for r in out.ranks.iter().filter(|r| r.rank != victim) {
+        assert!(r.status.is_some_and(|s| s.success()), "{}", out.report());
+    }
+}
+
+#[test]
+fn sigterm_unlinks_the_ranks_files_shm_2() {
+    signalled_rank(
+        "sigterm_unlinks_the_ranks_files_shm_2",
+        2,
+        Net::Shm,
+        1,
+        Signal::SIGTERM,
+    );
+}
+
+#[test]
+fn sighup_unlinks_the_ranks_files_shm_3() {
+    signalled_rank(
+        "sighup_unlinks_the_ranks_files_shm_3",
+        3,
+        Net::Shm,
+        2,
+        Signal::SIGHUP,
+    );
+}
+
+#[test]
+fn sigterm_unlinks_the_ranks_files_shm_3_rank_0() {
+    signalled_rank(
+        "sigterm_unlinks_the_ranks_files_shm_3_rank_0",
+        3,
+        Net::Shm,
+        0,
+        Signal::SIGTERM,
+    );
+}
+
+/// Over the fake verbs device, whose files (the key directory, receive rings, passive
+/// buffers) go too.
+#[test]
+fn sigterm_unlinks_the_ranks_files_fake_verbs_2() {
+    signalled_rank(
+        "sigterm_unlinks_the_ranks_files_fake_verbs_2",
+        2,
+        Net::FakeVerbs,
+        1,
+        Signal::SIGTERM,
+    );
+}
+
+/// Set by [`application_handler`].
+static HANDLED: AtomicBool = AtomicBool::new(false);
+
+/// A SIGTERM handler as a C application installs it before `gaspi_proc_init`.
+extern "C" fn application_handler(_: std::ffi::c_int) {
+    HANDLED.store(true, Ordering::SeqCst);
+}
+
+/// Rank 1 installs `before` for SIGTERM and SIGHUP before init, creates segments, then
+/// raises both signals at itself; `check` runs after each, in rank 1, given its files.
+fn with_disposition(name: &str, before: SigHandler, check: fn(Signal, &[String])) {
+    let Some(out) = spmd_job(
+        name,
+        2,
+        Net::Shm.transport(),
+        Duration::from_secs(60),
+        |_| {},
+    ) else {
+        let action = SigAction::new(before, SaFlags::empty(), SigSet::empty());
+        // SAFETY: the handler only stores to an atomic; SIG_IGN needs nothing.
+        unsafe {
+            nix::sys::signal::sigaction(Signal::SIGTERM, &action).unwrap();
+            nix::sys::signal::sigaction(Signal::SIGHUP, &action).unwrap();
+        }
+        let ctx = Context::init().unwrap();
+        for s in 0..2 {
+            ctx.segment_create(SegmentId(s), 1 << 16, Group::ALL, T, Alloc::Initialized)
+                .unwrap();
+        }
+        if ctx.rank().0 == 1 {
+            for sig in [Signal::SIGTERM, Signal::SIGHUP] {
+                assert!(files_of(ctx.job_id(), 1).len() >= 2);
+                HANDLED.store(false, Ordering::SeqCst);
+                // Thread-directed: the handler has run when `raise` returns.
+                nix::sys::signal::raise(sig).unwrap();
+                check(sig, &files_of(ctx.job_id(), 1));
+                if sig == Signal::SIGTERM && before != SigHandler::SigIgn {
+                    // The files are gone: make new ones for the SIGHUP round.
+                    for s in 0..2 {
+                        ctx.segment_delete(SegmentId(s)).unwrap();
+                        ctx.segment_alloc(SegmentId(s), 1 << 16, Alloc::Initialized)
+                            .unwrap();
+                    }
+                }
+            }
+        }
+        ctx.barrier(Group::ALL, T).unwrap();
+        ctx.term(T).unwrap();
+        std::process::exit(0);
+    };
+    out.assert_success();
+}
+
+/// An application's own handler, installed before init, still runs (and decides: the
+/// process lives on), after the rank's files were unlinked.
+#[test]
+fn an_application_handler_is_chained() {
+    with_disposition(
+        "an_application_handler_is_chained",
+        SigHandler::Handler(application_handler),
+        |sig, left| {
+            assert!(HANDLED.load(Ordering::SeqCst), "{sig}: handler not run");
+            assert!(left.is_empty(), "{sig}: {left:?}");
+        },
+    );
+}
+
+/// Signals the application ignores stay ignored: nothing is unlinked, nobody dies.
+#[test]
+fn ignored_signals_stay_ignored() {
+    with_disposition(
+        "ignored_signals_stay_ignored",
+        SigHandler::SigIgn,
+        |sig, left| assert!(left.len() >= 2, "{sig}: {left:?}"),
+    );
+}
+
+/// A child forked from a rank (without exec) inherits the signal action; signalled, it dies
+/// of the signal and leaves its parent's files alone.
+#[test]
+fn a_forked_child_leaves_the_parents_files() {
+    const NAME: &str = "a_forked_child_leaves_the_parents_files";
+    let Some(out) = spmd_job(
+        NAME,
+        2,
+        Net::Shm.transport(),
+        Duration::from_secs(60),
+        |_| {},
+    ) else {
+        let ctx = Context::init().unwrap();
+        for s in 0..2 {
+            ctx.segment_create(SegmentId(s), 1 << 16, Group::ALL, T, Alloc::Initialized)
+                .unwrap();
+        }
+        if ctx.rank().0 == 1 {
+            // SAFETY: the child only calls async-signal-safe functions (raise, _exit).
+            match unsafe { nix::unistd::fork() }.unwrap() {
+                nix::unistd::ForkResult::Child => {
+                    let _ = nix::sys::signal::raise(Signal::SIGTERM);
+                    // SAFETY: ends the child without running the parent's destructors.
+                    unsafe { nix::libc::_exit(1) };
+                }
+                nix::unistd::ForkResult::Parent { child } => {
+                    let st = nix::sys::wait::waitpid(child, None).unwrap();
+                    assert!(
+                        matches!(
+                            st,
+                            nix::sys::wait::WaitStatus::Signaled(_, Signal::SIGTERM, _)
+                        ),
+                        "{st:?}"
+                    );
+                    let mine = files_of(ctx.job_id(), 1);
+                    assert!(mine.len() >= 2, "{mine:?}");
+                }
+            }
+        }
+        ctx.barrier(Group::ALL, T).unwrap();
+        ctx.term(T).unwrap();
+        std::process::exit(0);
+    };
+    out.assert_success();
+}
