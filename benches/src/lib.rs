@@ -3,6 +3,8 @@
 //! - `gaspi-p2p` (binary): point-to-point latency and bandwidth of the runtime.
 //! - `allreduce-sweep` (binary): the nccl-tests table for allreduce or broadcast ([`sweep`]).
 //! - `reduce-kernel` (binary): the reduction kernels alone against `copy_from_slice`.
+//! - `soak` (binary, with its rank program `soak-rank`): back-to-back jobs under
+//!   `tarantella`, some killed; start-time percentiles and leftovers (`docs/soak.md`).
 //! - `benches/collectives.rs` (criterion): allreduce and broadcast at 2 and 4 ranks.
 //!
 //! Multi-rank benchmarks start their peer ranks through [`gaspi::testing::Job`] when no
