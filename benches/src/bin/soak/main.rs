@@ -3,7 +3,7 @@
 //! random point, and after each one a count of what it left on this host (processes, shared
 //! memory files, job records), before and after `tarantella --cleanup`.
 //!
-//! `cargo build --release -p launcher -p tarantella-benches --bins`, then
+//! `cargo build --release -p tarantella-launcher -p tarantella-benches --bins`, then
 //! `target/release/soak --jobs 1000 --kill-fraction 0.1` (see `docs/soak.md`).
 //!
 //! Each job runs `tarantella -n RANKS --output-on-all-devices --job-id ID -- soak-rank ...`
