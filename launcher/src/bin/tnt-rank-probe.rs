@@ -11,6 +11,9 @@
 //! kills itself with signal SIG), `--stderr-then-fail R:LINES:CODE` (rank R writes
 //! `probe stderr line K of LINES` for K = 1..=LINES on stderr, then exits with CODE),
 //! `--sleep` (wait until killed), `--exit CODE`,
+//! `--gaspi-stop R` (initialize gaspi and pass a barrier; then rank R stops itself with
+//! SIGSTOP and the others wait in a blocking barrier, print `probe: barrier: ERROR` when it
+//! fails and exit with 1),
 //! `--token-on-cmdlines` (print `token_in_env=0|1 token_on_cmdlines=N pids=P,...`: whether
 //! GASPI_JOB_TOKEN is set, and the processes of this host whose command line, which every
 //! user can read, shows the job token),
@@ -176,6 +179,14 @@ fn main() -> ExitCode {
                     return ExitCode::from(96);
                 }
             },
+            "--gaspi-stop" => {
+                let stopped: u16 = next.parse().unwrap_or(u16::MAX);
+                if let Err(e) = gaspi_stop(rank, stopped) {
+                    eprintln!("probe: barrier: {e}");
+                    return ExitCode::from(1);
+                }
+                i += 1;
+            }
             "--sleep" => sleep = true,
             "--exit" => {
                 exit = next.parse().unwrap_or(1);
@@ -195,6 +206,19 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::from(exit)
+}
+
+/// `--gaspi-stop`: a job in which rank `stopped` stops making progress.
+fn gaspi_stop(rank: u16, stopped: u16) -> gaspi::Result<()> {
+    use gaspi::{Context, Group, Timeout};
+    let ctx = Context::init()?;
+    ctx.barrier(Group::ALL, Timeout(20_000))?;
+    println!("probe ready rank={rank}");
+    if rank == stopped {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    }
+    ctx.barrier(Group::ALL, Timeout::BLOCK)?;
+    ctx.term(Timeout(2_000))
 }
 
 /// The processes of this host whose command line (`/proc/PID/cmdline`, readable by every

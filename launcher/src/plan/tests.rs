@@ -529,3 +529,23 @@ fn gpi2s_variables_cannot_be_exported_over() {
         );
     }
 }
+
+#[test]
+fn the_heartbeat_timeout_reaches_every_rank_only_when_given() {
+    let heartbeat = |vars: &[(String, String)]| -> Vec<String> {
+        vars.iter()
+            .filter(|(k, _)| k == gaspi::env::HEARTBEAT_TIMEOUT_MS)
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    let plan = local_plan(&["-n", "3", "--heartbeat-timeout", "1"], no_gpus);
+    for r in &plan.ranks {
+        assert_eq!(heartbeat(&plan.rank_env(r)), ["1000"]);
+    }
+    assert_eq!(heartbeat(&plan.slurm_env()), ["1000"]);
+    let plan = local_plan(&["-n", "3"], no_gpus);
+    for r in &plan.ranks {
+        assert!(heartbeat(&plan.rank_env(r)).is_empty());
+    }
+    assert!(heartbeat(&plan.slurm_env()).is_empty());
+}
