@@ -270,6 +270,7 @@ const LAUNCHER_VARIABLES: &[(&str, &str)] = &[
     (genv::JOB_ID, "use --job-id"),
     (genv::INIT_TIMEOUT_MS, "use --timeout"),
     (genv::TRANSPORT, "use --transport"),
+    (genv::HEARTBEAT_TIMEOUT_MS, "use --heartbeat-timeout"),
     (tnt_env::JOB_ID, "use --job-id"),
     (RANK, "tarantella numbers the ranks"),
     (WORLD_SIZE, "use -n"),

@@ -200,6 +200,7 @@ fn exports_cannot_replace_the_launchers_own_variables() {
         "GASPI_JOB_ID",
         "GASPI_INIT_TIMEOUT_MS",
         "GASPI_TRANSPORT",
+        "GASPI_HEARTBEAT_TIMEOUT_MS",
         "TARANTELLA_JOB_ID",
     ] {
         let secret = "00112233445566778899aabbccddeeff";
