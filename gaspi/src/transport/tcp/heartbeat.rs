@@ -6,8 +6,8 @@
 //! every quarter of the timeout (from the sending thread's timer, only when nothing is
 //! queued to that peer anyway), and every frame that arrives counts as a sign of life: the
 //! receive path stores one timestamp per readable connection (a relaxed store). A peer
-//! from which nothing arrived for the timeout, while no thread is receiving from it, is
-//! failed like a broken connection: marked CORRUPT, its requests fail and every wait on it
+//! from which nothing arrived for the timeout, while no thread is receiving from it and no
+//! byte from it waits in the socket, is failed like a broken connection: marked CORRUPT, its requests fail and every wait on it
 //! ends with `PeerFailed` naming it.
 //!
 //! The decisions are arithmetic on millisecond timestamps ([`Watchdog`]), read from a

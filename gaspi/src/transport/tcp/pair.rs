@@ -16,6 +16,7 @@ use crate::transport::tcp::endpoint::Endpoint;
 use crate::transport::tcp::handshake::Link;
 use crate::transport::tcp::receive::{PendingRead, RecvState};
 use crate::transport::tcp::send::{Outbox, Payload};
+use crate::transport::tcp::socket::readable_now;
 use crate::types::Rank;
 use crate::wire::control::ControlMessage;
 use crate::wire::frame::{FrameKind, Header};
@@ -143,9 +144,10 @@ impl Pair {
     }
 
     /// A thread is taking bytes in from the peer right now (a long stream may keep it at
-    /// that for longer than the heartbeat timeout: the peer is not silent).
+    /// that for longer than the heartbeat timeout), or bytes from it wait to be taken in
+    /// (this process's receiving threads were not scheduled): the peer is not silent.
     pub fn receiving(&self) -> bool {
-        self.recv.is_locked()
+        self.recv.is_locked() || readable_now(&self.rx)
     }
 
     /// The peer said goodbye: its silence from now on is expected.
