@@ -163,7 +163,7 @@ pub(crate) struct Sender {
     pub epoll: Arc<Epoll>,
     pub wake: Arc<EventFd>,
     pub stop: Arc<AtomicBool>,
-    /// Its heartbeat timeout, if any.
+    /// This rank's end of the links, for its heartbeat timeout (if any).
     pub endpoint: Arc<Endpoint>,
 }
 
