@@ -21,6 +21,7 @@ use crate::transport::requests::{RpcTable, UnackedSends};
 use crate::transport::route::{Route, Routes};
 use crate::transport::shm::Shm;
 use crate::transport::tcp::endpoint::Endpoint;
+use crate::transport::tcp::heartbeat::Heartbeat;
 use crate::transport::tcp::TcpTransport;
 use crate::transport::verbs::device::DeviceChoice;
 use crate::transport::verbs::VerbsTransport;
@@ -196,6 +197,7 @@ impl Context {
                     state: state.clone(),
                     requests: rpc.clone(),
                     control,
+                    heartbeat: env.heartbeat_timeout_ms.map(Heartbeat::new),
                 });
                 Some(TcpTransport::establish(
                     endpoint, l, &t.addrs, env.token, deadline,

@@ -234,12 +234,17 @@ pub enum Error {
     #[error("device: {0}")]
     Device(String),
     /// The connection to a peer broke (the process died, the network failed, or it violated
-    /// the wire protocol), or the peer left with `gaspi_proc_term`. The peer is marked
+    /// the wire protocol), nothing arrived from it for the heartbeat timeout when one is set
+    /// (`GASPI_HEARTBEAT_TIMEOUT_MS`: it is stopped or hung), or the peer left with
+    /// `gaspi_proc_term`. The peer is marked
     /// `GASPI_STATE_CORRUPT` in [`Context::state_vec`](crate::Context::state_vec) for the rest
     /// of the job; every later call that needs it fails the same way. `GASPI_ERROR` in the C
     /// API; GASPI's fault-tolerance model is to consult the state vector and continue
     /// without the rank (e.g. in a new group).
-    #[error("rank {rank} failed (connection lost or protocol error)")]
+    ///
+    /// The message begins `rank R failed (`: `tarantella` reads that from the output of the
+    /// rank that failed first to name the rank that stopped making progress.
+    #[error("rank {rank} failed (connection lost, protocol error, or silent past the heartbeat timeout)")]
     PeerFailed {
         /// The failed (or departed) peer.
         rank: Rank,

@@ -147,6 +147,7 @@ impl Job {
                     init_timeout_ms: self.timeout.as_millis().min(30_000) as u64,
                     transport: self.transport,
                     addr: None,
+                    heartbeat_timeout_ms: None,
                 };
                 let mut v: Vec<(String, String)> = env
                     .to_vars()

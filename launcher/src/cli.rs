@@ -152,6 +152,13 @@ pub struct Cli {
     #[arg(long, value_name = "SECS", default_value_t = 30.0)]
     pub timeout: f64,
 
+    /// Liveness timeout in seconds (GASPI_HEARTBEAT_TIMEOUT_MS): every rank sends each peer
+    /// a heartbeat every quarter of it, and a rank that nothing arrives from for this long
+    /// (stopped, hung) fails its peers' calls, which ends the job; the failure report names
+    /// it. [default: off]
+    #[arg(long, value_name = "SECS", value_parser = parse_heartbeat_timeout)]
+    pub heartbeat_timeout: Option<f64>,
+
     /// Seconds between SIGTERM and SIGKILL when stopping ranks.
     #[arg(long, value_name = "SECS", default_value_t = 3.0)]
     pub grace: f64,
@@ -207,6 +214,23 @@ impl Cli {
         } else {
             "--n-per-node"
         }
+    }
+}
+
+/// `--heartbeat-timeout`: seconds, at least the runtime's minimum.
+fn parse_heartbeat_timeout(s: &str) -> std::result::Result<f64, String> {
+    let min = gaspi::env::MIN_HEARTBEAT_TIMEOUT_MS as f64 / 1000.0;
+    match s.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= min => Ok(secs),
+        _ => Err(format!("expected seconds, at least {min}")),
+    }
+}
+
+impl Cli {
+    /// `GASPI_HEARTBEAT_TIMEOUT_MS` from `--heartbeat-timeout`, if given.
+    pub fn heartbeat_timeout_ms(&self) -> Option<u64> {
+        self.heartbeat_timeout
+            .map(|secs| (secs * 1000.0).round() as u64)
     }
 }
 
@@ -277,6 +301,22 @@ mod tests {
     #[test]
     fn cli_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_heartbeat_timeout_is_off_unless_given_and_refused_when_too_short() {
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["tarantella", "-n", "2"];
+            args.extend(extra);
+            args.extend(["--", "prog"]);
+            Cli::try_parse_from(args)
+        };
+        assert_eq!(parse(&[]).unwrap().heartbeat_timeout_ms(), None);
+        let c = parse(&["--heartbeat-timeout", "1.5"]).unwrap();
+        assert_eq!(c.heartbeat_timeout_ms(), Some(1500));
+        for bad in ["0", "0.001", "-1", "soon", "inf"] {
+            assert!(parse(&["--heartbeat-timeout", bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -28,6 +28,7 @@
 //! ```
 
 pub mod argv;
+pub mod blame;
 pub mod cleanup;
 pub mod cli;
 pub mod dry_run;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
+use crate::blame::{self, Culprit};
 use crate::cleanup;
 use crate::error::Result;
 use crate::plan::{Mode, Plan};
@@ -128,6 +129,12 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
         ),
         Outcome::Done => {}
     }
+    // Before the teardown, which ends them: the ranks that were stopped or still running
+    // when the first failure came (see `blame`).
+    let (stopped, running) = match &outcome {
+        Outcome::Failed { .. } => stalled(&procs),
+        _ => Default::default(),
+    };
     teardown(&mut procs, plan.grace, &rx, &mut dir);
     finish(plan, &ssh, &dir);
     Ok(match outcome {
@@ -153,10 +160,21 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
                     (label, status, why)
                 }
             };
-            eprintln!(
-                "tarantella: job {} failed: {label} {status} (first failure)",
-                plan.job_id
-            );
+            let first = procs[idx].rank;
+            let culprit = first
+                .filter(|_| plan.mode != Mode::Slurm)
+                .and_then(|first| {
+                    let tails = &procs[idx].tails;
+                    let lines = [tails.stdout.lines(), tails.stderr.lines()].concat();
+                    blame::culprit(first, &stopped, &running, &lines)
+                });
+            match culprit {
+                Some(c) => report_culprit(&plan.job_id, &procs, &c, &label, &status),
+                None => eprintln!(
+                    "tarantella: job {} failed: {label} {status} (first failure)",
+                    plan.job_id
+                ),
+            }
             for line in why {
                 eprintln!("{line}");
             }
@@ -164,6 +182,38 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
         }
         Outcome::Interrupted(sig) => 128 + sig,
     })
+}
+
+/// The local ranks with a stopped process (rank, pid), and the ranks still running.
+fn stalled(procs: &[Proc]) -> (Vec<(usize, i32)>, Vec<usize>) {
+    let mut stopped = Vec::new();
+    let mut running = Vec::new();
+    for p in procs {
+        let Some(rank) = p.rank else { continue };
+        if p.status.is_none() {
+            running.push(rank);
+        }
+        if matches!(p.kind, Kind::Local) {
+            let pids = blame::stopped_in_group(std::path::Path::new("/proc"), p.pgid().as_raw());
+            stopped.extend(pids.into_iter().map(|pid| (rank, pid)));
+        }
+    }
+    (stopped, running)
+}
+
+/// The report's first line when a rank other than the first to fail stopped making
+/// progress: it names that rank, then the one that noticed first.
+fn report_culprit(job: &str, procs: &[Proc], c: &Culprit, label: &str, status: &RankStatus) {
+    let rank = c.rank();
+    let who = procs
+        .iter()
+        .find(|p| p.rank == Some(rank))
+        .map_or_else(|| format!("rank {rank}"), Proc::label);
+    eprintln!(
+        "tarantella: job {job} failed: {who} stopped making progress ({}); \
+         first to notice: {label} {status}",
+        c.why()
+    );
 }
 
 /// What the ranks need before they start: their machine file and free ports.

@@ -41,6 +41,9 @@ use nix::unistd::Pid;
 /// The configured timeout, in seconds: `tarantella --timeout` (the ranks' init timeout,
 /// `GASPI_INIT_TIMEOUT_MS`), which `fault_rank` also uses for every call.
 const TIMEOUT_S: u64 = 4;
+/// `tarantella --heartbeat-timeout`: a rank silent this long is failed by its peers.
+const HEARTBEAT_S: &str = "1";
+
 /// `tarantella --grace`: seconds between SIGTERM and SIGKILL at teardown (a stopped rank
 /// only goes at the SIGKILL).
 const GRACE_S: u64 = 1;
@@ -165,6 +168,9 @@ fn run_cell(cell: Cell, tarantella: &Path, program: &Path, base: &Path) -> Verdi
         .args(["-n", &cell.n.to_string(), "--transport", cell.transport])
         .args(["--timeout", &TIMEOUT_S.to_string()])
         .args(["--grace", &GRACE_S.to_string()])
+        // A rank that stops (SIGSTOP) or goes silent (its sockets closed) is found by the
+        // heartbeat, well within the timeout.
+        .args(["--heartbeat-timeout", HEARTBEAT_S])
         .args(["--job-id", &job, "--output-on-all-devices", "--"])
         .arg(program)
         .args([cell.phase, cell.fault, &VICTIM.to_string()])

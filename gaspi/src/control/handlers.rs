@@ -106,6 +106,9 @@ impl ControlHandler for ControlPlane {
                 self.goodbye(from);
                 None
             }
+            // Its arrival is what counts, and the transport has noted it (see
+            // `transport::tcp::heartbeat`); a rank without a timeout of its own ignores it.
+            ControlMessage::Heartbeat => None,
         }
     }
 }
@@ -200,12 +203,14 @@ mod tests {
     }
 
     #[test]
-    fn ping_is_answered_and_goodbye_marks_the_peer_gone_without_an_answer() {
+    fn ping_is_answered_a_heartbeat_is_not_and_goodbye_marks_the_peer_gone_without_an_answer() {
         let p = plane(&[Route::Local, Route::Tcp, Route::Tcp], 1);
         assert!(matches!(
             p.handle(Rank(2), ControlMessage::Ping),
             Some(Ok(()))
         ));
+        assert!(p.handle(Rank(2), ControlMessage::Heartbeat).is_none());
+        assert!(!p.state.is_unreachable(Rank(2)));
         assert!(p.handle(Rank(2), ControlMessage::Goodbye).is_none());
         assert!(p.state.is_unreachable(Rank(2)));
         assert!(!p.state.is_unreachable(Rank(1)));

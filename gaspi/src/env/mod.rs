@@ -15,6 +15,7 @@
 //! | `GASPI_INIT_TIMEOUT_MS` | how long init waits for the rendezvous and the peers | `30000` |
 //! | `GASPI_TRANSPORT` | `auto`, `tcp`, `shm` or `verbs` (see [`TransportChoice`]) | `auto` |
 //! | `GASPI_ADDR` | IP address this rank advertises for data connections | the address used to reach the rendezvous |
+//! | `GASPI_HEARTBEAT_TIMEOUT_MS` | liveness timeout: a peer silent this long is marked CORRUPT and calls that need it fail with `PeerFailed` (set it on every rank; at least 20) | unset: off |
 //! | `GASPI_LOG` | `tracing` filter for the runtime's own log (e.g. `gaspi=debug`) | `warn` |
 //!
 //! Other launchers, in order of precedence (the first that applies describes the job):
@@ -163,6 +164,10 @@ pub struct JobEnv {
     pub transport: TransportChoice,
     /// Address to advertise for data connections, when set explicitly.
     pub addr: Option<String>,
+    /// The liveness timeout in milliseconds (`GASPI_HEARTBEAT_TIMEOUT_MS`; `None`, the
+    /// default, or 0: off). When set, heartbeats go to every peer every quarter of it and a
+    /// peer silent for that long fails (see [`HEARTBEAT_TIMEOUT_MS`]).
+    pub heartbeat_timeout_ms: Option<u64>,
 }
 
 impl JobEnv {
@@ -301,6 +306,12 @@ impl JobEnv {
             None => TransportChoice::Auto,
         };
         let addr = get(ADDR).filter(|s| !s.trim().is_empty());
+        let heartbeat_timeout_ms = match get(HEARTBEAT_TIMEOUT_MS) {
+            Some(v) if !v.trim().is_empty() => {
+                parse_heartbeat(parse_u64(HEARTBEAT_TIMEOUT_MS, v)?)?
+            }
+            _ => None,
+        };
         Ok(JobEnv {
             rank: Rank(rank),
             nranks,
@@ -312,6 +323,7 @@ impl JobEnv {
             init_timeout_ms,
             transport,
             addr,
+            heartbeat_timeout_ms,
         })
     }
 
@@ -334,7 +346,21 @@ impl JobEnv {
         if let Some(a) = &self.addr {
             v.push((ADDR, a.clone()));
         }
+        if let Some(ms) = self.heartbeat_timeout_ms {
+            v.push((HEARTBEAT_TIMEOUT_MS, ms.to_string()));
+        }
         v
+    }
+}
+
+/// `GASPI_HEARTBEAT_TIMEOUT_MS`: 0 is off, anything else at least the minimum.
+fn parse_heartbeat(ms: u64) -> Result<Option<u64>> {
+    match ms {
+        0 => Ok(None),
+        ms if ms < MIN_HEARTBEAT_TIMEOUT_MS => Err(Error::Env(format!(
+            "{HEARTBEAT_TIMEOUT_MS}={ms}: at least {MIN_HEARTBEAT_TIMEOUT_MS} (or 0: off)"
+        ))),
+        ms => Ok(Some(ms)),
     }
 }
 

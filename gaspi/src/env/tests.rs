@@ -21,6 +21,29 @@ fn single_rank_defaults() {
     );
     assert_eq!(e.transport, TransportChoice::Auto);
     assert!(e.rendezvous.is_none());
+    assert_eq!(
+        e.heartbeat_timeout_ms, None,
+        "the heartbeat is off by default"
+    );
+}
+
+#[test]
+fn the_heartbeat_timeout_is_off_at_zero_and_refused_below_the_minimum() {
+    assert_eq!(
+        env(&[(HEARTBEAT_TIMEOUT_MS, "1500")])
+            .unwrap()
+            .heartbeat_timeout_ms,
+        Some(1500)
+    );
+    assert_eq!(
+        env(&[(HEARTBEAT_TIMEOUT_MS, "0")])
+            .unwrap()
+            .heartbeat_timeout_ms,
+        None
+    );
+    let low = env_error(&[(HEARTBEAT_TIMEOUT_MS, "5")]);
+    assert!(low.contains(HEARTBEAT_TIMEOUT_MS), "{low}");
+    assert!(env(&[(HEARTBEAT_TIMEOUT_MS, "soon")]).is_err());
 }
 
 #[test]
@@ -34,6 +57,7 @@ fn roundtrip_through_vars() {
         (JOB_TOKEN, "00112233445566778899aabbccddeeff"),
         (JOB_ID, "j-1"),
         (TRANSPORT, "tcp"),
+        (HEARTBEAT_TIMEOUT_MS, "2000"),
     ])
     .unwrap();
     let vars: HashMap<String, String> = e
@@ -46,6 +70,7 @@ fn roundtrip_through_vars() {
     assert_eq!(back.token, e.token);
     assert_eq!(back.transport, TransportChoice::Tcp);
     assert_eq!(back.rendezvous.as_deref(), Some("10.0.0.1:4000"));
+    assert_eq!(back.heartbeat_timeout_ms, Some(2000));
 }
 
 #[test]

@@ -22,6 +22,11 @@ pub const INIT_TIMEOUT_MS: &str = "GASPI_INIT_TIMEOUT_MS";
 pub const TRANSPORT: &str = "GASPI_TRANSPORT";
 /// The IP address this rank's data listener binds (default: the one that reaches rank 0).
 pub const ADDR: &str = "GASPI_ADDR";
+/// The liveness timeout in milliseconds (0 or unset: off). When set, every rank sends a
+/// heartbeat to each peer every quarter of it, and a peer from which nothing arrived for
+/// this long is marked CORRUPT. Set it on every rank (`tarantella --heartbeat-timeout`
+/// does).
+pub const HEARTBEAT_TIMEOUT_MS: &str = "GASPI_HEARTBEAT_TIMEOUT_MS";
 /// The runtime's log filter (`tracing` `EnvFilter` syntax).
 pub const LOG: &str = "GASPI_LOG";
 /// Reference implementation: rank 0's host name.
@@ -35,5 +40,7 @@ pub const MFILE: &str = "GASPI_MFILE";
 
 /// Default init timeout in milliseconds.
 pub const DEFAULT_INIT_TIMEOUT_MS: u64 = 30_000;
+/// The shortest heartbeat timeout accepted, in milliseconds.
+pub const MIN_HEARTBEAT_TIMEOUT_MS: u64 = 20;
 /// Port of the reference implementation's service network.
 pub const DEFAULT_SN_PORT: u16 = 10840;

@@ -70,6 +70,11 @@ pub(crate) enum ProtocolError {
         len: u64,
         max: u64,
     },
+    /// Nothing at all arrived from the peer for the heartbeat timeout: it stopped making
+    /// progress (stopped, hung, or cut off while its kernel still holds the connection).
+    /// The words "heartbeat timeout" are what `tarantella` looks for in the log line.
+    #[error("heartbeat timeout: nothing received for {silent_ms} ms (limit {timeout_ms} ms)")]
+    Silent { silent_ms: u64, timeout_ms: u64 },
     /// This rank could not queue its answer (it is leaving, or the connection failed).
     #[error("cannot send the answer")]
     ReplyFailed,

@@ -35,6 +35,9 @@ pub(crate) enum ControlMessage {
     Kill,
     /// The sender leaves in order: its connection's end is not a failure.
     Goodbye,
+    /// The sender is alive (sent every quarter of the heartbeat timeout when one is set;
+    /// the receiver's transport has noted the arrival already, as it notes every frame's).
+    Heartbeat,
 }
 
 impl ControlMessage {
@@ -62,6 +65,7 @@ impl ControlMessage {
             ControlMessage::Ping => Header::new(FrameKind::Ping),
             ControlMessage::Kill => Header::new(FrameKind::Kill),
             ControlMessage::Goodbye => Header::new(FrameKind::Bye),
+            ControlMessage::Heartbeat => Header::new(FrameKind::Heartbeat),
         }
     }
 
@@ -87,6 +91,7 @@ impl ControlMessage {
             FrameKind::Ping => ControlMessage::Ping,
             FrameKind::Kill => ControlMessage::Kill,
             FrameKind::Bye => ControlMessage::Goodbye,
+            FrameKind::Heartbeat => ControlMessage::Heartbeat,
             _ => return None,
         })
     }
@@ -117,6 +122,7 @@ mod tests {
             ControlMessage::Ping,
             ControlMessage::Kill,
             ControlMessage::Goodbye,
+            ControlMessage::Heartbeat,
         ];
         for m in messages {
             let wire = m.header().encode();

@@ -48,6 +48,8 @@ pub(crate) enum FrameKind {
     Kill = 12,
     /// Orderly shutdown: EOF after this is not a failure.
     Bye = 13,
+    /// Liveness (`GASPI_HEARTBEAT_TIMEOUT_MS`): the sender is alive; nothing to answer.
+    Heartbeat = 14,
 }
 
 impl FrameKind {
@@ -67,6 +69,7 @@ impl FrameKind {
             11 => Ping,
             12 => Kill,
             13 => Bye,
+            14 => Heartbeat,
             _ => return None,
         })
     }

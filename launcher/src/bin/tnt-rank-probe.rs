@@ -13,6 +13,9 @@
 //! `--gaspi` (initialize the gaspi runtime and create segments 0 and 1 with every rank, kept
 //! until the probe ends; print `gaspi rank=K segments=2`),
 //! `--sleep` (wait until killed), `--exit CODE`,
+//! `--gaspi-stop R` (initialize gaspi and pass a barrier; then rank R stops itself with
+//! SIGSTOP and the others wait in a blocking barrier, print `probe: barrier: ERROR` when it
+//! fails and exit with 1),
 //! `--token-on-cmdlines` (print `token_in_env=0|1 token_on_cmdlines=N pids=P,...`: whether
 //! GASPI_JOB_TOKEN is set, and the processes of this host whose command line, which every
 //! user can read, shows the job token),
@@ -189,6 +192,14 @@ fn main() -> ExitCode {
                     return ExitCode::from(97);
                 }
             },
+            "--gaspi-stop" => {
+                let stopped: u16 = next.parse().unwrap_or(u16::MAX);
+                if let Err(e) = gaspi_stop(rank, stopped) {
+                    eprintln!("probe: barrier: {e}");
+                    return ExitCode::from(1);
+                }
+                i += 1;
+            }
             "--sleep" => sleep = true,
             "--exit" => {
                 exit = next.parse().unwrap_or(1);
@@ -224,6 +235,19 @@ fn gaspi_segments() -> gaspi::Result<gaspi::Context> {
         )?;
     }
     Ok(ctx)
+}
+
+/// `--gaspi-stop`: a job in which rank `stopped` stops making progress.
+fn gaspi_stop(rank: u16, stopped: u16) -> gaspi::Result<()> {
+    use gaspi::{Context, Group, Timeout};
+    let ctx = Context::init()?;
+    ctx.barrier(Group::ALL, Timeout(20_000))?;
+    println!("probe ready rank={rank}");
+    if rank == stopped {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    }
+    ctx.barrier(Group::ALL, Timeout::BLOCK)?;
+    ctx.term(Timeout(2_000))
 }
 
 /// The processes of this host whose command line (`/proc/PID/cmdline`, readable by every

@@ -53,6 +53,8 @@ pub struct Settings {
     pub init_timeout_ms: u64,
     /// `GASPI_TRANSPORT`, from `--transport`.
     pub transport: TransportChoice,
+    /// `GASPI_HEARTBEAT_TIMEOUT_MS`, from `--heartbeat-timeout` (`None`: not set, off).
+    pub heartbeat_timeout_ms: Option<u64>,
     /// The log level of rank 0 (of every rank with `--log-on-all-devices`).
     pub log_level: &'static str,
     /// `--log-on-all-devices`: every rank logs at `log_level`, not only rank 0.
@@ -74,6 +76,7 @@ impl Settings {
         Settings {
             init_timeout_ms: (cli.timeout * 1000.0).round() as u64,
             transport: cli.transport.into(),
+            heartbeat_timeout_ms: cli.heartbeat_timeout_ms(),
             log_level: cli.effective_log_level().as_str(),
             log_on_all: cli.log_on_all_devices,
             fusion_kb: cli.fusion_threshold,
@@ -155,6 +158,7 @@ pub fn rank_vars(job: &JobFacts, r: &RankPlan) -> Vec<(String, String)> {
         init_timeout_ms: job.settings.init_timeout_ms,
         transport: job.settings.transport,
         addr: None,
+        heartbeat_timeout_ms: job.settings.heartbeat_timeout_ms,
     };
     let mut vars: Vec<(String, String)> = gaspi_job
         .to_vars()
@@ -182,6 +186,9 @@ pub fn slurm_step_vars(job_id: &str, settings: &Settings) -> Vec<(String, String
         ),
         (genv::TRANSPORT.to_string(), settings.transport.to_string()),
     ];
+    if let Some(ms) = settings.heartbeat_timeout_ms {
+        vars.push((genv::HEARTBEAT_TIMEOUT_MS.to_string(), ms.to_string()));
+    }
     vars.extend(settings.common_vars(job_id, true));
     vars
 }
@@ -263,6 +270,7 @@ const LAUNCHER_VARIABLES: &[(&str, &str)] = &[
     (genv::JOB_ID, "use --job-id"),
     (genv::INIT_TIMEOUT_MS, "use --timeout"),
     (genv::TRANSPORT, "use --transport"),
+    (genv::HEARTBEAT_TIMEOUT_MS, "use --heartbeat-timeout"),
     (tnt_env::JOB_ID, "use --job-id"),
     (RANK, "tarantella numbers the ranks"),
     (WORLD_SIZE, "use -n"),

@@ -200,6 +200,7 @@ fn exports_cannot_replace_the_launchers_own_variables() {
         "GASPI_JOB_ID",
         "GASPI_INIT_TIMEOUT_MS",
         "GASPI_TRANSPORT",
+        "GASPI_HEARTBEAT_TIMEOUT_MS",
         "TARANTELLA_JOB_ID",
     ] {
         let secret = "00112233445566778899aabbccddeeff";
@@ -528,4 +529,24 @@ fn gpi2s_variables_cannot_be_exported_over() {
             "{var}: {refused:?}"
         );
     }
+}
+
+#[test]
+fn the_heartbeat_timeout_reaches_every_rank_only_when_given() {
+    let heartbeat = |vars: &[(String, String)]| -> Vec<String> {
+        vars.iter()
+            .filter(|(k, _)| k == gaspi::env::HEARTBEAT_TIMEOUT_MS)
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    let plan = local_plan(&["-n", "3", "--heartbeat-timeout", "1"], no_gpus);
+    for r in &plan.ranks {
+        assert_eq!(heartbeat(&plan.rank_env(r)), ["1000"]);
+    }
+    assert_eq!(heartbeat(&plan.slurm_env()), ["1000"]);
+    let plan = local_plan(&["-n", "3"], no_gpus);
+    for r in &plan.ranks {
+        assert!(heartbeat(&plan.rank_env(r)).is_empty());
+    }
+    assert!(heartbeat(&plan.slurm_env()).is_empty());
 }

@@ -9,6 +9,7 @@ use crate::memory::segment_table::SegmentTable;
 use crate::state::StateVector;
 use crate::transport::control_handler::ControlHandler;
 use crate::transport::requests::RpcTable;
+use crate::transport::tcp::heartbeat::Heartbeat;
 use crate::types::Rank;
 
 /// This rank's side of the TCP transport.
@@ -23,4 +24,6 @@ pub(crate) struct Endpoint {
     pub state: Arc<StateVector>,
     pub requests: Arc<RpcTable>,
     pub control: Arc<dyn ControlHandler>,
+    /// The liveness timeout and its clock; `None` (the default): no heartbeats.
+    pub heartbeat: Option<Heartbeat>,
 }

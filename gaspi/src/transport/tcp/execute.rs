@@ -185,7 +185,11 @@ impl FrameHandler for Pair {
                 self.to_control(h.req, ControlMessage::Goodbye);
                 Ok(None)
             }
-            FrameKind::SegRegister | FrameKind::SegDelete | FrameKind::Ping | FrameKind::Kill => {
+            FrameKind::SegRegister
+            | FrameKind::SegDelete
+            | FrameKind::Ping
+            | FrameKind::Kill
+            | FrameKind::Heartbeat => {
                 let msg = ControlMessage::from_header(&h).expect("a control kind");
                 self.to_control(h.req, msg);
                 Ok(None)

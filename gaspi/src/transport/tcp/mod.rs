@@ -6,7 +6,8 @@
 //! here, `handshake` sets the mesh up, `pair` is the link to one peer (`send` its outgoing
 //! half, `receive` its incoming state machine, `execute` what incoming frames do),
 //! `endpoint` what the links need of the process, and `threads` the two threads that drive
-//! them all (one receives, one finishes queued sends). A thread blocked in
+//! them all (one receives, one finishes queued sends; with a heartbeat timeout the latter
+//! also sends heartbeats and fails silent peers, see `heartbeat`). A thread blocked in
 //! a wait also receives, for as long as it spins
 //! ([`TcpTransport::poll_inbound`]); a connection's receive state is behind one lock, so
 //! whichever thread holds it takes the bytes in, in order.
@@ -14,6 +15,7 @@
 pub(crate) mod endpoint;
 mod execute;
 pub(crate) mod handshake;
+pub(crate) mod heartbeat;
 pub(crate) mod pair;
 pub(crate) mod receive;
 pub(crate) mod send;
@@ -133,6 +135,7 @@ impl TcpTransport {
             epoll: tx_epoll,
             wake: wakes[1].clone(),
             stop: stop.clone(),
+            endpoint: endpoint.clone(),
         };
         let spawn = |name: String, body: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new().name(name).spawn(body)

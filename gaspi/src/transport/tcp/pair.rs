@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags};
@@ -16,7 +16,9 @@ use crate::transport::tcp::endpoint::Endpoint;
 use crate::transport::tcp::handshake::Link;
 use crate::transport::tcp::receive::{PendingRead, RecvState};
 use crate::transport::tcp::send::{Outbox, Payload};
+use crate::transport::tcp::socket::readable_now;
 use crate::types::Rank;
+use crate::wire::control::ControlMessage;
 use crate::wire::frame::{FrameKind, Header};
 
 /// Payload bytes a waiting application thread takes in per poll (see `try_on_readable`).
@@ -41,6 +43,9 @@ pub(crate) struct Pair {
     /// even if the peer closes without a goodbye of its own (it may have closed its side
     /// after ours, having seen our goodbye first).
     leaving: AtomicBool,
+    /// When something last arrived from the peer, on the heartbeat's clock (stamped only
+    /// when a heartbeat timeout is set; see `heartbeat`).
+    pub(super) heard: AtomicU64,
 }
 
 impl Pair {
@@ -63,6 +68,7 @@ impl Pair {
             bye: AtomicBool::new(false),
             violated: AtomicBool::new(false),
             leaving: AtomicBool::new(false),
+            heard: AtomicU64::new(0),
         }
     }
 
@@ -124,7 +130,44 @@ impl Pair {
 
     /// Progress thread, on `EPOLLIN`: consumes everything readable. `Err` = drop the peer.
     pub fn on_readable(&self) -> std::result::Result<(), ProtocolError> {
+        self.note_arrival();
         self.recv.lock().receive(&mut &self.rx, self, usize::MAX)
+    }
+
+    /// Something arrived (the connection is readable): the peer is alive. Without a
+    /// heartbeat timeout, one branch on a field that never changes.
+    #[inline]
+    fn note_arrival(&self) {
+        if let Some(hb) = &self.endpoint.heartbeat {
+            hb.stamp(&self.heard);
+        }
+    }
+
+    /// A thread is taking bytes in from the peer right now (a long stream may keep it at
+    /// that for longer than the heartbeat timeout), or bytes from it wait to be taken in
+    /// (this process's receiving threads were not scheduled): the peer is not silent.
+    pub fn receiving(&self) -> bool {
+        self.recv.is_locked() || readable_now(&self.rx)
+    }
+
+    /// The peer said goodbye: its silence from now on is expected.
+    pub fn said_bye(&self) -> bool {
+        self.bye.load(Ordering::Acquire)
+    }
+
+    /// Sends a heartbeat, unless this rank is leaving (checked under the outgoing queue's
+    /// lock, so that it never follows our goodbye) or frames are queued to the peer
+    /// already (they tell it we are alive when it reads again).
+    pub fn heartbeat(&self) {
+        if !self.outbox.is_idle() {
+            return;
+        }
+        let _ = self.outbox.post_unless(
+            ControlMessage::Heartbeat.header(),
+            Payload::None,
+            None,
+            || self.closed.load(Ordering::Acquire) || self.leaving.load(Ordering::Acquire),
+        );
     }
 
     /// A waiting application thread: the same, unless another thread is receiving from this
@@ -132,6 +175,7 @@ impl Pair {
     /// payload, so that it gets back to what it waits for (and does not hold the progress
     /// thread off this peer) during a long stream.
     pub fn try_on_readable(&self) -> Option<std::result::Result<(), ProtocolError>> {
+        self.note_arrival();
         Some(
             self.recv
                 .try_lock()?

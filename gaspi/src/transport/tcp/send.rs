@@ -101,6 +101,18 @@ impl Outbox {
         q: Option<&Arc<QueueState>>,
         closed: &AtomicBool,
     ) -> Result<()> {
+        self.post_unless(header, payload, q, || closed.load(Ordering::Acquire))
+    }
+
+    /// [`post`](Self::post), refused when `refused` holds under the queue's lock.
+    #[inline]
+    pub fn post_unless(
+        &self,
+        header: Header,
+        payload: Payload,
+        q: Option<&Arc<QueueState>>,
+        refused: impl Fn() -> bool,
+    ) -> Result<()> {
         let mut frame = OutFrame {
             header: header.encode(),
             payload,
@@ -109,7 +121,7 @@ impl Outbox {
         };
         let failed = Error::PeerFailed { rank: self.peer };
         let mut sq = self.queue.lock();
-        if closed.load(Ordering::Acquire) {
+        if refused() {
             return Err(failed);
         }
         if sq.frames.is_empty() {
@@ -201,7 +213,8 @@ impl Outbox {
         Ok(())
     }
 
-    /// True when nothing is left to send (used by `term` to let goodbyes drain).
+    /// True when nothing is left to send (used by `term` to let goodbyes drain, and by the
+    /// heartbeat: a peer with frames queued will hear from us when it reads again).
     pub fn is_idle(&self) -> bool {
         self.queue.lock().frames.is_empty()
     }

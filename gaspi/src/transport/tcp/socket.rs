@@ -1,5 +1,6 @@
 //! System calls on the data connections that Rust's std does not offer: a vectored send
-//! that never raises `SIGPIPE`, and a read straight into segment memory.
+//! that never raises `SIGPIPE`, a read straight into segment memory, and whether bytes wait
+//! to be read.
 
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
@@ -13,6 +14,14 @@ pub(crate) fn tune(stream: &TcpStream) -> Result<()> {
     stream.set_read_timeout(None)?;
     stream.set_nonblocking(true)?;
     Ok(())
+}
+
+/// Whether bytes (or the end of the stream) wait to be read on `stream` right now.
+pub(crate) fn readable_now(stream: &TcpStream) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(stream.as_fd(), PollFlags::POLLIN)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
 }
 
 /// Vectored non-blocking send of `iov` on a socket: bytes sent, or the I/O error

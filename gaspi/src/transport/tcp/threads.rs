@@ -6,16 +6,23 @@
 //! on either to post; they wait for completions these signal, and while they spin in a wait
 //! they take in arriving frames themselves (`TcpTransport::poll_inbound`), so that latency
 //! does not hang on when the progress thread is scheduled.
+//!
+//! With a heartbeat timeout (`GASPI_HEARTBEAT_TIMEOUT_MS`), the sending thread's wait also
+//! times out every quarter of it: it then sends heartbeats and fails silent peers (see
+//! `heartbeat`). Without one, both threads sleep until an event, as before.
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::eventfd::EventFd;
 
 use crate::error::ProtocolError;
+use crate::transport::tcp::endpoint::Endpoint;
+use crate::transport::tcp::heartbeat::{Tick, Watchdog};
 use crate::transport::tcp::pair::Pair;
 use crate::transport::tcp::send::TX_TOKEN;
 
@@ -32,17 +39,24 @@ pub(crate) struct ReceiveLoop {
     pub late: AtomicU64,
 }
 
-/// Waits on `epoll` and hands every event to `serve` until `wake` is written with `stop` set.
+/// Waits on `epoll` and hands every event to `serve` until `wake` is written with `stop` set;
+/// with a `timer`, waits at most that long and calls `tick` after every wait.
 fn event_loop(
     who: &str,
     epoll: &Epoll,
     wake: &EventFd,
     stop: &AtomicBool,
+    timer: Option<Duration>,
     mut serve: impl FnMut(u64, EpollFlags),
+    mut tick: impl FnMut(),
 ) {
     let mut events = vec![EpollEvent::empty(); 64];
+    let timeout = match timer {
+        Some(d) => EpollTimeout::try_from(d).unwrap_or(EpollTimeout::MAX),
+        None => EpollTimeout::NONE,
+    };
     loop {
-        let n = match epoll.wait(&mut events, EpollTimeout::NONE) {
+        let n = match epoll.wait(&mut events, timeout) {
             Ok(n) => n,
             Err(Errno::EINTR) => continue,
             Err(e) => {
@@ -60,6 +74,9 @@ fn event_loop(
                 serve(ev.data(), ev.events());
             }
         }
+        if timer.is_some() {
+            tick();
+        }
     }
 }
 
@@ -70,10 +87,12 @@ impl ReceiveLoop {
             &self.epoll,
             &self.wake,
             &self.stop,
+            None,
             |token, flags| match token {
                 LISTEN_TOKEN => self.accept_late(),
                 rank => self.serve(rank as usize, flags),
             },
+            || {},
         );
     }
 
@@ -144,17 +163,60 @@ pub(crate) struct Sender {
     pub epoll: Arc<Epoll>,
     pub wake: Arc<EventFd>,
     pub stop: Arc<AtomicBool>,
+    /// This rank's end of the links, for its heartbeat timeout (if any).
+    pub endpoint: Arc<Endpoint>,
 }
 
 impl Sender {
     pub fn run(self) {
+        let timer = self.endpoint.heartbeat.as_ref().map(|hb| hb.interval());
+        let mut watchdog = self
+            .endpoint
+            .heartbeat
+            .as_ref()
+            .map(|hb| Watchdog::new(hb.timeout_ms));
         event_loop(
             "sending",
             &self.epoll,
             &self.wake,
             &self.stop,
+            timer,
             |token, flags| self.serve((token & !TX_TOKEN) as usize, flags),
+            || {
+                if let Some(w) = watchdog.as_mut() {
+                    self.on_timer(w);
+                }
+            },
         );
+    }
+
+    /// The heartbeat's timer: sends heartbeats, and fails the peers silent for the timeout
+    /// (except while a thread is receiving from one, or after its goodbye).
+    fn on_timer(&self, watchdog: &mut Watchdog) {
+        let Some(hb) = &self.endpoint.heartbeat else {
+            return;
+        };
+        let now = hb.clock.now_ms();
+        let open = || self.pairs.iter().flatten().filter(|p| !p.is_closed());
+        match watchdog.tick(now) {
+            Tick::Idle => {}
+            Tick::Restart => open().for_each(|p| p.heard.store(now, Ordering::Relaxed)),
+            Tick::Beat => {
+                for p in open() {
+                    p.heartbeat();
+                    if p.said_bye() || p.receiving() {
+                        continue;
+                    }
+                    let heard = p.heard.load(Ordering::Relaxed);
+                    if let Some(silent_ms) = watchdog.silent_for(now, heard) {
+                        p.fail(&ProtocolError::Silent {
+                            silent_ms,
+                            timeout_ms: hb.timeout_ms,
+                        });
+                    }
+                }
+            }
+        }
     }
 
     fn serve(&self, rank: usize, flags: EpollFlags) {
