@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::blame::{self, Culprit};
+use crate::blame::{self, Culprit, Ended};
 use crate::cleanup;
 use crate::error::Result;
 use crate::plan::{Mode, Plan};
@@ -131,8 +131,8 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
     }
     // Before the teardown, which ends them: the ranks that were stopped or still running
     // when the first failure came (see `blame`).
-    let (stopped, running) = match &outcome {
-        Outcome::Failed { .. } => stalled(&procs),
+    let (stopped, ended) = match &outcome {
+        Outcome::Failed { .. } => stalled(&mut procs),
         _ => Default::default(),
     };
     teardown(&mut procs, plan.grace, &rx, &mut dir);
@@ -164,9 +164,14 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
             let culprit = first
                 .filter(|_| plan.mode != Mode::Slurm)
                 .and_then(|first| {
-                    let tails = &procs[idx].tails;
-                    let lines = [tails.stdout.lines(), tails.stderr.lines()].concat();
-                    blame::culprit(first, &stopped, &running, &lines)
+                    let lines_of = |rank: usize| {
+                        procs
+                            .iter()
+                            .find(|p| p.rank == Some(rank))
+                            .map(|p| [p.tails.stdout.lines(), p.tails.stderr.lines()].concat())
+                            .unwrap_or_default()
+                    };
+                    blame::culprit(first, &stopped, &ended, lines_of)
                 });
             match culprit {
                 Some(c) => report_culprit(&plan.job_id, &procs, &c, &label, &status),
@@ -184,21 +189,28 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
     })
 }
 
-/// The local ranks with a stopped process (rank, pid), and the ranks still running.
-fn stalled(procs: &[Proc]) -> (Vec<(usize, i32)>, Vec<usize>) {
+/// The local ranks with a stopped process (rank, pid), and how the ranks that had ended
+/// ended (the others were still running).
+fn stalled(procs: &mut [Proc]) -> (Vec<(usize, i32)>, Vec<(usize, Ended)>) {
     let mut stopped = Vec::new();
-    let mut running = Vec::new();
+    let mut ended = Vec::new();
     for p in procs {
+        // The watch stopped polling at the first failure: the ranks after it in rank order
+        // may have ended in the same tick.
+        p.poll();
         let Some(rank) = p.rank else { continue };
-        if p.status.is_none() {
-            running.push(rank);
+        match &p.status {
+            None => {}
+            Some(RankStatus::Exited(0)) => ended.push((rank, Ended::Success)),
+            Some(RankStatus::Signaled(sig)) => ended.push((rank, Ended::Signal(*sig))),
+            Some(_) => ended.push((rank, Ended::Failure)),
         }
         if matches!(p.kind, Kind::Local) {
             let pids = blame::stopped_in_group(std::path::Path::new("/proc"), p.pgid().as_raw());
             stopped.extend(pids.into_iter().map(|pid| (rank, pid)));
         }
     }
-    (stopped, running)
+    (stopped, ended)
 }
 
 /// The report's first line when a rank other than the first to fail stopped making
@@ -210,8 +222,11 @@ fn report_culprit(job: &str, procs: &[Proc], c: &Culprit, label: &str, status: &
         .find(|p| p.rank == Some(rank))
         .map_or_else(|| format!("rank {rank}"), Proc::label);
     eprintln!(
-        "tarantella: job {job} failed: {who} stopped making progress ({}); \
-         first to notice: {label} {status}",
+        "tarantella: job {job} failed: {who} {} ({}); first to notice: {label} {status}",
+        match c {
+            Culprit::Killed { .. } => "was killed",
+            _ => "stopped making progress",
+        },
         c.why()
     );
 }

@@ -149,9 +149,12 @@ fn shm_files(job: &str) -> Vec<PathBuf> {
 
 /// The rank `tarantella`'s summary names as the first failure.
 fn blamed_rank(stderr: &str) -> Option<u16> {
+    // `... failed: rank K on HOST exited with status S (first failure)`, or, when a rank other
+    // than the first to exit is at fault, `... failed: rank K on HOST stopped making progress
+    // (...); first to notice: ...` / `... was killed (by SIGKILL); first to notice: ...`.
     let line = stderr
         .lines()
-        .find(|l| l.starts_with("tarantella: job ") && l.ends_with("(first failure)"))?;
+        .find(|l| l.starts_with("tarantella: job ") && l.contains(" failed: rank "))?;
     let rest = &line[line.find(" failed: rank ")? + " failed: rank ".len()..];
     rest.split(' ').next()?.parse().ok()
 }
@@ -363,15 +366,29 @@ fn print_table(cells: &[Cell], verdicts: &[Option<Verdict>]) -> String {
     s
 }
 
+/// The `tarantella` binary of this build, built first if it is missing or stale (this crate
+/// does not depend on the launcher's, so cargo does not build it for this test alone).
+fn tarantella() -> PathBuf {
+    let target = target_dir();
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "-p", "tarantella-launcher", "--bin", "tarantella"])
+        .env("CARGO_TARGET_DIR", target.parent().expect("target dir"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if target.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().expect("cargo runs");
+    assert!(
+        status.success(),
+        "cargo build -p tarantella-launcher --bin tarantella failed"
+    );
+    target.join("tarantella")
+}
+
 #[test]
 fn fault_matrix() {
-    let tarantella = target_dir().join("tarantella");
+    let tarantella = tarantella();
     let program = PathBuf::from(env!("CARGO_BIN_EXE_fault_rank"));
-    assert!(
-        tarantella.exists() && program.exists(),
-        "the launcher binary is built by `cargo test --workspace` \
-         (or `cargo build -p launcher --bin tarantella`)"
-    );
     let filter = std::env::var("TNT_FAULT_MATRIX_FILTER").unwrap_or_default();
     let jobs: usize = std::env::var("TNT_FAULT_MATRIX_JOBS")
         .ok()

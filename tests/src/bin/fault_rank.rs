@@ -18,7 +18,7 @@
 //! Every timeout (init's, from `GASPI_INIT_TIMEOUT_MS`, which `tarantella --timeout` sets,
 //! and each call's) is that one configured timeout. The victim prints
 //! `rank V: injecting FAULT in PHASE at step K` first; a survivor prints
-//! `rank R: PHASE step K: <error>` (the error's `Debug`) when a call fails and exits with
+//! `rank R: PHASE step K: <error>` (the error's `Display`) when a call fails and exits with
 //! status 3. Nothing ends with status 0 but the victim's `exit0`.
 
 use std::io::Write;
@@ -112,7 +112,9 @@ fn close_sockets() {
 
 /// A survivor's end: one line naming the error, status 3.
 fn failed(me: u16, what: &str, err: gaspi::Error) -> ! {
-    say(&format!("rank {me}: {what}: {err:?}"));
+    // As a program reports an error to its user (its `Display`), which is what the
+    // launcher reads to find the rank at fault.
+    say(&format!("rank {me}: {what}: {err}"));
     std::process::exit(3)
 }
 
