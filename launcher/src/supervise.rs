@@ -131,9 +131,9 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
     }
     // Before the teardown, which ends them: the ranks that were stopped or still running
     // when the first failure came (see `blame`).
-    let (stopped, ended) = match &outcome {
+    let snapshot = match &outcome {
         Outcome::Failed { .. } => stalled(&mut procs),
-        _ => Default::default(),
+        _ => Snapshot::default(),
     };
     teardown(&mut procs, plan.grace, &rx, &mut dir);
     finish(plan, &ssh, &dir);
@@ -171,7 +171,7 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
                             .map(|p| [p.tails.stdout.lines(), p.tails.stderr.lines()].concat())
                             .unwrap_or_default()
                     };
-                    blame::culprit(first, &stopped, &ended, lines_of)
+                    blame::culprit(first, &snapshot.stopped, &snapshot.ended, lines_of)
                 });
             match culprit {
                 Some(c) => report_culprit(&plan.job_id, &procs, &c, &label, &status),
@@ -189,9 +189,17 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
     })
 }
 
-/// The local ranks with a stopped process (rank, pid), and how the ranks that had ended
-/// ended (the others were still running).
-fn stalled(procs: &mut [Proc]) -> (Vec<(usize, i32)>, Vec<(usize, Ended)>) {
+/// What the ranks were doing when the first failure came (see `blame`).
+#[derive(Default)]
+struct Snapshot {
+    /// Local ranks with a stopped process: (rank, pid).
+    stopped: Vec<(usize, i32)>,
+    /// How the ranks that had ended ended (the others were still running).
+    ended: Vec<(usize, Ended)>,
+}
+
+/// The snapshot `blame` decides from.
+fn stalled(procs: &mut [Proc]) -> Snapshot {
     let mut stopped = Vec::new();
     let mut ended = Vec::new();
     for p in procs {
@@ -210,7 +218,7 @@ fn stalled(procs: &mut [Proc]) -> (Vec<(usize, i32)>, Vec<(usize, Ended)>) {
             stopped.extend(pids.into_iter().map(|pid| (rank, pid)));
         }
     }
-    (stopped, ended)
+    Snapshot { stopped, ended }
 }
 
 /// The report's first line when a rank other than the first to fail stopped making
