@@ -85,8 +85,8 @@ struct Args {
     /// Seconds after which a job counts as hung and its tarantella gets SIGKILL.
     #[arg(long, default_value_t = 120.0)]
     job_timeout: f64,
-    /// Where the run directories go [default: a fresh `tnt-soak-<run>` in the temp dir,
-    /// removed after a run that passed].
+    /// Where the run directories go (default: a fresh `tnt-soak-<run>` in the temp dir,
+    /// removed after a run that passed).
     #[arg(long)]
     work_dir: Option<PathBuf>,
     /// Keep the work directory after a run that passed.
