@@ -2,7 +2,7 @@
  * PGASPI.h -- the profiling interface: every function of GASPI.h, GASPI_Ext.h and
  * GASPI_Threads.h also exists as pgaspi_*, and the gaspi_* functions are weak aliases
  * of them, so a tool may define its own gaspi_* and call pgaspi_* (as with PMPI).
- * Generated from those headers (TNT_BLESS=1 cargo test -p gaspi-capi --test c_ext);
+ * Generated from those headers (TNT_BLESS=1 cargo test -p tarantella-gaspi-capi --test c_ext);
  * do not edit.
  */
 #ifndef TARANTELLA_PGASPI_H
