@@ -127,6 +127,29 @@ impl VerbsTransport {
         })
     }
 
+    /// Posts the work requests of transfer `x` on its queue's channel (nothing when there
+    /// are none), keeping the local segment mapped until they complete.
+    fn post_transfer(
+        &self,
+        x: &Xfer<'_>,
+        q: Option<&Arc<QueueState>>,
+        wrs: Vec<(WrOp, RemoteAddr)>,
+    ) -> Result<()> {
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        self.post(
+            x.remote.rank,
+            Self::queue_channel(q),
+            WorkBatch {
+                wrs,
+                done: Self::done_for(q),
+                hold: Some(x.local.clone()),
+                signal: false,
+            },
+        )
+    }
+
     fn notify_wr(keys: &RemoteKeys, id: u32, value: u32) -> (WrOp, RemoteAddr) {
         (
             WrOp::WriteInline {
@@ -275,19 +298,7 @@ impl Transport for VerbsTransport {
         if let Some((id, value)) = notify {
             wrs.push(Self::notify_wr(&keys, id, value));
         }
-        if wrs.is_empty() {
-            return Ok(());
-        }
-        self.post(
-            x.remote.rank,
-            Self::queue_channel(q),
-            WorkBatch {
-                wrs,
-                done: Self::done_for(q),
-                hold: Some(x.local.clone()),
-                signal: false,
-            },
-        )
+        self.post_transfer(x, q, wrs)
     }
 
     fn notify(&self, dst: &Dest, id: u32, value: u32, q: Option<&Arc<QueueState>>) -> Result<()> {
@@ -321,19 +332,7 @@ impl Transport for VerbsTransport {
             };
             wrs.push((WrOp::Read { sge }, one));
         }
-        if wrs.is_empty() {
-            return Ok(());
-        }
-        self.post(
-            x.remote.rank,
-            Self::queue_channel(q),
-            WorkBatch {
-                wrs,
-                done: Self::done_for(q),
-                hold: Some(x.local.clone()),
-                signal: false,
-            },
-        )
+        self.post_transfer(x, q, wrs)
     }
 
     fn atomic(&self, dst: &Dest, off: usize, op: AtomicOp, deadline: Deadline) -> Result<u64> {
