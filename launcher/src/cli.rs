@@ -165,8 +165,8 @@ pub struct Cli {
 
     /// How ranks exchange data (GASPI_TRANSPORT): shared memory on one host and TCP across
     /// hosts (auto), TCP only, or shared memory only.
-    #[arg(long, value_enum, default_value_t = Transport::Auto)]
-    pub transport: Transport,
+    #[arg(long, value_enum, default_value_t = TransportChoice::Auto)]
+    pub transport: TransportChoice,
 
     /// The program to run on every rank, then its arguments. The program starts at the
     /// first word that is not an option of tarantella (or after `--`); every word from
@@ -265,30 +265,6 @@ impl LogLevel {
             LogLevel::Warn => "warn",
             LogLevel::Info => "info",
             LogLevel::Debug => "debug",
-        }
-    }
-}
-
-/// `--transport`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Transport {
-    /// Shared memory between the ranks of a host, TCP across hosts.
-    Auto,
-    /// TCP between all ranks, also on one host.
-    Tcp,
-    /// Shared memory only: every rank on one host.
-    Shm,
-    /// InfiniBand verbs to every peer with an active port (TCP to the others).
-    Verbs,
-}
-
-impl From<Transport> for TransportChoice {
-    fn from(t: Transport) -> Self {
-        match t {
-            Transport::Auto => TransportChoice::Auto,
-            Transport::Tcp => TransportChoice::Tcp,
-            Transport::Shm => TransportChoice::Shm,
-            Transport::Verbs => TransportChoice::Verbs,
         }
     }
 }

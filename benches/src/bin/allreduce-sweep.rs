@@ -15,9 +15,10 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
+use gaspi::env::TransportChoice;
 use gaspi::env::{JobEnv, NRANKS, RANK};
 use gaspi::testing::Job;
-use tarantella_benches::sweep::cli::{SweepArgs, Transport, DEFAULT_LOCAL_RANKS};
+use tarantella_benches::sweep::cli::{SweepArgs, DEFAULT_LOCAL_RANKS};
 use tarantella_benches::sweep::run_rank;
 
 /// Exits with clap's usage error (status 2), like any other bad flag.
@@ -102,7 +103,7 @@ fn run_local_job(args: &SweepArgs) -> ExitCode {
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    job.transport = args.transport.unwrap_or(Transport::Shm).into();
+    job.transport = args.transport.unwrap_or(TransportChoice::Shm);
     job.timeout = Duration::from_secs(args.timeout);
     let outcome = job.run();
     // Only rank 0 prints the table; the other ranks speak only when something went wrong.

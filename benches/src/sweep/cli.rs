@@ -15,31 +15,6 @@ pub const DEFAULT_STEP_FACTOR: usize = 4;
 /// nccl-tests' increment when the factor is 1 and no `-i` is given.
 pub const DEFAULT_STEP_BYTES: usize = 1 << 20;
 
-/// `--transport`: how the ranks this binary starts on this host reach each other (the
-/// launcher's choice applies under a launcher).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Transport {
-    /// Shared memory between ranks on one host, TCP between hosts
-    Auto,
-    /// TCP for every peer, also on one host
-    Tcp,
-    /// Shared memory for every peer (all ranks on one host)
-    Shm,
-    /// InfiniBand verbs where a port is active, TCP for the other peers
-    Verbs,
-}
-
-impl From<Transport> for TransportChoice {
-    fn from(t: Transport) -> Self {
-        match t {
-            Transport::Auto => TransportChoice::Auto,
-            Transport::Tcp => TransportChoice::Tcp,
-            Transport::Shm => TransportChoice::Shm,
-            Transport::Verbs => TransportChoice::Verbs,
-        }
-    }
-}
-
 /// `--algorithm`: the allreduce algorithm to time, as the command line spells it (see
 /// [`Algorithm`] for what each one does).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -303,7 +278,7 @@ pub struct SweepArgs {
 
     /// Transport between ranks [default: shm on this host, the launcher's under one]
     #[arg(long, value_enum)]
-    pub transport: Option<Transport>,
+    pub transport: Option<TransportChoice>,
 
     /// Allreduce algorithm (auto: chosen by size, see docs/allreduce.md)
     #[arg(long, value_enum, default_value_t = Algo::Auto)]

@@ -94,7 +94,7 @@ struct RowSpec<'a> {
 /// line replaces the job's); rank 0 prints the table.
 pub fn run_rank(args: &SweepArgs, mut env: JobEnv) -> Result<Summary, BoxError> {
     if let Some(transport) = args.transport {
-        env.transport = transport.into();
+        env.transport = transport;
     }
     let transport = env.transport;
     let ctx = Arc::new(Context::init_job(Config::default(), env)?);

@@ -84,6 +84,7 @@ pub use vars::*;
 
 /// Which transport carries data between ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum TransportChoice {
     /// Shared memory between ranks on one host, TCP between hosts.
     #[default]

@@ -75,7 +75,7 @@ impl Settings {
     pub fn from_cli(cli: &Cli, exports: Vec<(String, String)>) -> Settings {
         Settings {
             init_timeout_ms: (cli.timeout * 1000.0).round() as u64,
-            transport: cli.transport.into(),
+            transport: cli.transport,
             heartbeat_timeout_ms: cli.heartbeat_timeout_ms(),
             log_level: cli.effective_log_level().as_str(),
             log_on_all: cli.log_on_all_devices,

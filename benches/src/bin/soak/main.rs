@@ -24,18 +24,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use clap::{Parser, ValueEnum};
-
-/// `--transport`, passed on to `tarantella`.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Transport {
-    /// Shared memory between the ranks (all on this host).
-    Shm,
-    /// TCP over loopback.
-    Tcp,
-    /// `tarantella`'s default: shared memory here.
-    Auto,
-}
+use clap::Parser;
+use gaspi::env::TransportChoice;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -55,8 +45,8 @@ struct Args {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(2..))]
     ranks: u16,
     /// How the ranks talk (`tarantella --transport`).
-    #[arg(long, value_enum, default_value_t = Transport::Shm)]
-    transport: Transport,
+    #[arg(long, value_enum, default_value_t = TransportChoice::Shm)]
+    transport: TransportChoice,
     /// Seed of the plan (which jobs are killed, how, when; run times), decimal or 0x-hex
     /// [default: random, printed].
     #[arg(long, value_parser = parse_seed)]
@@ -152,7 +142,7 @@ fn main() -> ExitCode {
         eprintln!("soak: {}: {e}", runs.display());
         return ExitCode::from(2);
     }
-    let transport = format!("{:?}", args.transport).to_lowercase();
+    let transport = args.transport.as_str().to_string();
     let setup = job::Setup {
         tarantella,
         rank_program,
