@@ -16,6 +16,7 @@ use crate::runtime::rendezvous::{host_identity, rendezvous};
 use crate::runtime::routes::{choose_routes, PeerFacts};
 use crate::runtime::verbs::open_verbs;
 use crate::state::StateVector;
+use crate::topology::Topology;
 use crate::transport::completion::QueueTable;
 use crate::transport::requests::{RpcTable, UnackedSends};
 use crate::transport::route::{Route, Routes};
@@ -47,6 +48,8 @@ pub(crate) struct Shared {
     pub segments: Arc<SegmentTable>,
     pub state: Arc<StateVector>,
     pub routes: Arc<Routes>,
+    /// Which ranks share a host.
+    pub topology: Topology,
     /// Queue pairs to the peers reached over verbs.
     pub verbs: Option<VerbsTransport>,
     pub passive: Arc<PassiveInbox>,
@@ -140,6 +143,10 @@ impl Context {
             None => vec![Route::Local; usize::from(n)],
         };
         let routes = Arc::new(Routes::new(&routes));
+        let topology = match &table {
+            Some(t) => Topology::from_names(&t.hosts),
+            None => Topology::blocked(1, n),
+        };
         // The fake device reaches peers' memory through their segment files.
         let shm_prefix = match &table {
             Some(t) if routes.any_shm() || (choice.is_fake() && routes.any(Route::Verbs)) => {
@@ -218,6 +225,7 @@ impl Context {
             segments,
             state,
             routes,
+            topology,
             verbs,
             rpc,
             stats: Default::default(),
@@ -337,6 +345,11 @@ impl Context {
     /// The job id shared by all ranks.
     pub fn job_id(&self) -> &str {
         &self.sh.job.job_id
+    }
+
+    /// Which ranks share a host (see [`Topology`]); the same on every rank.
+    pub fn topology(&self) -> &Topology {
+        &self.sh.topology
     }
 
     /// Whether `rank` is reached through shared memory.

@@ -36,6 +36,13 @@ impl Context {
         }
     }
 
+    /// Members of `group` split by host (see [`crate::Topology`]): hosts in the order of
+    /// their lowest member, ranks ascending within each. The same on every member; what
+    /// hierarchical collectives are built on.
+    pub fn group_hosts(&self, group: Group) -> Result<Vec<Vec<Rank>>> {
+        Ok(self.topology().split_by_host(&self.group_members(group)?))
+    }
+
     /// Creates an empty group (`gaspi_group_create`).
     pub fn group_create(&self) -> Result<Group> {
         let mut g = self.groups.groups.lock();

@@ -47,6 +47,7 @@ pub mod env;
 pub mod error;
 pub mod log;
 mod state;
+pub mod topology;
 pub mod types;
 // Where remote operations land: segment memory, the segment table, the passive inbox.
 mod memory;
@@ -79,4 +80,5 @@ pub use error::{error_str, Error, Result};
 pub use onesided::{ListElem, Local, Remote};
 pub use reduce::{Reducible, UserReduce};
 pub use segment::Segment;
+pub use topology::Topology;
 pub use types::*;

@@ -363,8 +363,8 @@ impl Drop for Netns {
     }
 }
 
-/// Four ranks, two per namespace: auto picks shared memory inside a namespace and TCP
-/// across the veth link; a ring exchange and the collectives work over both.
+/// Four ranks, two per namespace: each namespace is a host of the topology, auto picks
+/// shared memory inside a namespace and TCP across the veth link; a ring exchange and the collectives work over both.
 #[test]
 fn multi_host_over_veth() {
     const NAME: &str = "multi_host_over_veth";
@@ -378,6 +378,16 @@ fn multi_host_over_veth() {
                 assert_eq!(ctx.uses_shm_to(Rank(r)), same_ns, "route to rank {r}");
             }
         }
+        // Each namespace is a host: hosts numbered by their lowest rank.
+        let topo = ctx.topology();
+        assert_eq!(topo.num_hosts(), 2);
+        assert_eq!(topo.num_ranks(), 4);
+        let hosts: Vec<u16> = (0..n).map(|r| topo.host_of(Rank(r)).unwrap()).collect();
+        assert_eq!(hosts, [0, 0, 1, 1]);
+        assert_eq!(
+            ctx.group_hosts(Group::ALL).unwrap(),
+            [vec![Rank(0), Rank(1)], vec![Rank(2), Rank(3)]]
+        );
         let seg = setup(&ctx);
         ctx.segment(seg)
             .unwrap()

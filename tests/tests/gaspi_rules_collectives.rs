@@ -81,6 +81,11 @@ fn collectives_and_info(ctx: Context) {
         );
     }
     assert_eq!(ctx.state_vec(), vec![PeerState::Healthy; usize::from(n)]);
+    // One host, whatever the transport: every rank on host 0.
+    assert_eq!(ctx.topology().num_hosts(), 1);
+    assert_eq!(ctx.topology().host_of(me), Some(0));
+    let all: Vec<Rank> = (0..n).map(Rank).collect();
+    assert_eq!(ctx.group_hosts(Group::ALL).unwrap(), [all]);
     for r in 0..n {
         ctx.proc_ping(Rank(r), T).unwrap();
     }

@@ -32,6 +32,7 @@ const GASPI_LAYERS: &[(&str, &[&str])] = &[
         "foundation",
         &[
             "types", "error", "config", "clock", "log", "env", "state", "counters", "backoff",
+            "topology",
         ],
     ),
     ("memory", &["memory"]),
