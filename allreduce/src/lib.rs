@@ -47,6 +47,7 @@ mod element;
 mod engine;
 mod error;
 mod options;
+mod plan;
 mod reduce;
 mod reduction;
 mod region;

@@ -9,8 +9,8 @@ use crate::collective::{shape_of, Collective};
 use crate::element::Element;
 use crate::error::Result;
 use crate::options::{Algorithm, Options};
+use crate::plan::allreduce_plan;
 use crate::reduction::Reduction;
-use crate::schedule;
 
 /// A reusable allreduce of `count` elements of `T` over a group.
 ///
@@ -50,19 +50,7 @@ impl<T: Element> Allreduce<T> {
         let bytes = count * shape.elem;
         let algorithm = options.pick(bytes, shape.ranks);
         let avg = reduction == Reduction::Avg;
-        let (plan, largest_send) = match algorithm {
-            Algorithm::RecursiveDoubling => (
-                (0..2)
-                    .map(|q| schedule::recursive_doubling(&shape, avg, q))
-                    .collect(),
-                bytes,
-            ),
-            Algorithm::Rabenseifner => (
-                vec![schedule::rabenseifner(&shape, avg)],
-                bytes / 2 + shape.elem,
-            ),
-            Algorithm::Ring | Algorithm::Auto => (vec![schedule::ring(&shape, avg)], 0),
-        };
+        let plan = allreduce_plan(algorithm, &shape, avg);
         let signature = [
             count as u64,
             kind_signature(1, T::DATA_TYPE as u64, reduction as u64, algorithm.tag(), 0),
@@ -74,8 +62,8 @@ impl<T: Element> Allreduce<T> {
             members,
             count,
             reduction,
-            plan,
-            largest_send,
+            plan.schedules,
+            plan.largest_send,
             signature,
             &options,
         )?;
