@@ -24,7 +24,7 @@ pub const TEST_CASE: &str = "GASPI_TEST_CASE";
 #[derive(Debug)]
 pub struct RankOutcome {
     /// The GASPI rank the process ran as.
-    pub rank: u16,
+    pub rank: Rank,
     /// Its operating-system process id (for matching log lines).
     pub pid: u32,
     /// `None` when the rank was killed at the deadline.
@@ -94,9 +94,9 @@ pub struct Job {
     /// IP address rank 0 listens on for the rendezvous.
     pub rendezvous_ip: IpAddr,
     /// Command prefix per rank (e.g. `ip netns exec ns1`).
-    pub wrapper: Option<Arc<dyn Fn(u16) -> Vec<String> + Send + Sync>>,
+    pub wrapper: Option<Arc<dyn Fn(Rank) -> Vec<String> + Send + Sync>>,
     /// Per-rank environment overrides (e.g. a wrong token for one rank).
-    pub rank_env: Vec<(u16, String, String)>,
+    pub rank_env: Vec<(Rank, String, String)>,
 }
 
 /// A free TCP port on `ip` (the kernel's choice; released before use).
@@ -158,7 +158,7 @@ impl Job {
                 v.extend(
                     self.rank_env
                         .iter()
-                        .filter(|(rr, _, _)| *rr == r)
+                        .filter(|(rr, _, _)| *rr == Rank(r))
                         .map(|(_, k, val)| (k.clone(), val.clone())),
                 );
                 v
@@ -180,8 +180,8 @@ impl Job {
         let vars = self.rank_vars(port, token, &job_id);
         let (tx, rx) = mpsc::channel();
         let mut pids = Vec::new();
-        for (r, v) in vars.into_iter().enumerate() {
-            let mut cmd = match self.wrapper.as_ref().map(|w| w(r as u16)) {
+        for (r, v) in (0..self.nranks).map(Rank).zip(vars) {
+            let mut cmd = match self.wrapper.as_ref().map(|w| w(r)) {
                 Some(prefix) if !prefix.is_empty() => {
                     let mut c = Command::new(&prefix[0]);
                     c.args(&prefix[1..]).arg(&self.program);
@@ -200,7 +200,7 @@ impl Job {
             pids.push(child.id());
             let tx = tx.clone();
             std::thread::spawn(move || {
-                let outcome = collect(r as u16, child);
+                let outcome = collect(r, child);
                 let _ = tx.send(outcome);
             });
         }
@@ -249,7 +249,7 @@ impl Job {
     }
 }
 
-fn collect(rank: u16, mut child: Child) -> RankOutcome {
+fn collect(rank: Rank, mut child: Child) -> RankOutcome {
     let pid = child.id();
     let mut out = child.stdout.take().expect("piped");
     let mut err = child.stderr.take().expect("piped");
@@ -357,10 +357,10 @@ pub fn raw_bye_frame() -> Vec<u8> {
 }
 
 /// The hello a rank sends first on a data connection.
-pub fn hello_bytes(token: JobToken, rank: u16, nranks: u16) -> Vec<u8> {
+pub fn hello_bytes(token: JobToken, rank: Rank, nranks: u16) -> Vec<u8> {
     crate::wire::hello::Hello {
         token,
-        rank,
+        rank: rank.0,
         nranks,
     }
     .encode()

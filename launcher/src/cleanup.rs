@@ -70,10 +70,13 @@ pub fn run(cli: &Cli) -> Result<i32> {
                 .map(|r| r.pid)
                 .collect();
             let script = remote_script(id, &groups, first, grace);
-            let cmd = shell::join(&["sh".to_string(), "-c".into(), script]);
-            if let Err(e) =
-                crate::spawn::ssh::run_remote(&rec.ssh, h, &cmd, grace + Duration::from_secs(30))
-            {
+            let done = shell::join(&["sh".to_string(), "-c".into(), script])
+                .map_err(|e| e.to_string())
+                .and_then(|cmd| {
+                    let limit = grace + Duration::from_secs(30);
+                    crate::spawn::ssh::run_remote(&rec.ssh, h, &cmd, limit)
+                });
+            if let Err(e) = done {
                 eprintln!("tarantella: warning: cleanup on {h} failed: {e}");
             }
         }

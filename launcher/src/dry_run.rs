@@ -18,11 +18,11 @@ pub fn text(plan: &Plan) -> Result<String> {
         Mode::Ssh => spawn::ssh::base_command()?,
         Mode::Local | Mode::Slurm => Vec::new(),
     };
-    Ok(describe(plan, &ssh))
+    describe(plan, &ssh)
 }
 
 /// The dry run's text for `plan`, with `ssh` the ssh command of ssh ranks.
-pub fn describe(plan: &Plan, ssh: &[String]) -> String {
+pub fn describe(plan: &Plan, ssh: &[String]) -> Result<String> {
     let mut out = format!(
         "# tarantella dry run: job {} ({}), {} rank(s); run directory {}\n",
         plan.job_id,
@@ -46,11 +46,11 @@ pub fn describe(plan: &Plan, ssh: &[String]) -> String {
         );
     }
     out += &match plan.mode {
-        Mode::Local => spawn::local::describe(plan),
-        Mode::Ssh => spawn::ssh::describe(plan, ssh),
-        Mode::Slurm => spawn::slurm::describe(plan),
+        Mode::Local => spawn::local::describe(plan)?,
+        Mode::Ssh => spawn::ssh::describe(plan, ssh)?,
+        Mode::Slurm => spawn::slurm::describe(plan)?,
     };
-    out
+    Ok(out)
 }
 
 /// The dry run's line on GPUs: hidden, or which ones every rank sees (tarantella assigns

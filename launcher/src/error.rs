@@ -136,7 +136,7 @@ pub enum Error {
     /// The handlers of SIGINT/SIGTERM/SIGHUP, which stop the job cleanly, could not be
     /// installed.
     #[error("cannot install signal handlers: {0}")]
-    Signals(nix::Error),
+    Signals(std::io::Error),
     /// `--cleanup --job-id` names a job no run directory records.
     #[error("job {0:?} is unknown: no run directory records it")]
     UnknownJob(String),

@@ -152,7 +152,7 @@ impl JobDir {
         let mut job = String::new();
         job += &format!("supervisor={}\n", std::process::id());
         job += &format!("host={}\n", this_host());
-        job += &format!("ssh={}\n", crate::shell::join(ssh));
+        job += &format!("ssh={}\n", crate::shell::join(ssh)?);
         fs::write(path.join("job"), job).map_err(rd_err(path))?;
         // Names the directory as a run directory of this job for `--keep-runs`, which must
         // never take a user's directory of similar files (a `logs/` under a run-dir root) for

@@ -1,85 +1,44 @@
 //! Shell quoting (for remote commands and `--dry-run`) and splitting (for `--interpreter` and
-//! `TARANTELLA_SSH`).
+//! `TARANTELLA_SSH`), by the [`shlex`] crate: POSIX shell syntax, tested by its authors
+//! against bash, dash, zsh, busybox ash and mksh.
 
 use crate::error::{Error, Result};
 
-/// Quotes `s` for a POSIX shell; plain words stay as they are.
-pub fn quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
+/// Quotes `s` for a POSIX shell; plain words stay as they are. A NUL byte cannot be passed
+/// through a shell (nor be part of an argument at all): such a word is an error.
+pub fn quote(s: &str) -> Result<String> {
+    shlex::try_quote(s)
+        .map(|q| q.into_owned())
+        .map_err(|_| nul_error(s))
 }
 
-/// Quotes every word and joins them with spaces.
-pub fn join<S: AsRef<str>>(words: &[S]) -> String {
-    words
-        .iter()
-        .map(|w| quote(w.as_ref()))
-        .collect::<Vec<_>>()
-        .join(" ")
+/// Quotes every word and joins them with spaces; as [`quote`], a word with a NUL byte is an
+/// error.
+pub fn join<S: AsRef<str>>(words: &[S]) -> Result<String> {
+    shlex::try_join(words.iter().map(AsRef::as_ref)).map_err(|_| {
+        let bad = words
+            .iter()
+            .map(AsRef::as_ref)
+            .find(|w| w.contains('\0'))
+            .unwrap_or_default();
+        nul_error(bad)
+    })
 }
 
-/// Splits a command line into words like a shell does for quotes and backslashes (no
-/// expansion). `"valgrind --leak-check=yes"` → `["valgrind", "--leak-check=yes"]`.
+fn nul_error(word: &str) -> Error {
+    Error::Invalid(format!(
+        "{word:?} cannot be passed through a shell: it contains a NUL byte"
+    ))
+}
+
+/// Splits a command line into words like a shell does for quotes, backslashes and `#`
+/// comments (no expansion). `"valgrind --leak-check=yes"` → `["valgrind", "--leak-check=yes"]`.
 pub fn split(s: &str) -> Result<Vec<String>> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => cur.push(c),
-                        None => return Err(Error::Invalid(format!("unclosed ' in {s:?}"))),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(c) => cur.push(c),
-                            None => return Err(Error::Invalid(format!("trailing \\ in {s:?}"))),
-                        },
-                        Some(c) => cur.push(c),
-                        None => return Err(Error::Invalid(format!("unclosed \" in {s:?}"))),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                match chars.next() {
-                    Some(c) => cur.push(c),
-                    None => return Err(Error::Invalid(format!("trailing \\ in {s:?}"))),
-                }
-            }
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            c => {
-                in_word = true;
-                cur.push(c);
-            }
-        }
-    }
-    if in_word {
-        words.push(cur);
-    }
-    Ok(words)
+    shlex::split(s).ok_or_else(|| {
+        Error::Invalid(format!(
+            "cannot split {s:?} into words: a quote is not closed or it ends in a backslash"
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -96,9 +55,57 @@ mod tests {
             "$HOME",
             "x=\"y\"",
             "back\\slash",
+            "#comment",
+            "tab\tand\nnewline",
+            "grüße aus 東京",
         ] {
-            assert_eq!(split(&quote(w)).unwrap(), vec![w.to_string()], "{w:?}");
+            assert_eq!(
+                split(&quote(w).unwrap()).unwrap(),
+                vec![w.to_string()],
+                "{w:?}"
+            );
         }
+        let words = ["a b", "it's", "", "$x", "ü"];
+        assert_eq!(split(&join(&words).unwrap()).unwrap(), words);
+    }
+
+    #[test]
+    fn quoting_roundtrips_through_sh() {
+        let words = [
+            "plain",
+            "",
+            "a b",
+            "it's",
+            "$HOME",
+            "`id`",
+            "x=\"y\"",
+            "back\\slash",
+            "!^*?[",
+            "grüße",
+        ];
+        let script = format!("printf '%s\\n' {}", join(&words).unwrap());
+        let out = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let expected: String = words.iter().map(|w| format!("{w}\n")).collect();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
+    }
+
+    #[test]
+    fn non_ascii_is_quoted_and_kept() {
+        let q = quote("grüße").unwrap();
+        assert_eq!(q, "'grüße'");
+        assert_eq!(split(&q).unwrap(), ["grüße"]);
+    }
+
+    #[test]
+    fn a_nul_byte_is_an_error_naming_the_word() {
+        let e = quote("a\0b").unwrap_err().to_string();
+        assert!(e.contains(r#""a\0b""#) && e.contains("NUL"), "{e}");
+        let e = join(&["ok", "x\0y"]).unwrap_err().to_string();
+        assert!(e.contains(r#""x\0y""#), "{e}");
     }
 
     #[test]
@@ -108,6 +115,8 @@ mod tests {
             ["valgrind", "--leak-check=yes", "a b", "c d", "e f"]
         );
         assert!(split("").unwrap().is_empty());
-        assert!(split("'open").is_err());
+        let e = split("'open").unwrap_err().to_string();
+        assert!(e.contains("\"'open\""), "{e}");
+        assert!(split("trailing\\").is_err());
     }
 }

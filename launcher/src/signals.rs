@@ -1,37 +1,71 @@
-//! SIGINT/SIGTERM/SIGHUP to `tarantella`: recorded here, acted on by the supervisor loop.
+//! SIGINT/SIGTERM/SIGHUP to `tarantella`: recorded here (by `signal-hook`), acted on by the
+//! supervisor loop.
+//!
+//! The handlers are `signal-hook`'s: they only note the signal for [`received`], which the
+//! supervisor calls every few milliseconds, so a signal arriving while another of its kind
+//! is still unread counts once; a signal after the supervisor has looked (a second Ctrl-C
+//! during the teardown) always counts.
 
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
-use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 
 use crate::error::{Error, Result};
 
-static LAST: AtomicI32 = AtomicI32::new(0);
-static COUNT: AtomicUsize = AtomicUsize::new(0);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    // Only atomics: async-signal-safe.
-    LAST.store(sig, Ordering::SeqCst);
-    COUNT.fetch_add(1, Ordering::SeqCst);
+/// The registered signals and what [`received`] has read of them so far.
+struct Seen {
+    signals: Signals,
+    last: i32,
+    count: usize,
 }
 
-/// Installs the handlers.
+static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
+
+/// Installs the handlers (once per process; later calls keep the first ones and what they
+/// recorded).
 pub fn install() -> Result<()> {
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: the handler only stores to atomics, which is async-signal-safe, and it
-        // replaces no handler that other code relies on.
-        unsafe { sigaction(sig, &action) }.map_err(Error::Signals)?;
+    let mut seen = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
+    if seen.is_none() {
+        let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(Error::Signals)?;
+        *seen = Some(Seen {
+            signals,
+            last: 0,
+            count: 0,
+        });
     }
     Ok(())
 }
 
-/// The last signal received and how many were received so far.
+/// The last signal received and how many were received so far; `None` before the first
+/// (or before [`install`]).
 pub fn received() -> Option<(i32, usize)> {
-    let n = COUNT.load(Ordering::SeqCst);
-    (n > 0).then(|| (LAST.load(Ordering::SeqCst), n))
+    let mut seen = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
+    let seen = seen.as_mut()?;
+    for sig in seen.signals.pending() {
+        seen.last = sig;
+        seen.count += 1;
+    }
+    (seen.count > 0).then_some((seen.last, seen.count))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The only test that owns this process's signals: it raises SIGHUP to itself, which
+    /// without the handlers would end the test run.
+    #[test]
+    fn raised_signals_are_recorded_and_counted() {
+        install().unwrap();
+        install().unwrap();
+        let before = received().map_or(0, |(_, n)| n);
+        signal_hook::low_level::raise(SIGHUP).unwrap();
+        let (sig, n) = received().expect("SIGHUP was recorded");
+        assert_eq!((sig, n), (SIGHUP, before + 1));
+        // Read once, it stays: the count only grows.
+        assert_eq!(received(), Some((SIGHUP, before + 1)));
+        signal_hook::low_level::raise(SIGHUP).unwrap();
+        assert_eq!(received(), Some((SIGHUP, before + 2)));
+    }
 }

@@ -266,7 +266,11 @@ fn dry_run_prints_every_rank_and_starts_nothing() {
     assert!(hidden.status.success());
     let text = String::from_utf8_lossy(&hidden.stdout);
     assert!(text.contains("# GPUs: hidden by --no-gpu"), "{text}");
-    assert_eq!(text.matches(" CUDA_VISIBLE_DEVICES= ").count(), 2, "{text}");
+    assert_eq!(
+        text.matches(" 'CUDA_VISIBLE_DEVICES=' ").count(),
+        2,
+        "{text}"
+    );
 }
 
 #[test]

@@ -207,7 +207,7 @@ fn wrong_token_client_is_dropped() {
             if ctx.rank() == Rank(0) {
                 let addr = ctx.data_listen_addr().unwrap();
                 for hello in [
-                    gaspi::testing::hello_bytes(JobToken([7; 16]), 1, 2),
+                    gaspi::testing::hello_bytes(JobToken([7; 16]), Rank(1), 2),
                     b"GET / HTTP/1.0\r\n\r\n".to_vec(),
                 ] {
                     let mut s = TcpStream::connect(addr).unwrap();
@@ -251,8 +251,11 @@ fn init_rejects_wrong_token() {
         .push((gaspi::testing::TEST_CASE.into(), NAME.into()));
     job.env
         .push((gaspi::env::INIT_TIMEOUT_MS.into(), "2000".into()));
-    job.rank_env
-        .push((1, gaspi::env::JOB_TOKEN.into(), JobToken([9; 16]).to_hex()));
+    job.rank_env.push((
+        Rank(1),
+        gaspi::env::JOB_TOKEN.into(),
+        JobToken([9; 16]).to_hex(),
+    ));
     job.timeout = Duration::from_secs(30);
     let out = job.run();
     assert!(!out.timed_out, "{}", out.report());
@@ -434,7 +437,7 @@ fn multi_host_over_veth() {
             "ip".into(),
             "netns".into(),
             "exec".into(),
-            names[usize::from(r / 2)].clone(),
+            names[r.index() / 2].clone(),
         ]
     }));
     job.timeout = Duration::from_secs(60);

@@ -88,7 +88,7 @@ fn signalled_rank(name: &str, nranks: u16, net: Net, victim: u16, sig: Signal) {
         "{}",
         out.report()
     );
-    for r in out.ranks.iter().filter(|r| r.rank != victim) {
+    for r in out.ranks.iter().filter(|r| r.rank != Rank(victim)) {
         assert!(r.status.is_some_and(|s| s.success()), "{}", out.report());
     }
 }

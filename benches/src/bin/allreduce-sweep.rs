@@ -18,6 +18,7 @@ use clap::{CommandFactory, Parser};
 use gaspi::env::TransportChoice;
 use gaspi::env::{JobEnv, NRANKS, RANK};
 use gaspi::testing::Job;
+use gaspi::Rank;
 use tarantella_benches::sweep::cli::{SweepArgs, DEFAULT_LOCAL_RANKS};
 use tarantella_benches::sweep::run_rank;
 
@@ -109,7 +110,7 @@ fn run_local_job(args: &SweepArgs) -> ExitCode {
     // Only rank 0 prints the table; the other ranks speak only when something went wrong.
     for rank in &outcome.ranks {
         let failed = !rank.status.is_some_and(|s| s.success());
-        if rank.rank == 0 {
+        if rank.rank == Rank(0) {
             print!("{}", rank.stdout);
             eprint!("{}", rank.stderr);
         } else if failed && !rank.stderr.is_empty() {

@@ -150,7 +150,7 @@ fn dry_run_says_how_ranks_get_their_gpus() {
             .map(str::to_string)
             .collect()
     };
-    let hidden = describe(&local_plan(&["-n", "2", "--no-gpu"], no_gpus), &[]);
+    let hidden = describe(&local_plan(&["-n", "2", "--no-gpu"], no_gpus), &[]).unwrap();
     assert!(
         hidden.contains("# GPUs: hidden by --no-gpu (CUDA_VISIBLE_DEVICES= on every rank)"),
         "{hidden}"
@@ -158,11 +158,13 @@ fn dry_run_says_how_ranks_get_their_gpus() {
     let lines = rank_lines(&hidden);
     assert_eq!(lines.len(), 2, "{hidden}");
     assert!(
-        lines.iter().all(|l| l.contains(" CUDA_VISIBLE_DEVICES= ")),
+        lines.iter().all(|l| crate::shell::split(l)
+            .unwrap()
+            .contains(&"CUDA_VISIBLE_DEVICES=".to_string())),
         "{hidden}"
     );
 
-    let shared = describe(&local_plan(&["-n", "2"], four_gpus), &[]);
+    let shared = describe(&local_plan(&["-n", "2"], four_gpus), &[]).unwrap();
     assert!(
         shared.contains("# GPUs: none assigned by tarantella; every rank "),
         "{shared}"
@@ -181,7 +183,8 @@ fn dry_run_says_how_ranks_get_their_gpus() {
     let exported = describe(
         &local_plan(&["--no-gpu", "-x", "CUDA_VISIBLE_DEVICES=3,5"], no_gpus),
         &[],
-    );
+    )
+    .unwrap();
     assert!(
         exported.contains("every rank gets CUDA_VISIBLE_DEVICES=3,5 from -x"),
         "{exported}"

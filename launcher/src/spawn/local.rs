@@ -54,14 +54,14 @@ pub fn spawn(
 }
 
 /// `--dry-run`: the command line of each rank on this host, under a line naming it.
-pub fn describe(plan: &Plan) -> String {
+pub fn describe(plan: &Plan) -> Result<String> {
     let mut out = String::new();
     for r in &plan.ranks {
         out += &dry_run_heading(r);
-        out += &shell::join(&dry_run_command(plan, r));
+        out += &shell::join(&dry_run_command(plan, r))?;
         out.push('\n');
     }
-    out
+    Ok(out)
 }
 
 /// Makes the child receive SIGTERM if `tarantella` dies without tearing the job down

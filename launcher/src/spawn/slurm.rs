@@ -117,7 +117,7 @@ pub fn command_line(plan: &Plan) -> Vec<String> {
 
 /// `--dry-run`: the srun command line, with the variables that are the same on every rank
 /// (the job token redacted), and what each rank's wrapper makes of `SLURM_*`.
-pub fn describe(plan: &Plan) -> String {
+pub fn describe(plan: &Plan) -> Result<String> {
     let mut words = vec!["env".to_string()];
     words.extend(
         plan.slurm_env()
@@ -126,12 +126,12 @@ pub fn describe(plan: &Plan) -> String {
     );
     words.push(env::redacted_token_var());
     words.extend(command_line(plan));
-    format!(
+    Ok(format!(
         "# one srun step; each rank maps SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_NODEID to \
          GASPI_* and torchrun's {}\n{}\n",
         TORCHRUN_VARIABLES.join(", "),
-        shell::join(&words)
-    )
+        shell::join(&words)?
+    ))
 }
 
 /// Starts the srun step (output goes straight to the terminal or the rank logs).

@@ -75,7 +75,7 @@ pub fn command_line(base: &[String], host: &str, remote: &str) -> Vec<String> {
 /// under a line naming it: the ssh command (`base` and tarantella's options) and what
 /// would run on the rank's host. The wrapper, which takes the job token from the
 /// connection, is left out: it only passes the rank's `env` command on.
-pub fn describe(plan: &Plan, base: &[String]) -> String {
+pub fn describe(plan: &Plan, base: &[String]) -> Result<String> {
     let mut out = format!(
         "# each ssh rank's wrapper writes it on the rank's host, as \
          $TMPDIR/tnt-{}-{MACHINE_FILE_SUFFIX}XXXXXX, and sets {}\n",
@@ -94,10 +94,10 @@ pub fn describe(plan: &Plan, base: &[String]) -> String {
             words.push("--".into());
         }
         words.extend(dry_run_command(plan, r));
-        out += &shell::join(&words);
+        out += &shell::join(&words)?;
         out.push('\n');
     }
-    out
+    Ok(out)
 }
 
 /// Where a rank runs and what it is, for its ssh command line: `host`, the working
@@ -117,12 +117,12 @@ pub struct RemoteRank<'a> {
 }
 
 /// The whole ssh command line of one rank: `base`, the options, the host and the wrapper.
-pub fn rank_command_line(base: &[String], rank: &RemoteRank) -> Vec<String> {
-    command_line(base, rank.host, &remote_rank_command(rank))
+pub fn rank_command_line(base: &[String], rank: &RemoteRank) -> Result<Vec<String>> {
+    Ok(command_line(base, rank.host, &remote_rank_command(rank)?))
 }
 
 /// The remote command that runs `rank.argv` with `rank.env` as one rank.
-pub fn remote_rank_command(rank: &RemoteRank) -> String {
+pub fn remote_rank_command(rank: &RemoteRank) -> Result<String> {
     let (cwd, env, argv) = (rank.cwd, rank.env, rank.argv);
     let mut words = vec![
         "sh".to_string(),
@@ -163,7 +163,7 @@ pub fn spawn(
         env,
         argv,
     };
-    let line = rank_command_line(base, &remote);
+    let line = rank_command_line(base, &remote)?;
     let mut cmd = Command::new(&line[0]);
     cmd.args(&line[1..])
         // Marks the ssh client as the job's for `--cleanup`, as the ranks are.

@@ -49,7 +49,7 @@ fn ssh_job_command_lines() -> (crate::plan::Plan, Vec<Vec<String>>) {
                 env: &plan.rank_env(r),
                 argv: &plan.rank_argv(r),
             };
-            rank_command_line(&base, &remote)
+            rank_command_line(&base, &remote).unwrap()
         })
         .collect();
     (plan, lines)
@@ -178,7 +178,8 @@ fn remote_command_quotes_everything() {
         job_id: "j1",
         env: &[("A".into(), "x y".into())],
         argv: &["prog".into(), "it's".into()],
-    });
+    })
+    .unwrap();
     let words = shell::split(&c).unwrap();
     assert_eq!(words[0], "sh");
     assert_eq!(words[2], *WRAPPER);
