@@ -16,6 +16,9 @@ pub enum Algorithm {
     RecursiveDoubling,
     /// Recursive halving then doubling: bandwidth-optimal in `2 log2(p)` steps.
     Rabenseifner,
+    /// Every rank sends its vector to every other and reduces them all: one step of latency,
+    /// `p-1` copies of the vector per rank (tiny vectors).
+    OneShot,
 }
 
 impl Algorithm {
@@ -28,6 +31,7 @@ impl Algorithm {
                 Some(Algorithm::RecursiveDoubling)
             }
             "rabenseifner" | "rhd" => Some(Algorithm::Rabenseifner),
+            "one-shot" | "one_shot" | "oneshot" => Some(Algorithm::OneShot),
             _ => None,
         }
     }
@@ -90,7 +94,7 @@ pub const NET_CHUNK_BYTES: usize = 1 << 20;
 ///
 /// | variable | meaning |
 /// |---|---|
-/// | `TNT_ALLREDUCE_ALGORITHM` | `auto`, `ring`, `rd`, `rabenseifner`: used when `algorithm` is `Auto` |
+/// | `TNT_ALLREDUCE_ALGORITHM` | `auto`, `ring`, `rd`, `rabenseifner`, `one-shot`: used when `algorithm` is `Auto` |
 /// | `TNT_ALLREDUCE_SMALL_MAX` | bytes: recursive doubling up to this size |
 /// | `TNT_ALLREDUCE_RING_MIN` | bytes: ring from this size |
 /// | `TNT_ALLREDUCE_CHUNK` | bytes: pipelining chunk (ring, chain broadcast) |
@@ -183,7 +187,7 @@ impl Options {
         if o.algorithm == Algorithm::Auto {
             if let Some(a) = env_value(
                 "TNT_ALLREDUCE_ALGORITHM",
-                "an allreduce algorithm (auto, ring, rd, rabenseifner)",
+                "an allreduce algorithm (auto, ring, rd, rabenseifner, one-shot)",
                 Algorithm::parse,
             )? {
                 o.algorithm = a;

@@ -27,6 +27,10 @@ pub(crate) fn allreduce_plan(algorithm: Algorithm, shape: &Shape, avg: bool) -> 
                 .collect(),
             largest_send: bytes,
         },
+        Algorithm::OneShot => Plan {
+            schedules: (0..2).map(|q| schedule::one_shot(shape, avg, q)).collect(),
+            largest_send: bytes,
+        },
         Algorithm::Rabenseifner => Plan {
             schedules: vec![schedule::rabenseifner(shape, avg)],
             largest_send: bytes / 2 + shape.elem,

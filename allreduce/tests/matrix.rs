@@ -18,10 +18,11 @@ const OPS: [Reduction; 5] = [
     Reduction::Prod,
     Reduction::Avg,
 ];
-const ALGORITHMS: [Algorithm; 3] = [
+const ALGORITHMS: [Algorithm; 4] = [
     Algorithm::Ring,
     Algorithm::RecursiveDoubling,
     Algorithm::Rabenseifner,
+    Algorithm::OneShot,
 ];
 
 /// Rank `r`'s element `j` in run `run`: small values, and only 1s and 2s for PROD so that

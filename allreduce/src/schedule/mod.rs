@@ -4,7 +4,7 @@
 //! unit tests run all ranks of a schedule in one process against a model of asynchronous
 //! delivery (see `schedule/tests.rs`).
 //!
-//! One file per algorithm: [`ring()`], [`recursive_doubling()`], [`rabenseifner()`],
+//! One file per algorithm: [`ring()`], [`recursive_doubling()`], [`rabenseifner()`], [`one_shot()`],
 //! [`broadcast_tree()`], [`broadcast_chain()`]; what they share is in `action.rs` (the
 //! vocabulary of a schedule), `shape.rs` (the collective's dimensions and layout helpers)
 //! and `fold.rs` (non-power-of-two groups for the two algorithms that pair ranks by bits).
@@ -24,6 +24,7 @@ mod action;
 mod broadcast_chain;
 mod broadcast_tree;
 mod fold;
+mod one_shot;
 mod rabenseifner;
 mod recursive_doubling;
 mod ring;
@@ -32,6 +33,7 @@ mod shape;
 pub(crate) use action::{Action, Schedule};
 pub(crate) use broadcast_chain::broadcast_chain;
 pub(crate) use broadcast_tree::broadcast_tree;
+pub(crate) use one_shot::one_shot;
 pub(crate) use rabenseifner::rabenseifner;
 pub(crate) use recursive_doubling::recursive_doubling;
 pub(crate) use ring::{ring, RING_STAGING_BYTES};

@@ -423,3 +423,132 @@ fn broadcasts_reach_every_rank_from_any_root() {
         }
     }
 }
+
+#[test]
+fn one_shot_reduces_every_shape() {
+    for p in 1..=9 {
+        for count in COUNTS {
+            for op in [Reduction::Sum, Reduction::Max, Reduction::Avg] {
+                check_allreduce(
+                    "one-shot",
+                    |sh, avg| (0..2).map(|q| one_shot(sh, avg, q)).collect(),
+                    p,
+                    count,
+                    64,
+                    op,
+                );
+            }
+        }
+    }
+}
+
+/// Replays the ranks' schedules on symbols instead of numbers: every element of every rank's
+/// segment holds the expression that produced it (`x3` for rank 3's input, `(a∘b)` for a
+/// reduce with `a` first). Sends are delivered when posted, which is one legal order of a
+/// correct schedule; the expressions do not depend on the order.
+fn symbolic_results(scheds: &[Schedule], count: usize) -> Vec<Vec<String>> {
+    let p = scheds.len();
+    let words = |bytes: usize| bytes / 8;
+    let size = scheds.iter().map(|s| s.segment_bytes).max().unwrap_or(0);
+    let notifs = scheds.iter().map(|s| s.notifications).max().unwrap_or(0) as usize;
+    let mut mem: Vec<Vec<String>> = (0..p)
+        .map(|r| {
+            let mut m = vec![String::from("?"); words(size).max(count)];
+            m[..count].fill(format!("x{r}"));
+            m
+        })
+        .collect();
+    let mut notif = vec![vec![false; notifs]; p];
+    let mut cursor = vec![0usize; p];
+    loop {
+        let mut moved = false;
+        for i in 0..p {
+            while let Some(action) = scheds[i].actions.get(cursor[i]) {
+                match *action {
+                    Action::Send {
+                        to,
+                        src,
+                        dst,
+                        len,
+                        notif: id,
+                    } => {
+                        let data = mem[i][words(src)..words(src + len)].to_vec();
+                        mem[to][words(dst)..words(dst + len)].clone_from_slice(&data);
+                        notif[to][id as usize] = true;
+                    }
+                    Action::Recv { notif: id } => {
+                        if !notif[i][id as usize] {
+                            break;
+                        }
+                        notif[i][id as usize] = false;
+                    }
+                    Action::Reduce {
+                        src,
+                        dst,
+                        len,
+                        src_first,
+                    } => {
+                        for w in 0..words(len) {
+                            let (s, d) = (&mem[i][words(src) + w], &mem[i][words(dst) + w]);
+                            let e = if src_first {
+                                format!("({s}∘{d})")
+                            } else {
+                                format!("({d}∘{s})")
+                            };
+                            mem[i][words(dst) + w] = e;
+                        }
+                    }
+                    Action::Divide { .. } | Action::Flush => {}
+                }
+                cursor[i] += 1;
+                moved = true;
+            }
+        }
+        if cursor.iter().zip(scheds).all(|(&c, s)| c == s.actions.len()) {
+            return mem.into_iter().map(|m| m[..count].to_vec()).collect();
+        }
+        assert!(moved, "deadlock: every rank waits");
+    }
+}
+
+/// "Results are bit-identical on every member": every rank computes every element with the
+/// same expression (the same operands in the same order and association), so floating-point
+/// rounding and the operand order of MIN/MAX agree too.
+#[test]
+fn every_rank_reduces_each_element_along_the_same_expression() {
+    type Build = fn(&Shape) -> Schedule;
+    let algorithms: [(&str, Build); 4] = [
+        ("ring", |sh| ring(sh, false)),
+        ("rd", |sh| recursive_doubling(sh, false, 0)),
+        ("rabenseifner", |sh| rabenseifner(sh, false)),
+        ("one-shot", |sh| one_shot(sh, false, 0)),
+    ];
+    for (name, build) in algorithms {
+        for p in 1..=7 {
+            for count in [1, 5, 64] {
+                let scheds: Vec<Schedule> = shapes(p, count, 16, 32).map(|sh| build(&sh)).collect();
+                let results = symbolic_results(&scheds, count);
+                for (r, got) in results.iter().enumerate() {
+                    assert_eq!(got, &results[0], "{name}: p={p} count={count}: rank {r}");
+                }
+                for e in &results[0] {
+                    for r in 0..p {
+                        assert_eq!(
+                            e.matches(&format!("x{r}")).count(),
+                            1,
+                            "{name}: p={p}: {e} uses rank {r}'s input once"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn one_shot_folds_in_rank_order() {
+    let scheds: Vec<Schedule> = shapes(4, 3, 64, 64).map(|sh| one_shot(&sh, false, 1)).collect();
+    for got in symbolic_results(&scheds, 3) {
+        assert!(got.iter().all(|e| e == "(((x0∘x1)∘x2)∘x3)"), "{got:?}");
+    }
+}

@@ -27,6 +27,8 @@ pub enum Algo {
     Rd,
     /// Recursive halving, then doubling
     Rabenseifner,
+    /// Every rank sends to every other, one step
+    OneShot,
 }
 
 impl Algo {
@@ -37,6 +39,7 @@ impl Algo {
             Algo::Ring => "ring",
             Algo::Rd => "rd",
             Algo::Rabenseifner => "rabenseifner",
+            Algo::OneShot => "one-shot",
         }
     }
 }
@@ -48,6 +51,7 @@ impl From<Algo> for Algorithm {
             Algo::Ring => Algorithm::Ring,
             Algo::Rd => Algorithm::RecursiveDoubling,
             Algo::Rabenseifner => Algorithm::Rabenseifner,
+            Algo::OneShot => Algorithm::OneShot,
         }
     }
 }
