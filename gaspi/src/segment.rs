@@ -411,4 +411,27 @@ impl Context {
     pub fn segment(&self, seg: SegmentId) -> Result<Segment> {
         Ok(Segment::new(seg, self.local_segment(seg)?.mem.clone()))
     }
+
+    /// A handle to `rank`'s segment `seg` as mapped into this process, for a peer reached
+    /// through shared memory (an extension of GASPI, like MPI's `MPI_Win_shared_query`): its
+    /// accessors and views read and write the peer's memory directly, with no transport and
+    /// no notification, so collectives on one host can reduce straight from their peers'
+    /// buffers. For this rank itself it is [`segment`](Self::segment).
+    ///
+    /// [`Error::NotMapped`] when `rank` is reached any other way (TCP, verbs); the
+    /// segment must have been registered with this rank (`segment_register` or
+    /// `segment_create`). What the peer writes is seen here only after a notification (or
+    /// another synchronisation) orders it, as for its one-sided writes.
+    pub fn peer_segment(&self, rank: Rank, seg: SegmentId) -> Result<Segment> {
+        self.check_rank(rank)?;
+        if rank == self.sh.rank {
+            return self.segment(seg);
+        }
+        let key = self.user_key(seg)?;
+        let dest = self.dest(rank, key, 0, 0)?;
+        match dest.mem {
+            Some(mem) if self.sh.routes.get(rank) == Route::Shm => Ok(Segment::new(seg, mem)),
+            _ => Err(Error::NotMapped { rank, segment: key }),
+        }
+    }
 }

@@ -41,6 +41,28 @@ fn segments_and_groups(ctx: Context) {
     }
     ctx.wait(Q, T).unwrap();
     ctx.barrier(Group::ALL, T).unwrap();
+    // `peer_segment`: a shared-memory peer's segment is read in place (our write above
+    // landed at its offset 8); any other peer's is not mapped here.
+    let view = ctx.peer_segment(prev, s1);
+    if ctx.uses_shm_to(prev) {
+        let got: u64 = view.unwrap().get(8).unwrap();
+        assert_eq!(got, u64::from(me.0) * 1000 + 1);
+    } else {
+        must!(view, Err(Error::NotMapped { rank, .. }) if rank == prev);
+    }
+    let own: u64 = ctx.peer_segment(me, s1).unwrap().get(8).unwrap();
+    assert_eq!(own, u64::from(next.0) * 1000 + 1);
+    if n >= 3 {
+        must!(
+            ctx.peer_segment(next, s1),
+            Err(Error::InvalidSegment { .. })
+        );
+    }
+    must!(
+        ctx.peer_segment(Rank(n), s1),
+        Err(Error::InvalidRank { .. })
+    );
+    ctx.barrier(Group::ALL, T).unwrap();
     ctx.segment_delete(s1).unwrap();
     assert_eq!(ctx.segment_list(), vec![S]);
     // A group of the ranks of our parity (each parity builds its own group).

@@ -19,6 +19,15 @@ pub struct Segment {
     mem: Arc<SegmentMemory>,
 }
 
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Segment")
+            .field("id", &self.id)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
 impl Segment {
     pub(crate) fn new(id: SegmentId, mem: Arc<SegmentMemory>) -> Self {
         Segment { id, mem }
