@@ -36,9 +36,7 @@ pub(crate) fn shape_of<T: Element>(
         count,
         elem_bytes: elem,
     })?;
-    let all_shm = members
-        .iter()
-        .all(|r| *r == ctx.rank() || ctx.uses_shm_to(*r));
+    let all_shm = all_shared_memory(ctx, &members);
     let chunk_bytes = options.chunk_bytes.unwrap_or(if all_shm {
         SHM_CHUNK_BYTES
     } else {
@@ -54,6 +52,14 @@ pub(crate) fn shape_of<T: Element>(
         ring_staging_bytes: crate::schedule::RING_STAGING_BYTES,
     };
     Ok((members, shape))
+}
+
+/// Whether every member but this rank is reached through shared memory (then every member
+/// sees the same: they share one host).
+pub(crate) fn all_shared_memory(ctx: &Context, members: &[gaspi::Rank]) -> bool {
+    members
+        .iter()
+        .all(|r| *r == ctx.rank() || ctx.uses_shm_to(*r))
 }
 
 /// A set-up collective over `count` elements of `T`.

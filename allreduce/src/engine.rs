@@ -16,6 +16,8 @@ use crate::schedule::{Action, Schedule};
 pub(crate) struct Kernels {
     /// [`OwnedSegment::reduce`] for the element type.
     reduce: fn(&OwnedSegment, Reduction, usize, usize, usize, bool),
+    /// [`OwnedSegment::reduce_from`] for the element type.
+    reduce_from: fn(&OwnedSegment, &gaspi::Segment, Reduction, usize, usize, usize, bool),
     /// [`OwnedSegment::divide`] for the element type.
     divide: fn(&OwnedSegment, usize, usize, usize),
 }
@@ -25,6 +27,7 @@ impl Kernels {
     pub fn of<T: Element>() -> Self {
         Kernels {
             reduce: OwnedSegment::reduce::<T>,
+            reduce_from: OwnedSegment::reduce_from::<T>,
             divide: OwnedSegment::divide::<T>,
         }
     }
@@ -53,6 +56,8 @@ pub(crate) struct Engine {
     active: bool,
     /// A failure is reported by gaspi once; keep it so later calls do not wait for ever.
     failed: Option<Arc<Error>>,
+    /// Members' segments read in place (`ReduceFrom`, `CopyFrom`), looked up on first use.
+    peers: Vec<Option<gaspi::Segment>>,
 }
 
 impl Engine {
@@ -67,6 +72,7 @@ impl Engine {
     ) -> Self {
         Engine {
             seg,
+            peers: vec![None; members.len()],
             members,
             queue,
             plan,
@@ -186,6 +192,26 @@ impl Engine {
                     len,
                     src_first,
                 } => (self.kernels.reduce)(&self.seg, self.reduction, src, dst, len, src_first),
+                Action::ReduceFrom {
+                    from,
+                    src,
+                    dst,
+                    len,
+                    src_first,
+                } => {
+                    let peer = peer_view(&mut self.peers, &self.members, &self.seg, from)?;
+                    let reduce_from = self.kernels.reduce_from;
+                    reduce_from(&self.seg, peer, self.reduction, src, dst, len, src_first)
+                }
+                Action::CopyFrom {
+                    from,
+                    src,
+                    dst,
+                    len,
+                } => {
+                    let peer = peer_view(&mut self.peers, &self.members, &self.seg, from)?;
+                    self.seg.copy_from(peer, src, dst, len)
+                }
                 Action::Divide { off, len } => {
                     (self.kernels.divide)(&self.seg, off, len, self.members.len())
                 }
@@ -197,4 +223,19 @@ impl Engine {
         self.runs += 1;
         Ok(true)
     }
+}
+
+/// Member `from`'s segment as mapped here, looked up once (it exists from setup on: the
+/// collective's segment is created on every member before the first run).
+fn peer_view<'a>(
+    peers: &'a mut [Option<gaspi::Segment>],
+    members: &[Rank],
+    seg: &OwnedSegment,
+    from: usize,
+) -> Result<&'a gaspi::Segment> {
+    let view = match peers[from].take() {
+        Some(view) => view,
+        None => seg.ctx.peer_segment(members[from], seg.id)?,
+    };
+    Ok(peers[from].insert(view))
 }

@@ -74,6 +74,14 @@ pub enum Error {
          algorithm or chunk size differ)"
     )]
     SetupMismatch,
+    /// The algorithm asked for cannot run on this group.
+    #[error("allreduce algorithm {algorithm:?} cannot run on this group: {why}")]
+    AlgorithmUnavailable {
+        /// The algorithm asked for.
+        algorithm: crate::Algorithm,
+        /// What it needs that the group lacks.
+        why: &'static str,
+    },
     /// The pipelining chunk (from [`Options::chunk_bytes`](crate::Options::chunk_bytes)
     /// or `TNT_ALLREDUCE_CHUNK`) is 0 bytes.
     #[error("chunk size must be > 0")]

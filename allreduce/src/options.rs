@@ -19,6 +19,10 @@ pub enum Algorithm {
     /// Every rank sends its vector to every other and reduces them all: one step of latency,
     /// `p-1` copies of the vector per rank (tiny vectors).
     OneShot,
+    /// Ranks that share memory reduce their block straight from each other's buffers, then
+    /// copy the finished blocks: one copy per byte, no staging. Every member must be
+    /// reached through shared memory.
+    SingleCopy,
 }
 
 impl Algorithm {
@@ -32,6 +36,7 @@ impl Algorithm {
             }
             "rabenseifner" | "rhd" => Some(Algorithm::Rabenseifner),
             "one-shot" | "one_shot" | "oneshot" => Some(Algorithm::OneShot),
+            "single-copy" | "single_copy" => Some(Algorithm::SingleCopy),
             _ => None,
         }
     }
@@ -94,7 +99,7 @@ pub const NET_CHUNK_BYTES: usize = 1 << 20;
 ///
 /// | variable | meaning |
 /// |---|---|
-/// | `TNT_ALLREDUCE_ALGORITHM` | `auto`, `ring`, `rd`, `rabenseifner`, `one-shot`: used when `algorithm` is `Auto` |
+/// | `TNT_ALLREDUCE_ALGORITHM` | `auto`, `ring`, `rd`, `rabenseifner`, `one-shot`, `single-copy`: used when `algorithm` is `Auto` |
 /// | `TNT_ALLREDUCE_SMALL_MAX` | bytes: recursive doubling up to this size |
 /// | `TNT_ALLREDUCE_RING_MIN` | bytes: ring from this size |
 /// | `TNT_ALLREDUCE_CHUNK` | bytes: pipelining chunk (ring, chain broadcast) |
@@ -187,7 +192,7 @@ impl Options {
         if o.algorithm == Algorithm::Auto {
             if let Some(a) = env_value(
                 "TNT_ALLREDUCE_ALGORITHM",
-                "an allreduce algorithm (auto, ring, rd, rabenseifner, one-shot)",
+                "an allreduce algorithm (auto, ring, rd, rabenseifner, one-shot, single-copy)",
                 Algorithm::parse,
             )? {
                 o.algorithm = a;
@@ -212,8 +217,11 @@ impl Options {
     }
 
     /// The algorithm for a vector of `bytes` on `ranks` ranks.
-    pub(crate) fn pick(&self, bytes: usize, ranks: usize) -> Algorithm {
+    pub(crate) fn pick(&self, bytes: usize, ranks: usize, shared_memory: bool) -> Algorithm {
         match self.algorithm {
+            Algorithm::Auto if shared_memory && ranks > 2 && bytes >= self.thresholds.ring_min => {
+                Algorithm::SingleCopy
+            }
             Algorithm::Auto if ranks <= 2 && bytes > self.thresholds.small_max => {
                 // On two ranks Rabenseifner is the ring without its pipeline.
                 Algorithm::Ring
@@ -233,18 +241,22 @@ mod tests {
     #[test]
     fn auto_picks_by_size() {
         let o = Options::default();
-        assert_eq!(o.pick(4 << 10, 4), Algorithm::RecursiveDoubling);
-        assert_eq!(o.pick(64 << 10, 4), Algorithm::RecursiveDoubling);
-        assert_eq!(o.pick(256 << 10, 4), Algorithm::Rabenseifner);
-        assert_eq!(o.pick(1 << 20, 3), Algorithm::Rabenseifner);
-        assert_eq!(o.pick(4 << 20, 4), Algorithm::Ring);
-        assert_eq!(o.pick(64 << 20, 4), Algorithm::Ring);
-        assert_eq!(o.pick(256 << 10, 2), Algorithm::Ring);
+        assert_eq!(o.pick(4 << 10, 4, false), Algorithm::RecursiveDoubling);
+        assert_eq!(o.pick(64 << 10, 4, false), Algorithm::RecursiveDoubling);
+        assert_eq!(o.pick(256 << 10, 4, false), Algorithm::Rabenseifner);
+        assert_eq!(o.pick(1 << 20, 3, false), Algorithm::Rabenseifner);
+        assert_eq!(o.pick(4 << 20, 4, false), Algorithm::Ring);
+        assert_eq!(o.pick(64 << 20, 4, false), Algorithm::Ring);
+        assert_eq!(o.pick(256 << 10, 2, false), Algorithm::Ring);
         let forced = Options {
             algorithm: Algorithm::Rabenseifner,
             ..Options::default()
         };
-        assert_eq!(forced.pick(8, 3), Algorithm::Rabenseifner);
+        assert_eq!(forced.pick(8, 3, false), Algorithm::Rabenseifner);
+        // Ranks sharing memory reduce large vectors from each other's buffers.
+        assert_eq!(o.pick(64 << 20, 4, true), Algorithm::SingleCopy);
+        assert_eq!(o.pick(64 << 20, 2, true), Algorithm::Ring);
+        assert_eq!(o.pick(4 << 10, 4, true), Algorithm::RecursiveDoubling);
     }
 
     #[test]

@@ -31,6 +31,10 @@ pub(crate) fn allreduce_plan(algorithm: Algorithm, shape: &Shape, avg: bool) -> 
             schedules: (0..2).map(|q| schedule::one_shot(shape, avg, q)).collect(),
             largest_send: bytes,
         },
+        Algorithm::SingleCopy => Plan {
+            schedules: vec![schedule::single_copy(shape, avg)],
+            largest_send: 0,
+        },
         Algorithm::Rabenseifner => Plan {
             schedules: vec![schedule::rabenseifner(shape, avg)],
             largest_send: bytes / 2 + shape.elem,

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use gaspi::{Context, Group, Timeout};
 
-use crate::collective::{shape_of, Collective};
+use crate::collective::{all_shared_memory, shape_of, Collective};
 use crate::element::Element;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::options::{Algorithm, Options};
 use crate::plan::allreduce_plan;
 use crate::reduction::Reduction;
@@ -48,7 +48,14 @@ impl<T: Element> Allreduce<T> {
         let options = options.resolved()?;
         let (members, shape) = shape_of::<T>(ctx, group, count, &options)?;
         let bytes = count * shape.elem;
-        let algorithm = options.pick(bytes, shape.ranks);
+        let shared_memory = all_shared_memory(ctx, &members);
+        let algorithm = options.pick(bytes, shape.ranks, shared_memory);
+        if algorithm == Algorithm::SingleCopy && !shared_memory {
+            return Err(Error::AlgorithmUnavailable {
+                algorithm,
+                why: "some member is not reached through shared memory",
+            });
+        }
         let avg = reduction == Reduction::Avg;
         let plan = allreduce_plan(algorithm, &shape, avg);
         let signature = [

@@ -73,6 +73,50 @@ impl OwnedSegment {
         T::combine(reduction, d, s, first);
     }
 
+    /// `data[dst..] = reduction(peer[src..], data[dst..])` over `len` bytes, reading a
+    /// shared-memory peer's segment in place.
+    pub fn reduce_from<T: Element>(
+        &self,
+        peer: &gaspi::Segment,
+        reduction: Reduction,
+        src: usize,
+        dst: usize,
+        len: usize,
+        first: bool,
+    ) {
+        self.check::<T>(dst, len);
+        check_peer::<T>(peer, src, len);
+        let n = len / std::mem::size_of::<T>();
+        // SAFETY: both ranges are inside their mappings (checked above) and aligned for T
+        // (page-aligned mappings, offsets multiples of T's size); they are in different
+        // mappings of different segments, so disjoint. The schedule guarantees that nobody
+        // writes our range, and that the peer does not write its range, while this runs (the
+        // peer announced its data and waits for our notification before changing it).
+        let (d, s) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(self.seg.as_ptr().add(dst) as *mut T, n),
+                std::slice::from_raw_parts(peer.as_ptr().add(src) as *const T, n),
+            )
+        };
+        T::combine(reduction, d, s, first);
+    }
+
+    /// Copies a shared-memory peer's `[src, src+len)` into our `[dst, dst+len)`.
+    pub fn copy_from(&self, peer: &gaspi::Segment, src: usize, dst: usize, len: usize) {
+        self.check::<u8>(dst, len);
+        check_peer::<u8>(peer, src, len);
+        // SAFETY: in bounds of both mappings (checked above), different segments so not
+        // overlapping; the schedule keeps both ranges free of writers while this runs (as in
+        // `reduce_from`).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                peer.as_ptr().add(src) as *const u8,
+                self.seg.as_ptr().add(dst),
+                len,
+            )
+        };
+    }
+
     /// Divides `len` bytes at `off` by `ranks`.
     pub fn divide<T: Element>(&self, off: usize, len: usize, ranks: usize) {
         // SAFETY: see `slice_mut`; the schedule owns this range at this point.
@@ -114,6 +158,19 @@ impl OwnedSegment {
             )
         }
     }
+}
+
+/// Panics unless `[off, off+len)` lies in the peer's mapping and is a whole, aligned number
+/// of `T`s (as `OwnedSegment::check`: the peer's segment was created with the same size).
+fn check_peer<T>(peer: &gaspi::Segment, off: usize, len: usize) {
+    assert!(
+        off.checked_add(len)
+            .is_some_and(|end| end as u64 <= peer.len())
+            && off.is_multiple_of(std::mem::align_of::<T>())
+            && len.is_multiple_of(std::mem::size_of::<T>()),
+        "collective range {off}+{len} outside the peer's segment of {} bytes",
+        peer.len()
+    );
 }
 
 impl Drop for OwnedSegment {

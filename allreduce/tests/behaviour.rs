@@ -316,6 +316,25 @@ fn mismatch(ctx: Arc<Context>) {
         .err()
         .expect("root outside the group");
     assert!(matches!(e, Error::RootNotInGroup { .. }), "{e}");
+    // Over TCP the peers' buffers are not mapped here: single-copy says so, on every rank.
+    let options = Options {
+        algorithm: Algorithm::SingleCopy,
+        ..Options::default()
+    };
+    let e = Allreduce::<f32>::new(&ctx, Group::ALL, 1 << 20, Reduction::Sum, options)
+        .err()
+        .expect("single-copy over TCP");
+    assert!(
+        matches!(
+            e,
+            Error::AlgorithmUnavailable {
+                algorithm: Algorithm::SingleCopy,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("shared memory"), "{e}");
 }
 
 #[test]

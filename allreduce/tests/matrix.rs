@@ -92,7 +92,12 @@ fn check_type<T: TestElem>(ctx: &Arc<Context>, alg: Algorithm) {
 
 fn all_types(ctx: Context) {
     let ctx = Arc::new(ctx);
-    for alg in ALGORITHMS {
+    // Single-copy needs every member on this host, reached through shared memory.
+    let one_host = (0..ctx.num_ranks())
+        .map(gaspi::Rank)
+        .all(|r| r == ctx.rank() || ctx.uses_shm_to(r));
+    let single_copy = one_host.then_some(Algorithm::SingleCopy);
+    for alg in ALGORITHMS.into_iter().chain(single_copy) {
         check_type::<f32>(&ctx, alg);
         check_type::<f64>(&ctx, alg);
         check_type::<f16>(&ctx, alg);

@@ -24,6 +24,24 @@ pub(crate) enum Action {
         len: usize,
         src_first: bool,
     },
+    /// `data[dst..dst+len] = op(peer[src..], data[dst..])` where `peer` is member `from`'s
+    /// segment, read in place (a peer on this host, reached through shared memory), with the
+    /// peer's operand first when `src_first`.
+    ReduceFrom {
+        from: usize,
+        src: usize,
+        dst: usize,
+        len: usize,
+        src_first: bool,
+    },
+    /// Copies member `from`'s `[src, src+len)` into our `[dst, dst+len)`, read in place (a
+    /// peer on this host).
+    CopyFrom {
+        from: usize,
+        src: usize,
+        dst: usize,
+        len: usize,
+    },
     /// Divides `[off, off+len)` by the number of ranks (the last step of AVG).
     Divide { off: usize, len: usize },
     /// Waits until every send posted so far is complete locally (its source may change).

@@ -4,10 +4,11 @@
 //! unit tests run all ranks of a schedule in one process against a model of asynchronous
 //! delivery (see `schedule/tests.rs`).
 //!
-//! One file per algorithm: [`ring()`], [`recursive_doubling()`], [`rabenseifner()`], [`one_shot()`],
-//! [`broadcast_tree()`], [`broadcast_chain()`]; what they share is in `action.rs` (the
-//! vocabulary of a schedule), `shape.rs` (the collective's dimensions and layout helpers)
-//! and `fold.rs` (non-power-of-two groups for the two algorithms that pair ranks by bits).
+//! One file per algorithm: [`ring()`], [`recursive_doubling()`], [`rabenseifner()`],
+//! [`one_shot()`], [`single_copy()`], [`broadcast_tree()`], [`broadcast_chain()`]; what they
+//! share is in `action.rs` (the vocabulary of a schedule), `shape.rs` (the collective's
+//! dimensions and layout helpers) and `fold.rs` (non-power-of-two groups for the two
+//! algorithms that pair ranks by bits).
 //!
 //! Segment layout: `[data | staging]`. `data` holds the user's `count` elements (input and,
 //! in place, the result); `staging` receives partial results that are reduced into `data`.
@@ -29,6 +30,7 @@ mod rabenseifner;
 mod recursive_doubling;
 mod ring;
 mod shape;
+mod single_copy;
 
 pub(crate) use action::{Action, Schedule};
 pub(crate) use broadcast_chain::broadcast_chain;
@@ -38,6 +40,7 @@ pub(crate) use rabenseifner::rabenseifner;
 pub(crate) use recursive_doubling::recursive_doubling;
 pub(crate) use ring::{ring, RING_STAGING_BYTES};
 pub(crate) use shape::Shape;
+pub(crate) use single_copy::single_copy;
 
 #[cfg(test)]
 mod tests;

@@ -177,6 +177,31 @@ fn step(ranks: &mut [Rank], i: usize, op: Reduction) -> bool {
             i64::combine(op, &mut d, &s, src_first);
             r.mem[dst..dst + len].copy_from_slice(bytemuck::cast_slice(&d));
         }
+        Action::ReduceFrom {
+            from,
+            src,
+            dst,
+            len,
+            src_first,
+        } => {
+            // Shared memory: the peer's bytes as they are now.
+            assert_ne!(from, i, "reduce from self");
+            let s: Vec<i64> = bytemuck::pod_collect_to_vec(&ranks[from].mem[src..src + len]);
+            let r = &mut ranks[i];
+            let mut d: Vec<i64> = bytemuck::pod_collect_to_vec(&r.mem[dst..dst + len]);
+            i64::combine(op, &mut d, &s, src_first);
+            r.mem[dst..dst + len].copy_from_slice(bytemuck::cast_slice(&d));
+        }
+        Action::CopyFrom {
+            from,
+            src,
+            dst,
+            len,
+        } => {
+            assert_ne!(from, i, "copy from self");
+            let s = ranks[from].mem[src..src + len].to_vec();
+            ranks[i].mem[dst..dst + len].copy_from_slice(&s);
+        }
         Action::Divide { off, len } => {
             let mut d: Vec<i64> = bytemuck::pod_collect_to_vec(&r.mem[off..off + len]);
             i64::divide(&mut d, p);
@@ -498,13 +523,43 @@ fn symbolic_results(scheds: &[Schedule], count: usize) -> Vec<Vec<String>> {
                             mem[i][words(dst) + w] = e;
                         }
                     }
+                    Action::ReduceFrom {
+                        from,
+                        src,
+                        dst,
+                        len,
+                        src_first,
+                    } => {
+                        for w in 0..words(len) {
+                            let (s, d) = (&mem[from][words(src) + w], &mem[i][words(dst) + w]);
+                            let e = if src_first {
+                                format!("({s}∘{d})")
+                            } else {
+                                format!("({d}∘{s})")
+                            };
+                            mem[i][words(dst) + w] = e;
+                        }
+                    }
+                    Action::CopyFrom {
+                        from,
+                        src,
+                        dst,
+                        len,
+                    } => {
+                        let data = mem[from][words(src)..words(src + len)].to_vec();
+                        mem[i][words(dst)..words(dst + len)].clone_from_slice(&data);
+                    }
                     Action::Divide { .. } | Action::Flush => {}
                 }
                 cursor[i] += 1;
                 moved = true;
             }
         }
-        if cursor.iter().zip(scheds).all(|(&c, s)| c == s.actions.len()) {
+        if cursor
+            .iter()
+            .zip(scheds)
+            .all(|(&c, s)| c == s.actions.len())
+        {
             return mem.into_iter().map(|m| m[..count].to_vec()).collect();
         }
         assert!(moved, "deadlock: every rank waits");
@@ -517,11 +572,12 @@ fn symbolic_results(scheds: &[Schedule], count: usize) -> Vec<Vec<String>> {
 #[test]
 fn every_rank_reduces_each_element_along_the_same_expression() {
     type Build = fn(&Shape) -> Schedule;
-    let algorithms: [(&str, Build); 4] = [
+    let algorithms: [(&str, Build); 5] = [
         ("ring", |sh| ring(sh, false)),
         ("rd", |sh| recursive_doubling(sh, false, 0)),
         ("rabenseifner", |sh| rabenseifner(sh, false)),
         ("one-shot", |sh| one_shot(sh, false, 0)),
+        ("single-copy", |sh| single_copy(sh, false)),
     ];
     for (name, build) in algorithms {
         for p in 1..=7 {
@@ -547,8 +603,56 @@ fn every_rank_reduces_each_element_along_the_same_expression() {
 
 #[test]
 fn one_shot_folds_in_rank_order() {
-    let scheds: Vec<Schedule> = shapes(4, 3, 64, 64).map(|sh| one_shot(&sh, false, 1)).collect();
+    let scheds: Vec<Schedule> = shapes(4, 3, 64, 64)
+        .map(|sh| one_shot(&sh, false, 1))
+        .collect();
     for got in symbolic_results(&scheds, 3) {
         assert!(got.iter().all(|e| e == "(((x0∘x1)∘x2)∘x3)"), "{got:?}");
     }
+}
+
+#[test]
+fn single_copy_reduces_every_shape() {
+    for p in 1..=7 {
+        for count in COUNTS {
+            for chunk in [8, 24, 1 << 20] {
+                for op in [Reduction::Sum, Reduction::Min, Reduction::Avg] {
+                    check_allreduce(
+                        "single-copy",
+                        |sh, avg| vec![single_copy(sh, avg)],
+                        p,
+                        count,
+                        chunk,
+                        op,
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn single_copy_stages_nothing_and_copies_each_byte_once() {
+    let sh = Shape {
+        me: 1,
+        ranks: 4,
+        count: 1 << 20,
+        elem: 4,
+        chunk_bytes: 256 << 10,
+        notif_limit: 65536,
+        ring_staging_bytes: RING_STAGING_BYTES,
+    };
+    let s = single_copy(&sh, false);
+    assert_eq!(s.segment_bytes, 4 << 20, "no staging");
+    let (mut reduced, mut copied, mut sent) = (0, 0, 0);
+    for a in &s.actions {
+        match a {
+            Action::ReduceFrom { len, .. } => reduced += len,
+            Action::CopyFrom { len, .. } => copied += len,
+            Action::Send { len, .. } => sent += len,
+            _ => {}
+        }
+    }
+    // Our quarter from each of 3 peers, and the other 3 quarters once each.
+    assert_eq!((reduced, copied, sent), (3 << 20, 3 << 20, 0));
 }

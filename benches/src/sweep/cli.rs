@@ -29,6 +29,8 @@ pub enum Algo {
     Rabenseifner,
     /// Every rank sends to every other, one step
     OneShot,
+    /// Reduce from the peers' buffers in place (one host)
+    SingleCopy,
 }
 
 impl Algo {
@@ -40,6 +42,7 @@ impl Algo {
             Algo::Rd => "rd",
             Algo::Rabenseifner => "rabenseifner",
             Algo::OneShot => "one-shot",
+            Algo::SingleCopy => "single-copy",
         }
     }
 }
@@ -52,6 +55,7 @@ impl From<Algo> for Algorithm {
             Algo::Rd => Algorithm::RecursiveDoubling,
             Algo::Rabenseifner => Algorithm::Rabenseifner,
             Algo::OneShot => Algorithm::OneShot,
+            Algo::SingleCopy => Algorithm::SingleCopy,
         }
     }
 }
