@@ -63,6 +63,14 @@ impl Topology {
         self.host_of.get(rank.index()).copied()
     }
 
+    /// How many ranks share `rank`'s host (0 for a rank outside the job).
+    pub fn ranks_on_host_of(&self, rank: Rank) -> usize {
+        match self.host_of(rank) {
+            Some(h) => self.host_of.iter().filter(|&&o| o == h).count(),
+            None => 0,
+        }
+    }
+
     /// `members` grouped by host: one list per host that holds any of them, hosts in the
     /// order of their lowest member, each list in the order the members are given. Ranks
     /// outside the job are left out.
@@ -95,6 +103,9 @@ mod tests {
         let hosts: Vec<_> = (0..5).map(|r| t.host_of(Rank(r)).unwrap()).collect();
         assert_eq!(hosts, [0, 1, 0, 2, 1]);
         assert_eq!(t.host_of(Rank(5)), None);
+        assert_eq!(t.ranks_on_host_of(Rank(1)), 2);
+        assert_eq!(t.ranks_on_host_of(Rank(3)), 1);
+        assert_eq!(t.ranks_on_host_of(Rank(9)), 0);
     }
 
     #[test]
