@@ -27,6 +27,8 @@ pub enum Algo {
     Rd,
     /// Recursive halving, then doubling
     Rabenseifner,
+    /// Inside each host, then between hosts, then inside each host again
+    Hierarchical,
 }
 
 impl Algo {
@@ -37,6 +39,7 @@ impl Algo {
             Algo::Ring => "ring",
             Algo::Rd => "rd",
             Algo::Rabenseifner => "rabenseifner",
+            Algo::Hierarchical => "hierarchical",
         }
     }
 }
@@ -48,6 +51,7 @@ impl From<Algo> for Algorithm {
             Algo::Ring => Algorithm::Ring,
             Algo::Rd => Algorithm::RecursiveDoubling,
             Algo::Rabenseifner => Algorithm::Rabenseifner,
+            Algo::Hierarchical => Algorithm::Hierarchical,
         }
     }
 }
