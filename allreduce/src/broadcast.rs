@@ -33,7 +33,7 @@ impl<T: Element> Broadcast<T> {
         options: Options,
     ) -> Result<Self> {
         let options = options.resolved()?;
-        let (members, shape) = shape_of::<T>(ctx, group, count, &options)?;
+        let (members, shape, _) = shape_of::<T>(ctx, group, count, &options)?;
         let root_index = members
             .iter()
             .position(|r| *r == root)

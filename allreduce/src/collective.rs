@@ -16,13 +16,15 @@ use crate::region::OwnedSegment;
 use crate::schedule::{Schedule, Shape};
 use crate::setup::{create_segment, SIGNATURE};
 
-/// This rank's place in `group` and the shape of a collective over `count` elements.
+/// This rank's place in `group`, the shape of a collective over `count` elements and how
+/// the group's members sit on hosts (member indices per host, hosts in the order of their
+/// lowest member: the same on every member).
 pub(crate) fn shape_of<T: Element>(
     ctx: &Context,
     group: Group,
     count: usize,
     options: &Options,
-) -> Result<(Vec<gaspi::Rank>, Shape)> {
+) -> Result<(Vec<gaspi::Rank>, Shape, Vec<Vec<usize>>)> {
     let members = ctx.group_members(group)?;
     let me = members
         .iter()
@@ -51,7 +53,15 @@ pub(crate) fn shape_of<T: Element>(
         notif_limit: ctx.notification_num(),
         ring_staging_bytes: crate::schedule::RING_STAGING_BYTES,
     };
-    Ok((members, shape))
+    let index = |r: &gaspi::Rank| members.iter().position(|m| m == r);
+    let hosts = ctx
+        .group_hosts(group)?
+        .iter()
+        .map(|host| host.iter().filter_map(index).collect())
+        .collect();
+    // A partition of the members whatever the runtime reported: the schedules rely on it.
+    let layout = crate::schedule::host_layout(hosts, members.len());
+    Ok((members, shape, layout))
 }
 
 /// Whether every member but this rank is reached through shared memory (then every member

@@ -71,7 +71,7 @@ pub enum Error {
     /// this error, none is left waiting.
     #[error(
         "the group's members set up different collectives (count, type, reduction, root, \
-         algorithm or chunk size differ)"
+         algorithm, chunk size or the layout of the members on hosts differ)"
     )]
     SetupMismatch,
     /// The algorithm asked for cannot run on this group.

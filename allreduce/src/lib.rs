@@ -1,6 +1,6 @@
-//! Collectives over [`gaspi`]: allreduce (pipelined ring, recursive doubling, Rabenseifner)
-//! and broadcast (binomial tree, pipelined chain), for `f32`, `f64`, `f16`, `bf16`, `i32`,
-//! `i64`, `u32` and `u64` with SUM, MIN, MAX, PROD and AVG.
+//! Collectives over [`gaspi`]: allreduce (pipelined ring, recursive doubling, Rabenseifner,
+//! and hierarchical across hosts) and broadcast (binomial tree, pipelined chain), for `f32`,
+//! `f64`, `f16`, `bf16`, `i32`, `i64`, `u32` and `u64` with SUM, MIN, MAX, PROD and AVG.
 //!
 //! A collective is set up once for a group, a size and a type ([`Allreduce::new`],
 //! [`Broadcast::new`]): that allocates its own segment and notification ids, so many can be

@@ -16,6 +16,10 @@ pub enum Algorithm {
     RecursiveDoubling,
     /// Recursive halving then doubling: bandwidth-optimal in `2 log2(p)` steps.
     Rabenseifner,
+    /// Reduce-scatter inside each host over shared memory, an allreduce of each shard
+    /// between the hosts (ring, Rabenseifner or recursive doubling by the shard's size),
+    /// allgather inside each host: only what must cross a host's link does.
+    Hierarchical,
     /// Every rank sends its vector to every other and reduces them all: one step of latency,
     /// `p-1` copies of the vector per rank (tiny vectors).
     OneShot,
@@ -35,6 +39,7 @@ impl Algorithm {
                 Some(Algorithm::RecursiveDoubling)
             }
             "rabenseifner" | "rhd" => Some(Algorithm::Rabenseifner),
+            "hierarchical" | "hier" => Some(Algorithm::Hierarchical),
             "one-shot" | "one_shot" | "oneshot" => Some(Algorithm::OneShot),
             "single-copy" | "single_copy" => Some(Algorithm::SingleCopy),
             _ => None,
@@ -59,7 +64,8 @@ pub enum Driver {
     Thread,
 }
 
-/// Message-size thresholds of [`Algorithm::Auto`], in bytes of the whole vector.
+/// Message-size thresholds of [`Algorithm::Auto`], in bytes of the whole vector (and of
+/// the hierarchical allreduce's choice for each shard between hosts).
 ///
 /// Measured on a 2-core machine with 2–4 ranks over shared memory and TCP loopback (see
 /// `docs/allreduce.md`): recursive doubling wins while the message is latency-bound, the
@@ -71,6 +77,26 @@ pub struct Thresholds {
     pub small_max: usize,
     /// From this size: ring. Between the two: Rabenseifner.
     pub ring_min: usize,
+    /// From this size, on more than two ranks that all share memory: single-copy
+    /// (measured on 4 ranks: it ties Rabenseifner at 64–256 KiB and is 1.1–1.7× faster
+    /// from 1 MiB).
+    pub single_copy_min: usize,
+}
+
+impl Thresholds {
+    /// The flat algorithm for a vector of `bytes` on `ranks` ranks.
+    pub(crate) fn flat(&self, bytes: usize, ranks: usize) -> Algorithm {
+        if ranks <= 2 && bytes > self.small_max {
+            // On two ranks Rabenseifner is the ring without its pipeline.
+            Algorithm::Ring
+        } else if bytes <= self.small_max {
+            Algorithm::RecursiveDoubling
+        } else if bytes < self.ring_min {
+            Algorithm::Rabenseifner
+        } else {
+            Algorithm::Ring
+        }
+    }
 }
 
 impl Default for Thresholds {
@@ -78,6 +104,7 @@ impl Default for Thresholds {
         Thresholds {
             small_max: 64 << 10,
             ring_min: 4 << 20,
+            single_copy_min: 1 << 20,
         }
     }
 }
@@ -99,9 +126,10 @@ pub const NET_CHUNK_BYTES: usize = 1 << 20;
 ///
 /// | variable | meaning |
 /// |---|---|
-/// | `TNT_ALLREDUCE_ALGORITHM` | `auto`, `ring`, `rd`, `rabenseifner`, `one-shot`, `single-copy`: used when `algorithm` is `Auto` |
+/// | `TNT_ALLREDUCE_ALGORITHM` | `auto`, `ring`, `rd`, `rabenseifner`, `hierarchical`, `one-shot`, `single-copy`: used when `algorithm` is `Auto` |
 /// | `TNT_ALLREDUCE_SMALL_MAX` | bytes: recursive doubling up to this size |
 /// | `TNT_ALLREDUCE_RING_MIN` | bytes: ring from this size |
+/// | `TNT_ALLREDUCE_SINGLE_COPY_MIN` | bytes: single-copy from this size when all members share memory |
 /// | `TNT_ALLREDUCE_CHUNK` | bytes: pipelining chunk (ring, chain broadcast) |
 /// | `TNT_BROADCAST_TREE_MAX` | bytes: binomial-tree broadcast up to this size, chain above |
 ///
@@ -109,7 +137,7 @@ pub const NET_CHUNK_BYTES: usize = 1 << 20;
 #[derive(Clone, Debug)]
 pub struct Options {
     /// The allreduce algorithm; [`Algorithm::Auto`] (the default) picks one by message
-    /// size. Broadcasts ignore it.
+    /// size and by how the group's members sit on hosts. Broadcasts ignore it.
     pub algorithm: Algorithm,
     /// Where [`Algorithm::Auto`] switches algorithms.
     pub thresholds: Thresholds,
@@ -192,7 +220,7 @@ impl Options {
         if o.algorithm == Algorithm::Auto {
             if let Some(a) = env_value(
                 "TNT_ALLREDUCE_ALGORITHM",
-                "an allreduce algorithm (auto, ring, rd, rabenseifner, one-shot, single-copy)",
+                "an allreduce algorithm (auto, ring, rd, rabenseifner, hierarchical, one-shot, single-copy)",
                 Algorithm::parse,
             )? {
                 o.algorithm = a;
@@ -203,6 +231,9 @@ impl Options {
         }
         if let Some(v) = env_bytes("TNT_ALLREDUCE_RING_MIN")? {
             o.thresholds.ring_min = v;
+        }
+        if let Some(v) = env_bytes("TNT_ALLREDUCE_SINGLE_COPY_MIN")? {
+            o.thresholds.single_copy_min = v;
         }
         if let Some(v) = env_bytes("TNT_ALLREDUCE_CHUNK")? {
             o.chunk_bytes = Some(v);
@@ -216,19 +247,32 @@ impl Options {
         Ok(o)
     }
 
-    /// The algorithm for a vector of `bytes` on `ranks` ranks.
-    pub(crate) fn pick(&self, bytes: usize, ranks: usize, shared_memory: bool) -> Algorithm {
+    /// The algorithm for a vector of `bytes` over a group laid out on hosts as `hosts`
+    /// (member indices per host). `Auto` takes the hierarchical allreduce above
+    /// `small_max` when the group spans several hosts and some host holds several members
+    /// (otherwise it would be the flat algorithm with extra steps), and below it recursive
+    /// doubling for now; everything else by [`Thresholds`] as on one host.
+    ///
+    /// With `shared_memory` (every member reached through shared memory: one host), more
+    /// than two ranks and at least `single_copy_min` bytes, `Auto` takes single-copy.
+    pub(crate) fn pick(
+        &self,
+        bytes: usize,
+        hosts: &[Vec<usize>],
+        shared_memory: bool,
+    ) -> Algorithm {
+        let ranks: usize = hosts.iter().map(Vec::len).sum();
+        let layered = hosts.len() > 1 && hosts.iter().any(|m| m.len() > 1);
         match self.algorithm {
-            Algorithm::Auto if shared_memory && ranks > 2 && bytes >= self.thresholds.ring_min => {
+            Algorithm::Auto
+                if shared_memory && ranks > 2 && bytes >= self.thresholds.single_copy_min =>
+            {
                 Algorithm::SingleCopy
             }
-            Algorithm::Auto if ranks <= 2 && bytes > self.thresholds.small_max => {
-                // On two ranks Rabenseifner is the ring without its pipeline.
-                Algorithm::Ring
+            Algorithm::Auto if layered && bytes > self.thresholds.small_max => {
+                Algorithm::Hierarchical
             }
-            Algorithm::Auto if bytes <= self.thresholds.small_max => Algorithm::RecursiveDoubling,
-            Algorithm::Auto if bytes < self.thresholds.ring_min => Algorithm::Rabenseifner,
-            Algorithm::Auto => Algorithm::Ring,
+            Algorithm::Auto => self.thresholds.flat(bytes, ranks),
             a => a,
         }
     }
@@ -238,25 +282,99 @@ impl Options {
 mod tests {
     use super::*;
 
+    /// `ranks` members on one host.
+    fn one_host(ranks: usize) -> Vec<Vec<usize>> {
+        vec![(0..ranks).collect()]
+    }
+
     #[test]
     fn auto_picks_by_size() {
         let o = Options::default();
-        assert_eq!(o.pick(4 << 10, 4, false), Algorithm::RecursiveDoubling);
-        assert_eq!(o.pick(64 << 10, 4, false), Algorithm::RecursiveDoubling);
-        assert_eq!(o.pick(256 << 10, 4, false), Algorithm::Rabenseifner);
-        assert_eq!(o.pick(1 << 20, 3, false), Algorithm::Rabenseifner);
-        assert_eq!(o.pick(4 << 20, 4, false), Algorithm::Ring);
-        assert_eq!(o.pick(64 << 20, 4, false), Algorithm::Ring);
-        assert_eq!(o.pick(256 << 10, 2, false), Algorithm::Ring);
+        assert_eq!(
+            o.pick(4 << 10, &one_host(4), false),
+            Algorithm::RecursiveDoubling
+        );
+        assert_eq!(
+            o.pick(64 << 10, &one_host(4), false),
+            Algorithm::RecursiveDoubling
+        );
+        assert_eq!(
+            o.pick(256 << 10, &one_host(4), false),
+            Algorithm::Rabenseifner
+        );
+        assert_eq!(
+            o.pick(1 << 20, &one_host(3), false),
+            Algorithm::Rabenseifner
+        );
+        assert_eq!(o.pick(4 << 20, &one_host(4), false), Algorithm::Ring);
+        assert_eq!(o.pick(64 << 20, &one_host(4), false), Algorithm::Ring);
+        assert_eq!(o.pick(256 << 10, &one_host(2), false), Algorithm::Ring);
         let forced = Options {
             algorithm: Algorithm::Rabenseifner,
             ..Options::default()
         };
-        assert_eq!(forced.pick(8, 3, false), Algorithm::Rabenseifner);
+        assert_eq!(forced.pick(8, &one_host(3), false), Algorithm::Rabenseifner);
         // Ranks sharing memory reduce large vectors from each other's buffers.
-        assert_eq!(o.pick(64 << 20, 4, true), Algorithm::SingleCopy);
-        assert_eq!(o.pick(64 << 20, 2, true), Algorithm::Ring);
-        assert_eq!(o.pick(4 << 10, 4, true), Algorithm::RecursiveDoubling);
+        assert_eq!(o.pick(64 << 20, &one_host(4), true), Algorithm::SingleCopy);
+        assert_eq!(o.pick(1 << 20, &one_host(3), true), Algorithm::SingleCopy);
+        assert_eq!(
+            o.pick(256 << 10, &one_host(4), true),
+            Algorithm::Rabenseifner
+        );
+        assert_eq!(o.pick(64 << 20, &one_host(2), true), Algorithm::Ring);
+        assert_eq!(
+            o.pick(4 << 10, &one_host(4), true),
+            Algorithm::RecursiveDoubling
+        );
+    }
+
+    #[test]
+    fn auto_picks_hierarchical_across_hosts_with_several_ranks() {
+        let o = Options::default();
+        let two_by_two = vec![vec![0, 1], vec![2, 3]];
+        let uneven = vec![vec![0], vec![1, 2, 3, 4]];
+        for hosts in [&two_by_two, &uneven] {
+            assert_eq!(o.pick(64 << 20, hosts, false), Algorithm::Hierarchical);
+            assert_eq!(o.pick(1 << 20, hosts, false), Algorithm::Hierarchical);
+            assert_eq!(
+                o.pick((64 << 10) + 1, hosts, false),
+                Algorithm::Hierarchical
+            );
+            // Small vectors stay latency-bound: recursive doubling.
+            assert_eq!(o.pick(64 << 10, hosts, false), Algorithm::RecursiveDoubling);
+            assert_eq!(o.pick(0, hosts, false), Algorithm::RecursiveDoubling);
+        }
+        // One rank per host, or one host: nothing to gain, the flat rules.
+        let spread = vec![vec![0], vec![1], vec![2], vec![3]];
+        assert_eq!(o.pick(64 << 20, &spread, false), Algorithm::Ring);
+        assert_eq!(o.pick(1 << 20, &spread, false), Algorithm::Rabenseifner);
+        assert_eq!(o.pick(64 << 20, &one_host(4), false), Algorithm::Ring);
+        // The threshold moves with small_max; a forced algorithm is kept.
+        let later = Options {
+            thresholds: Thresholds {
+                small_max: 1 << 20,
+                ..Thresholds::default()
+            },
+            ..Options::default()
+        };
+        assert_eq!(
+            later.pick(1 << 20, &two_by_two, false),
+            Algorithm::RecursiveDoubling
+        );
+        assert_eq!(
+            later.pick(2 << 20, &two_by_two, false),
+            Algorithm::Hierarchical
+        );
+        let ring = Options {
+            algorithm: Algorithm::Ring,
+            ..Options::default()
+        };
+        assert_eq!(ring.pick(64 << 20, &two_by_two, false), Algorithm::Ring);
+        let hier = Options {
+            algorithm: Algorithm::Hierarchical,
+            ..Options::default()
+        };
+        assert_eq!(hier.pick(8, &one_host(3), false), Algorithm::Hierarchical);
     }
 
     #[test]
@@ -296,6 +414,11 @@ mod tests {
     fn algorithm_names_parse() {
         assert_eq!(Algorithm::parse("RD"), Some(Algorithm::RecursiveDoubling));
         assert_eq!(Algorithm::parse(" ring "), Some(Algorithm::Ring));
+        assert_eq!(
+            Algorithm::parse("Hierarchical"),
+            Some(Algorithm::Hierarchical)
+        );
+        assert_eq!(Algorithm::parse("hier"), Some(Algorithm::Hierarchical));
         assert_eq!(Algorithm::parse("bogus"), None);
     }
 }

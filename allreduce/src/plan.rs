@@ -2,13 +2,13 @@
 //! knows which schedule builder each [`Algorithm`] stands for, shared by the collective's
 //! setup and by anything that replays schedules without a runtime.
 
-use crate::options::Algorithm;
-use crate::schedule::{self, Schedule, Shape};
+use crate::options::{Algorithm, Thresholds};
+use crate::schedule::{self, Action, Schedule, Shape};
 
 /// What one rank replays for an allreduce.
 #[derive(Clone, Debug)]
 pub(crate) struct Plan {
-    /// Schedules the runs cycle through (two for recursive doubling, whose staging
+    /// Schedules the runs cycle through (two where recursive doubling runs, whose staging
     /// alternates between runs; one otherwise).
     pub schedules: Vec<Schedule>,
     /// The largest single write the schedules post, in bytes (checked against the
@@ -16,15 +16,23 @@ pub(crate) struct Plan {
     pub largest_send: usize,
 }
 
-/// The plan of `algorithm` for the rank and vector `shape` describes; `avg` divides the
-/// result by the number of ranks. `Auto` must have been resolved (it plans as the ring).
-pub(crate) fn allreduce_plan(algorithm: Algorithm, shape: &Shape, avg: bool) -> Plan {
+/// The plan of `algorithm` for the rank and vector `shape` describes, over a group laid out
+/// on hosts as `hosts` (member indices per host, partitioning the group: see
+/// `schedule::host_layout`); `avg` divides the result by the number of ranks. `Auto` must
+/// have been resolved (it plans as the ring). The hierarchical allreduce picks each shard's
+/// algorithm between hosts by `thresholds`, as [`Algorithm::Auto`] would for a vector of
+/// the shard's size on that many ranks.
+pub(crate) fn allreduce_plan(
+    algorithm: Algorithm,
+    shape: &Shape,
+    hosts: &[Vec<usize>],
+    thresholds: &Thresholds,
+    avg: bool,
+) -> Plan {
     let bytes = shape.count * shape.elem;
     match algorithm {
         Algorithm::RecursiveDoubling => Plan {
-            schedules: (0..2)
-                .map(|q| schedule::recursive_doubling(shape, avg, q))
-                .collect(),
+            schedules: (0..2).map(|q| flat(algorithm, shape, avg, q)).collect(),
             largest_send: bytes,
         },
         Algorithm::OneShot => Plan {
@@ -36,12 +44,53 @@ pub(crate) fn allreduce_plan(algorithm: Algorithm, shape: &Shape, avg: bool) -> 
             largest_send: 0,
         },
         Algorithm::Rabenseifner => Plan {
-            schedules: vec![schedule::rabenseifner(shape, avg)],
+            schedules: vec![flat(algorithm, shape, avg, 0)],
             largest_send: bytes / 2 + shape.elem,
         },
         Algorithm::Ring | Algorithm::Auto => Plan {
-            schedules: vec![schedule::ring(shape, avg)],
+            schedules: vec![flat(Algorithm::Ring, shape, avg, 0)],
             largest_send: 0,
         },
+        Algorithm::Hierarchical => {
+            let build = |parity: usize| {
+                let inter = move |sub: &Shape, avg: bool| {
+                    let alg = thresholds.flat(sub.count * sub.elem, sub.ranks);
+                    flat(alg, sub, avg, parity)
+                };
+                schedule::hierarchical(shape, hosts, avg, &inter)
+            };
+            let (even, odd) = (build(0), build(1));
+            // Two schedules only where an embedded recursive doubling alternates its slots.
+            let schedules = if odd.actions == even.actions {
+                vec![even]
+            } else {
+                vec![even, odd]
+            };
+            let largest_send = schedules
+                .iter()
+                .flat_map(|s| &s.actions)
+                .map(|a| match a {
+                    Action::Send { len, .. } => *len,
+                    _ => 0,
+                })
+                .max()
+                .unwrap_or(0);
+            Plan {
+                schedules,
+                largest_send,
+            }
+        }
+    }
+}
+
+/// The schedule of a flat `algorithm` (`parity` alternates recursive doubling's slots).
+fn flat(algorithm: Algorithm, shape: &Shape, avg: bool, parity: usize) -> Schedule {
+    match algorithm {
+        Algorithm::RecursiveDoubling => schedule::recursive_doubling(shape, avg, parity),
+        Algorithm::Rabenseifner => schedule::rabenseifner(shape, avg),
+        Algorithm::OneShot => schedule::one_shot(shape, avg, parity),
+        Algorithm::SingleCopy => schedule::single_copy(shape, avg),
+        // Hierarchical never nests (a shard's group has one rank per host).
+        Algorithm::Ring | Algorithm::Auto | Algorithm::Hierarchical => schedule::ring(shape, avg),
     }
 }

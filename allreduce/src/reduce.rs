@@ -29,9 +29,24 @@ pub struct Allreduce<T: Element> {
 }
 
 /// The second word of the setup signature the members compare (see `setup.rs`): which
-/// collective (`kind`), element type, reduction, algorithm and one word more, a byte each.
-fn kind_signature(kind: u64, dtype: u64, reduction: u64, alg: u64, extra: u64) -> u64 {
-    kind | dtype << 8 | reduction << 16 | alg << 24 | extra << 32
+/// collective (`kind`), element type, reduction and algorithm, a byte each, and 32 bits
+/// more (`extra`).
+fn kind_signature(kind: u64, dtype: u64, reduction: u64, alg: u64, extra: u32) -> u64 {
+    kind | dtype << 8 | reduction << 16 | alg << 24 | u64::from(extra) << 32
+}
+
+/// 32 bits standing for a layout of members on hosts (FNV-1a over the hosts' sizes and
+/// members), for the setup signature: members that see different layouts would build
+/// schedules that do not fit together (the hierarchical allreduce, and `Auto`'s choice), so
+/// they fail setup together with `SetupMismatch` instead of waiting on each other.
+fn layout_digest(hosts: &[Vec<usize>]) -> u32 {
+    let words = hosts
+        .iter()
+        .flat_map(|m| std::iter::once(usize::MAX - m.len()).chain(m.iter().copied()));
+    let h = words.fold(0xcbf29ce484222325u64, |h, w| {
+        (h ^ w as u64).wrapping_mul(0x100000001b3)
+    });
+    (h ^ h >> 32) as u32
 }
 
 impl<T: Element> Allreduce<T> {
@@ -46,10 +61,10 @@ impl<T: Element> Allreduce<T> {
         options: Options,
     ) -> Result<Self> {
         let options = options.resolved()?;
-        let (members, shape) = shape_of::<T>(ctx, group, count, &options)?;
+        let (members, shape, hosts) = shape_of::<T>(ctx, group, count, &options)?;
         let bytes = count * shape.elem;
         let shared_memory = all_shared_memory(ctx, &members);
-        let algorithm = options.pick(bytes, shape.ranks, shared_memory);
+        let algorithm = options.pick(bytes, &hosts, shared_memory);
         if algorithm == Algorithm::SingleCopy && !shared_memory {
             return Err(Error::AlgorithmUnavailable {
                 algorithm,
@@ -57,10 +72,16 @@ impl<T: Element> Allreduce<T> {
             });
         }
         let avg = reduction == Reduction::Avg;
-        let plan = allreduce_plan(algorithm, &shape, avg);
+        let plan = allreduce_plan(algorithm, &shape, &hosts, &options.thresholds, avg);
         let signature = [
             count as u64,
-            kind_signature(1, T::DATA_TYPE as u64, reduction as u64, algorithm.tag(), 0),
+            kind_signature(
+                1,
+                T::DATA_TYPE as u64,
+                reduction as u64,
+                algorithm.tag(),
+                layout_digest(&hosts),
+            ),
             shape.chunk_bytes as u64,
         ];
         let inner = Collective::new(
@@ -87,7 +108,8 @@ impl<T: Element> Allreduce<T> {
         self.inner.count()
     }
 
-    /// The algorithm in use (never `Auto`).
+    /// The algorithm in use (never `Auto`): what [`Options::algorithm`] asked for, or what
+    /// `Auto` picked for this size and layout of the group on hosts.
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm
     }
@@ -127,5 +149,29 @@ impl<T: Element> Allreduce<T> {
     /// The result of the last completed run.
     pub fn output(&self) -> Result<&[T]> {
         self.inner.output()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_have_different_digests() {
+        let layouts = [
+            vec![vec![0, 1], vec![2, 3]],
+            vec![vec![0, 2], vec![1, 3]],
+            vec![vec![0, 1, 2], vec![3]],
+            vec![vec![0], vec![1, 2, 3]],
+            vec![vec![0, 1, 2, 3]],
+            vec![vec![0], vec![1], vec![2], vec![3]],
+        ];
+        let digests: Vec<u32> = layouts.iter().map(|l| layout_digest(l)).collect();
+        for (i, a) in digests.iter().enumerate() {
+            for b in &digests[i + 1..] {
+                assert_ne!(a, b, "{layouts:?}");
+            }
+        }
+        assert_eq!(digests[0], layout_digest(&[vec![0, 1], vec![2, 3]]));
     }
 }

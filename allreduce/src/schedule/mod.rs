@@ -5,10 +5,12 @@
 //! delivery (see `schedule/tests.rs`).
 //!
 //! One file per algorithm: [`ring()`], [`recursive_doubling()`], [`rabenseifner()`],
-//! [`one_shot()`], [`single_copy()`], [`broadcast_tree()`], [`broadcast_chain()`]; what they
-//! share is in `action.rs` (the vocabulary of a schedule), `shape.rs` (the collective's
-//! dimensions and layout helpers) and `fold.rs` (non-power-of-two groups for the two
-//! algorithms that pair ranks by bits).
+//! [`hierarchical()`], [`one_shot()`], [`single_copy()`], [`broadcast_tree()`],
+//! [`broadcast_chain()`]; what they share is in `action.rs` (the vocabulary of a schedule),
+//! `shape.rs` (the collective's dimensions and layout helpers), `fold.rs` (non-power-of-two
+//! groups for the two algorithms that pair ranks by bits) and `embed.rs` (running one
+//! algorithm's schedule among a subset of the group, as the hierarchical allreduce does
+//! between hosts).
 //!
 //! Segment layout: `[data | staging]`. `data` holds the user's `count` elements (input and,
 //! in place, the result); `staging` receives partial results that are reduced into `data`.
@@ -24,7 +26,9 @@
 mod action;
 mod broadcast_chain;
 mod broadcast_tree;
+mod embed;
 mod fold;
+mod hierarchical;
 mod one_shot;
 mod rabenseifner;
 mod recursive_doubling;
@@ -35,6 +39,7 @@ mod single_copy;
 pub(crate) use action::{Action, Schedule};
 pub(crate) use broadcast_chain::broadcast_chain;
 pub(crate) use broadcast_tree::broadcast_tree;
+pub(crate) use hierarchical::{hierarchical, host_layout};
 pub(crate) use one_shot::one_shot;
 pub(crate) use rabenseifner::rabenseifner;
 pub(crate) use recursive_doubling::recursive_doubling;

@@ -226,8 +226,6 @@ fn value(rank: usize, run: usize, j: usize) -> i64 {
     }
 }
 
-type Builder = fn(&Shape, bool) -> Vec<Schedule>;
-
 fn shapes(p: usize, count: usize, chunk: usize, staging: usize) -> impl Iterator<Item = Shape> {
     (0..p).map(move |me| Shape {
         me,
@@ -242,7 +240,7 @@ fn shapes(p: usize, count: usize, chunk: usize, staging: usize) -> impl Iterator
 
 fn check_allreduce(
     name: &str,
-    build: Builder,
+    build: impl Fn(&Shape, bool) -> Vec<Schedule>,
     p: usize,
     count: usize,
     chunk: usize,
@@ -253,7 +251,7 @@ fn check_allreduce(
 
 fn check_allreduce_staged(
     name: &str,
-    build: Builder,
+    build: impl Fn(&Shape, bool) -> Vec<Schedule>,
     p: usize,
     count: usize,
     chunk: usize,
@@ -390,6 +388,186 @@ fn ring_staging_is_a_few_slots_whatever_the_message() {
         assert!(reduces >= 32, "p={p}: {reduces} chunks");
         assert_eq!(credits, reduces - 4, "p={p}");
     }
+}
+
+/// Layouts of the hierarchical tests: even, uneven both ways, interleaved placement, one
+/// host, one rank per host, three hosts.
+const LAYOUTS: [&[&[usize]]; 8] = [
+    &[&[0, 1], &[2, 3]],
+    &[&[0, 1, 2], &[3, 4]],
+    &[&[0], &[1, 2, 3, 4]],
+    &[&[0, 2], &[1, 3]],
+    &[&[0, 1, 2, 3]],
+    &[&[0], &[1], &[2]],
+    &[&[0, 1], &[2, 3], &[4, 5]],
+    &[&[0, 3], &[1, 4], &[2]],
+];
+
+fn layout(hosts: &[&[usize]]) -> Vec<Vec<usize>> {
+    hosts.iter().map(|m| m.to_vec()).collect()
+}
+
+/// An inter-host builder: a flat allreduce given its shape, `avg` and the run's parity.
+type Inter = fn(&Shape, bool, usize) -> Schedule;
+
+const INTERS: [(&str, Inter); 3] = [
+    ("ring", |sh, avg, _| ring(sh, avg)),
+    ("rd", recursive_doubling),
+    ("rabenseifner", |sh, avg, _| rabenseifner(sh, avg)),
+];
+
+/// The hierarchical schedules of both parities (recursive doubling between hosts
+/// alternates its slots from run to run).
+fn hier(hosts: &[Vec<usize>], inter: Inter) -> impl Fn(&Shape, bool) -> Vec<Schedule> + '_ {
+    move |sh, avg| {
+        (0..2)
+            .map(|q| hierarchical(sh, hosts, avg, &|sub: &Shape, avg| inter(sub, avg, q)))
+            .collect()
+    }
+}
+
+const OPS: [Reduction; 5] = [
+    Reduction::Sum,
+    Reduction::Max,
+    Reduction::Min,
+    Reduction::Prod,
+    Reduction::Avg,
+];
+
+#[test]
+fn hierarchical_reduces_every_layout() {
+    for hosts in LAYOUTS.map(layout) {
+        let p = hosts.iter().map(Vec::len).sum();
+        let name = format!("hierarchical {hosts:?}");
+        for count in COUNTS {
+            for (inter_name, inter) in INTERS {
+                for op in OPS {
+                    let name = format!("{name} over {inter_name}");
+                    check_allreduce(&name, hier(&hosts, inter), p, count, 16, op);
+                }
+            }
+            // Intra-host chunks of one and three elements, two and three ring slots.
+            for chunk in [8, 24] {
+                for staging in [0, 3 * chunk] {
+                    check_allreduce_staged(
+                        &name,
+                        hier(&hosts, INTERS[0].1),
+                        p,
+                        count,
+                        chunk,
+                        staging,
+                        Reduction::Sum,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Through the plan, as the collective builds it: each shard's algorithm between hosts
+/// picked by its size (thresholds low enough that the counts here meet all three).
+#[test]
+fn hierarchical_plan_mixes_algorithms_between_hosts() {
+    use crate::options::{Algorithm, Thresholds};
+    use crate::plan::allreduce_plan;
+    let thresholds = Thresholds {
+        small_max: 64,
+        ring_min: 1024,
+        single_copy_min: usize::MAX,
+    };
+    for hosts in LAYOUTS.map(layout) {
+        let p = hosts.iter().map(Vec::len).sum();
+        for count in [5, 17, 40, 150, 1003] {
+            for op in [Reduction::Sum, Reduction::Avg] {
+                check_allreduce(
+                    &format!("plan {hosts:?}"),
+                    |sh, avg| {
+                        allreduce_plan(Algorithm::Hierarchical, sh, &hosts, &thresholds, avg)
+                            .schedules
+                    },
+                    p,
+                    count,
+                    64,
+                    op,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn hierarchical_keeps_notification_ids_within_the_limit() {
+    for hosts in LAYOUTS.map(layout) {
+        let p = hosts.iter().map(Vec::len).sum();
+        for (name, inter) in INTERS {
+            for me in 0..p {
+                let sh = Shape {
+                    me,
+                    ranks: p,
+                    count: 1 << 20,
+                    elem: 4,
+                    chunk_bytes: 8,
+                    notif_limit: 1000,
+                    ring_staging_bytes: RING_STAGING_BYTES,
+                };
+                let s = hierarchical(&sh, &hosts, false, &|sub: &Shape, avg| inter(sub, avg, 0));
+                assert!(
+                    s.notifications <= 1000,
+                    "{hosts:?} {name}: {}",
+                    s.notifications
+                );
+            }
+        }
+    }
+}
+
+/// Staging: the reduce-scatter slots of the shards a rank owns (under the vector) and each
+/// shard's ring slots between hosts; what crosses hosts is only the shards.
+#[test]
+fn hierarchical_staging_and_traffic_are_bounded() {
+    let hosts = vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]];
+    let data = 64 << 20;
+    for me in 0..8 {
+        let sh = Shape {
+            me,
+            ranks: 8,
+            count: data / 4,
+            elem: 4,
+            chunk_bytes: 1 << 20,
+            notif_limit: 65536,
+            ring_staging_bytes: RING_STAGING_BYTES,
+        };
+        let s = hierarchical(&sh, &hosts, false, &|sub: &Shape, avg| ring(sub, avg));
+        assert!(
+            s.segment_bytes <= data + 3 * data / 4 + 4 * RING_STAGING_BYTES + 4096,
+            "rank {me}: {} bytes",
+            s.segment_bytes
+        );
+        let off_host: usize = s
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Send { to, len, .. } if (*to < 4) != (me < 4) => Some(*len),
+                _ => None,
+            })
+            .sum();
+        // A ring of two hosts over a quarter of the vector: the quarter, once.
+        assert_eq!(off_host, data / 4, "rank {me}");
+    }
+}
+
+#[test]
+fn host_layouts_partition_the_group() {
+    assert_eq!(
+        host_layout(vec![vec![0, 1], vec![2, 3]], 4),
+        [vec![0, 1], vec![2, 3]]
+    );
+    // Out of range, repeated and empty entries go; members no host lists get their own.
+    assert_eq!(
+        host_layout(vec![vec![0, 7, 0], vec![], vec![2]], 4),
+        [vec![0], vec![2], vec![1], vec![3]]
+    );
+    assert_eq!(host_layout(Vec::new(), 2), [vec![0], vec![1]]);
 }
 
 #[test]

@@ -27,6 +27,8 @@ pub enum Algo {
     Rd,
     /// Recursive halving, then doubling
     Rabenseifner,
+    /// Inside each host, then between hosts, then inside each host again
+    Hierarchical,
     /// Every rank sends to every other, one step
     OneShot,
     /// Reduce from the peers' buffers in place (one host)
@@ -41,6 +43,7 @@ impl Algo {
             Algo::Ring => "ring",
             Algo::Rd => "rd",
             Algo::Rabenseifner => "rabenseifner",
+            Algo::Hierarchical => "hierarchical",
             Algo::OneShot => "one-shot",
             Algo::SingleCopy => "single-copy",
         }
@@ -54,6 +57,7 @@ impl From<Algo> for Algorithm {
             Algo::Ring => Algorithm::Ring,
             Algo::Rd => Algorithm::RecursiveDoubling,
             Algo::Rabenseifner => Algorithm::Rabenseifner,
+            Algo::Hierarchical => Algorithm::Hierarchical,
             Algo::OneShot => Algorithm::OneShot,
             Algo::SingleCopy => Algorithm::SingleCopy,
         }
