@@ -78,7 +78,7 @@ pub enum Error {
     #[error("allreduce algorithm {algorithm:?} cannot run on this group: {why}")]
     AlgorithmUnavailable {
         /// The algorithm asked for.
-        algorithm: crate::Algorithm,
+        algorithm: crate::algorithm::Algorithm,
         /// What it needs that the group lacks.
         why: &'static str,
     },

@@ -40,6 +40,7 @@
 //!
 //! Algorithms and their thresholds are described on [`Options`] and in `docs/allreduce.md`.
 
+mod algorithm;
 mod broadcast;
 mod collective;
 mod driver;
@@ -60,11 +61,12 @@ use std::sync::Arc;
 
 use gaspi::{Context, Group, Rank, Timeout};
 
+pub use algorithm::Algorithm;
 pub use broadcast::Broadcast;
 pub use element::{DataType, Element};
 pub use error::{Error, Result};
 pub use half::{bf16, f16};
-pub use options::{Algorithm, Driver, Options, Thresholds, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
+pub use options::{Driver, Options, Thresholds, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
 pub use reduce::Allreduce;
 pub use reduction::Reduction;
 

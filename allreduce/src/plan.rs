@@ -2,7 +2,8 @@
 //! knows which schedule builder each [`Algorithm`] stands for, shared by the collective's
 //! setup and by anything that replays schedules without a runtime.
 
-use crate::options::{Algorithm, Thresholds};
+use crate::algorithm::Algorithm;
+use crate::options::Thresholds;
 use crate::schedule::{self, Action, Schedule, Shape};
 
 /// What one rank replays for an allreduce.

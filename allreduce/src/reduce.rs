@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use gaspi::{Context, Group, Timeout};
 
+use crate::algorithm::Algorithm;
 use crate::collective::{all_shared_memory, shape_of, Collective};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::options::{Algorithm, Options};
+use crate::options::Options;
 use crate::plan::allreduce_plan;
 use crate::reduction::Reduction;
 

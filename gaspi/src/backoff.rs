@@ -1,6 +1,27 @@
-//! How the verbs paths wait: completions and RDMA writes wake nobody, so waiters poll.
+//! How waiters poll: how long every wait spins (`spin_for`), and the backoff of the verbs
+//! paths, whose completions and RDMA writes wake nobody.
 
 use std::time::{Duration, Instant};
+
+/// How long a waiter polls before it yields. The spin catches a reply from a peer with a
+/// core of its own (shared-memory round trips take a few µs) and is short so as not to steal
+/// a shared core from the peer or the TCP progress thread (a `pause` costs ~25 ns on current
+/// x86, so this is time-based).
+///
+/// A host with more ranks than cores skips the spin (see [`spin_for`]): there the peer a
+/// waiter spins for is usually waiting for the waiter's core, and every spin is lost time.
+pub(crate) const SPIN_FOR: Duration = Duration::from_micros(20);
+/// How long waits on this rank spin before they yield: [`SPIN_FOR`], or nothing when the
+/// host runs more ranks than this process may use cores (oversubscribed, as `mpirun
+/// --oversubscribe` jobs are; Open MPI then yields at once too).
+pub(crate) fn spin_for(ranks_on_host: usize) -> Duration {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if ranks_on_host > cores {
+        Duration::ZERO
+    } else {
+        SPIN_FOR
+    }
+}
 
 /// Waits without burning a core: spin, then yield, then short naps. RDMA writes wake
 /// nobody, so pollers nap briefly instead of sleeping on a futex.
@@ -47,6 +68,14 @@ pub(crate) fn nap_for(waited: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waits_spin_only_when_every_rank_of_the_host_has_a_core() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(spin_for(1), SPIN_FOR);
+        assert_eq!(spin_for(cores), SPIN_FOR);
+        assert_eq!(spin_for(cores + 1), Duration::ZERO);
+    }
 
     #[test]
     fn naps_after_spinning_and_never_past_the_deadline() {

@@ -50,7 +50,7 @@ pub(crate) struct Shared {
     pub routes: Arc<Routes>,
     /// Which ranks share a host.
     pub topology: Topology,
-    /// How long waits spin before they yield (`notify::spin_for`).
+    /// How long waits spin before they yield (`backoff::spin_for`).
     pub wait_spin: Duration,
     /// Queue pairs to the peers reached over verbs.
     pub verbs: Option<VerbsTransport>,
@@ -227,7 +227,7 @@ impl Context {
             segments,
             state,
             routes,
-            wait_spin: crate::notify::spin_for(topology.ranks_on_host_of(me)),
+            wait_spin: crate::backoff::spin_for(topology.ranks_on_host_of(me)),
             topology,
             verbs,
             rpc,

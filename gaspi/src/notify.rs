@@ -11,32 +11,12 @@ use crate::error::{Error, Result};
 use crate::memory::segment_memory::SegmentMemory;
 use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
 
-/// How long a waiter polls before it yields, and then before it sleeps. The spin catches a
-/// reply from a peer with a core of its own (shared-memory round trips take a few µs) and is
-/// short so as not to steal a shared core from the peer or the TCP progress thread (a
-/// `pause` costs ~25 ns on current x86, so this is time-based). Yielding lets any runnable
-/// thread have the core, and lasts longer than a futex wake-up takes to be scheduled, so two
-/// ranks that answer each other do not both fall into sleeping and pay that latency on
-/// every message.
-///
-/// A host with more ranks than cores skips the spin (see [`spin_for`]): there the peer a
-/// waiter spins for is usually waiting for the waiter's core, and every spin is lost time.
-const SPIN_FOR: Duration = Duration::from_micros(20);
+/// How long a waiter yields before it sleeps (after its spin, `backoff::spin_for`): longer
+/// than a futex wake-up takes to be scheduled, so two ranks that answer each other do not
+/// both fall into sleeping and pay that latency on every message.
 const YIELD_FOR: Duration = Duration::from_micros(250);
 /// A sleeping waiter re-checks at least this often (defensive; every change also wakes it).
 const MAX_SLEEP: Duration = Duration::from_millis(200);
-
-/// How long waits on this rank spin before they yield: [`SPIN_FOR`], or nothing when the
-/// host runs more ranks than this process may use cores (oversubscribed, as `mpirun
-/// --oversubscribe` jobs are; Open MPI then yields at once too).
-pub(crate) fn spin_for(ranks_on_host: usize) -> Duration {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if ranks_on_host > cores {
-        Duration::ZERO
-    } else {
-        SPIN_FOR
-    }
-}
 
 /// Which peers' failure ends a wait.
 pub(crate) enum Watch<'a> {
@@ -206,18 +186,5 @@ impl Context {
             return Err(Error::PeerFailed { rank });
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn waits_spin_only_when_every_rank_of_the_host_has_a_core() {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        assert_eq!(spin_for(1), SPIN_FOR);
-        assert_eq!(spin_for(cores), SPIN_FOR);
-        assert_eq!(spin_for(cores + 1), Duration::ZERO);
     }
 }

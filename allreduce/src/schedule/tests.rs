@@ -468,7 +468,8 @@ fn hierarchical_reduces_every_layout() {
 /// picked by its size (thresholds low enough that the counts here meet all three).
 #[test]
 fn hierarchical_plan_mixes_algorithms_between_hosts() {
-    use crate::options::{Algorithm, Thresholds};
+    use crate::algorithm::Algorithm;
+    use crate::options::Thresholds;
     use crate::plan::allreduce_plan;
     let thresholds = Thresholds {
         small_max: 64,
