@@ -3,7 +3,7 @@
 /// Allreduce algorithm.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Algorithm {
-    /// Chosen by message size (see [`Thresholds`]).
+    /// Chosen by message size (see [`Thresholds`](crate::Thresholds)).
     #[default]
     Auto,
     /// Pipelined ring: bandwidth-optimal, `2(p-1)` steps.
