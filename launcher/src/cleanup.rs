@@ -75,6 +75,7 @@ pub fn run(cli: &Cli) -> Result<i32> {
                 .and_then(|cmd| {
                     let limit = grace + Duration::from_secs(30);
                     crate::spawn::ssh::run_remote(&rec.ssh, h, &cmd, limit)
+                        .map_err(|e| e.to_string())
                 });
             if let Err(e) = done {
                 eprintln!("tarantella: warning: cleanup on {h} failed: {e}");

@@ -125,6 +125,15 @@ pub enum Error {
         /// What failed there.
         source: std::io::Error,
     },
+    /// Rank 0's host, which is asked for free ports before any rank starts, could not be
+    /// reached by ssh (or refused the login).
+    #[error("host {host} could not be reached by ssh (status 255): {said}")]
+    SshUnreachable {
+        /// The host, as the hostfile or `-H` names it.
+        host: String,
+        /// ssh's own message (its last line on stderr), such as "Connection refused".
+        said: String,
+    },
     /// No free port could be found on rank 0's (remote) host for the rendezvous.
     #[error("no free port for the rendezvous on {host}: {msg}")]
     NoPort {

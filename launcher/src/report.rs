@@ -4,7 +4,28 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use crate::spawn::{Tails, TAIL_LINES};
+use crate::spawn::ssh::last_line;
+use crate::spawn::{RankStatus, Tails, TAIL_LINES};
+
+/// The summary's first line when `label` (rank `rank` on `host`) failed first with `status`.
+/// A rank whose host ssh could not reach never ran: the line names the host and gives ssh's
+/// own reason (the last line the ssh client wrote, in `tails`), so that it does not read as
+/// a failure of the program.
+pub fn first_failure(
+    job: &str,
+    label: &str,
+    (rank, host): (Option<usize>, &str),
+    status: &RankStatus,
+    tails: &Tails,
+) -> String {
+    match (status, rank) {
+        (RankStatus::SshUnreachable, Some(rank)) => format!(
+            "tarantella: job {job} failed: host {host} {status}, so rank {rank} did not start: {}",
+            last_line(&tails.stderr.lines().join("\n"))
+        ),
+        _ => format!("tarantella: job {job} failed: {label} {status} (first failure)"),
+    }
+}
 
 /// The most bytes read back from the end of a Slurm rank's log: plenty for
 /// [`TAIL_LINES`] lines of ordinary output, and bounded whatever the log's size.
@@ -110,6 +131,40 @@ mod tests {
         assert_eq!(
             silent,
             ["tarantella: rank 2 on h wrote nothing on stdout or stderr"]
+        );
+    }
+
+    #[test]
+    fn an_unreachable_host_is_named_with_what_ssh_said() {
+        let said = tails(
+            &[],
+            &[
+                "Warning: Permanently added 'h' to the list of known hosts.",
+                "ssh: connect to host h port 22: Connection refused",
+            ],
+        );
+        let line = first_failure(
+            "j1",
+            "rank 1 on h",
+            (Some(1), "h"),
+            &RankStatus::SshUnreachable,
+            &said,
+        );
+        assert_eq!(
+            line,
+            "tarantella: job j1 failed: host h could not be reached by ssh (status 255), so rank 1 \
+             did not start: ssh: connect to host h port 22: Connection refused"
+        );
+        let exited = first_failure(
+            "j1",
+            "rank 1 on h",
+            (Some(1), "h"),
+            &RankStatus::Exited(3),
+            &said,
+        );
+        assert_eq!(
+            exited,
+            "tarantella: job j1 failed: rank 1 on h exited with status 3 (first failure)"
         );
     }
 

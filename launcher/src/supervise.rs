@@ -45,7 +45,9 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
     // After this job's directory exists, so that it counts among those kept.
     prune::old_runs(&plan.run_layout, &plan.run_dir, plan.keep_runs);
     if let Err(e) = prepare(plan, &ssh, &dir) {
-        finish(plan, &ssh, &dir);
+        // Nothing has started on any host yet (a host ssh cannot reach fails here, when
+        // rank 0's ports are asked for): only the job record to close.
+        dir.finish();
         return Err(e);
     }
     if plan.nranks > 1 && !plan.show_all_output {
@@ -63,7 +65,7 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
         match spawn::slurm::spawn(plan) {
             Ok(p) => procs.push(p),
             Err(e) => {
-                finish(plan, &ssh, &dir);
+                finish(plan, &ssh, &dir, &[]);
                 return Err(e);
             }
         }
@@ -108,7 +110,7 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
             }
             Err(e) => {
                 teardown(&mut procs, plan.grace, &rx, &mut dir);
-                finish(plan, &ssh, &dir);
+                finish(plan, &ssh, &dir, &unreached_hosts(&procs));
                 return Err(e);
             }
         }
@@ -136,7 +138,7 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
         _ => Snapshot::default(),
     };
     teardown(&mut procs, plan.grace, &rx, &mut dir);
-    finish(plan, &ssh, &dir);
+    finish(plan, &ssh, &dir, &unreached_hosts(&procs));
     Ok(match outcome {
         Outcome::Done => 0,
         Outcome::Failed { idx, label, status } => {
@@ -175,10 +177,13 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
                 });
             match culprit {
                 Some(c) => report_culprit(&plan.job_id, &procs, &c, &label, &status),
-                None => eprintln!(
-                    "tarantella: job {} failed: {label} {status} (first failure)",
-                    plan.job_id
-                ),
+                None => {
+                    let p = &procs[idx];
+                    let first = (p.rank, p.host.as_str());
+                    let line =
+                        report::first_failure(&plan.job_id, &label, first, &status, &p.tails);
+                    eprintln!("{line}");
+                }
             }
             for line in why {
                 eprintln!("{line}");
@@ -388,11 +393,34 @@ fn drain_output(procs: &[Proc], grace: Duration) {
     }
 }
 
-/// Removes the job's shared-memory files on every host and closes the job record.
-fn finish(plan: &Plan, ssh: &[String], dir: &JobDir) {
+/// The ssh hosts where every rank ended [`RankStatus::SshUnreachable`]: nothing of the job got
+/// there, and asking them again to clean up would only fail again.
+fn unreached_hosts(procs: &[Proc]) -> Vec<String> {
+    let mut hosts: Vec<String> = procs
+        .iter()
+        .filter(|p| p.status == Some(RankStatus::SshUnreachable))
+        .map(|p| p.host.clone())
+        .collect();
+    hosts.retain(|h| {
+        procs
+            .iter()
+            .filter(|p| &p.host == h)
+            .all(|p| p.status == Some(RankStatus::SshUnreachable))
+    });
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}
+
+/// Removes the job's shared-memory files on every host but the `unreached` ones and closes
+/// the job record.
+fn finish(plan: &Plan, ssh: &[String], dir: &JobDir, unreached: &[String]) {
     let hosts = plan.hosts();
+    let hosts = hosts
+        .iter()
+        .filter(|h| h.as_ref().is_none_or(|h| !unreached.contains(h)));
     std::thread::scope(|s| {
-        for h in &hosts {
+        for h in hosts {
             s.spawn(move || match h {
                 None => cleanup::remove_local_shm(&plan.job_id),
                 Some(h) => {

@@ -21,6 +21,10 @@ pub use tail::{Tail, Tails, TAIL_LINES};
 
 use crate::plan::{env, Plan, RankPlan};
 
+/// The status ssh exits with when it failed itself (no connection, the login refused, ...),
+/// rather than passing on the remote command's.
+pub const SSH_FAILED: i32 = 255;
+
 /// Marks the control lines that the remote wrapper writes on stderr (`\x1eTNT pid 123`).
 pub const CONTROL_MARK: &[u8] = b"\x1eTNT ";
 
@@ -43,7 +47,11 @@ pub enum RankStatus {
     Exited(i32),
     /// It was killed by this signal.
     Signaled(i32),
-    /// The ssh connection failed before the rank could report (ssh's own exit status).
+    /// ssh failed before the wrapper on the host started ([`SSH_FAILED`]): the host
+    /// could not be reached or refused the login, and the rank never ran.
+    SshUnreachable,
+    /// The ssh connection failed after the wrapper started, before the rank could report
+    /// (ssh's own exit status).
     SshFailed(i32),
 }
 
@@ -81,7 +89,9 @@ impl std::fmt::Display for RankStatus {
                 let name = Signal::try_from(s).map(|s| s.as_str()).unwrap_or("unknown");
                 write!(f, "was killed by signal {s} ({name})")
             }
-            RankStatus::SshFailed(255) => write!(f, "could not be reached by ssh (status 255)"),
+            RankStatus::SshUnreachable => {
+                write!(f, "could not be reached by ssh (status {})", SSH_FAILED)
+            }
             RankStatus::SshFailed(c) => write!(f, "lost its ssh connection (ssh status {c})"),
         }
     }
@@ -189,7 +199,11 @@ impl Proc {
         }
         match &self.kind {
             Kind::Local | Kind::Slurm => self.status = Some(RankStatus::from_exit(st)),
-            Kind::Ssh { remote_exit, .. } => {
+            Kind::Ssh {
+                remote_exit,
+                remote_pid,
+                ..
+            } => {
                 // The wrapper's exit line arrives on stderr; wait for that stream to close
                 // (bounded), then decide.
                 let streams_done = self.open_streams.count() == 0;
@@ -204,7 +218,11 @@ impl Proc {
                         RankStatus::Exited(r)
                     }
                 } else {
+                    // The wrapper reports the rank's PID first thing: without it, ssh never
+                    // got as far as the host.
+                    let started = remote_pid.load(Ordering::Acquire) >= 0;
                     match RankStatus::from_exit(st) {
+                        RankStatus::Exited(SSH_FAILED) if !started => RankStatus::SshUnreachable,
                         RankStatus::Exited(c) => RankStatus::SshFailed(c),
                         other => other,
                     }

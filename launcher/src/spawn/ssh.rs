@@ -20,6 +20,7 @@ use gaspi::env as genv;
 
 use super::{
     dry_run_command, dry_run_heading, pump, Control, Event, Kind, OpenStreams, Proc, Sink, Tails,
+    SSH_FAILED,
 };
 use crate::error::{Error, Result};
 use crate::plan::Plan;
@@ -238,7 +239,7 @@ pub fn run_remote(
     host: &str,
     remote: &str,
     limit: Duration,
-) -> Result<String, String> {
+) -> Result<String, RemoteError> {
     let line = command_line(base, host, remote);
     let mut child = Command::new(&line[0])
         .args(&line[1..])
@@ -246,7 +247,7 @@ pub fn run_remote(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", line[0]))?;
+        .map_err(|e| RemoteError::Failed(format!("cannot run {}: {e}", line[0])))?;
     let (out, err) = (child.stdout.take(), child.stderr.take());
     let read = |s: Option<std::process::ChildStdout>| {
         std::thread::spawn(move || {
@@ -273,7 +274,9 @@ pub fn run_remote(
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("ssh {host} did not finish within {limit:?}"));
+                return Err(RemoteError::Failed(format!(
+                    "ssh {host} did not finish within {limit:?}"
+                )));
             }
         }
     };
@@ -283,9 +286,49 @@ pub fn run_remote(
     );
     if status.success() {
         Ok(out)
+    } else if status.code() == Some(SSH_FAILED) {
+        Err(RemoteError::Unreachable(last_line(&err)))
     } else {
-        Err(format!("ssh {host} failed ({status}): {}", err.trim()))
+        Err(RemoteError::Failed(format!(
+            "ssh {host} failed ({status}): {}",
+            err.trim()
+        )))
     }
+}
+
+/// Why a command run on another host through ssh ([`run_remote`]) failed.
+#[derive(Debug)]
+pub enum RemoteError {
+    /// ssh failed itself ([`SSH_FAILED`]): the host could not be reached or refused the
+    /// login. ssh's own message says which.
+    Unreachable(String),
+    /// ssh could not be started, or the command failed on the host or overran.
+    Failed(String),
+}
+
+impl std::fmt::Display for RemoteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RemoteError::Unreachable(said) => {
+                write!(
+                    f,
+                    "could not be reached by ssh (status {SSH_FAILED}): {said}"
+                )
+            }
+            RemoteError::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+/// What ssh said when it failed: the last line it wrote on stderr (its own error comes
+/// after any warnings).
+pub fn last_line(stderr: &str) -> String {
+    stderr
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or("ssh wrote nothing on stderr")
+        .to_string()
 }
 
 /// Picks `count` distinct ports on `host` that nothing uses, from the host's TCP tables.
@@ -296,9 +339,15 @@ pub fn free_remote_ports(base: &[String], host: &str, count: usize) -> Result<Ve
         "cat /proc/sys/net/ipv4/ip_local_port_range /proc/net/tcp /proc/net/tcp6 2>/dev/null",
         Duration::from_secs(30),
     )
-    .map_err(|msg| Error::NoPort {
-        host: host.to_string(),
-        msg,
+    .map_err(|e| match e {
+        RemoteError::Unreachable(said) => Error::SshUnreachable {
+            host: host.to_string(),
+            said,
+        },
+        RemoteError::Failed(msg) => Error::NoPort {
+            host: host.to_string(),
+            msg,
+        },
     })?;
     pick_ports(&out, count).ok_or_else(|| Error::NoPort {
         host: host.to_string(),
@@ -339,7 +388,7 @@ fn pick_ports(text: &str, count: usize) -> Option<Vec<u16>> {
 }
 
 /// Removes the job's shared-memory files and machine files on `host`.
-pub fn remove_leftovers(base: &[String], host: &str, job_id: &str) -> Result<(), String> {
+pub fn remove_leftovers(base: &[String], host: &str, job_id: &str) -> Result<(), RemoteError> {
     run_remote(
         base,
         host,
