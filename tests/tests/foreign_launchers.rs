@@ -1,5 +1,7 @@
-//! Programs started by another launcher than ours: torchrun's variables form one job, and
-//! `mpirun` with more than one process is refused instead of giving N 1-rank jobs.
+//! Programs started by another launcher than ours: srun's and torchrun's variables form one
+//! job, a program run directly in a Slurm batch script is one rank (not rank 0 of the
+//! allocation), and `mpirun` with more than one process is refused instead of giving N
+//! 1-rank jobs.
 
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -92,6 +94,92 @@ fn torchrun_variables_alone_form_one_job() {
         let expected = format!("rank {rank}/{N}: token ring ok, sum of ranks = 3");
         assert!(stdout.contains(&expected), "rank {rank} printed:\n{stdout}");
     }
+}
+
+/// A Slurm job id and step id whose rendezvous port (`20000 + (job * 16 + step) % 40000`,
+/// see `gaspi::env`) is free on this host now.
+fn slurm_ids_with_a_free_rendezvous_port() -> (u64, u64) {
+    for _ in 0..1000 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if let Some(offset) = port.checked_sub(20_000).filter(|o| *o < 40_000) {
+            return (u64::from(offset / 16), u64::from(offset % 16));
+        }
+    }
+    panic!("no free port in 20000..60000");
+}
+
+#[test]
+fn srun_variables_alone_form_one_job() {
+    const N: u16 = 3;
+    let (job, step) = slurm_ids_with_a_free_rendezvous_port();
+    // What srun sets for the tasks of `srun -n 3` on one node (the step id says that this is
+    // a step of srun's, not the batch script).
+    let children = (0..N)
+        .map(|rank| {
+            hello_ring(&[
+                ("SLURM_PROCID", rank.to_string()),
+                ("SLURM_LOCALID", rank.to_string()),
+                ("SLURM_NODEID", "0".to_string()),
+                ("SLURM_NTASKS", N.to_string()),
+                ("SLURM_STEP_NUM_TASKS", N.to_string()),
+                ("SLURM_STEP_TASKS_PER_NODE", N.to_string()),
+                ("SLURM_TASKS_PER_NODE", N.to_string()),
+                ("SLURM_STEP_NODELIST", "127.0.0.1".to_string()),
+                ("SLURM_JOB_NODELIST", "127.0.0.1".to_string()),
+                ("SLURM_JOB_ID", job.to_string()),
+                ("SLURM_STEP_ID", step.to_string()),
+            ])
+        })
+        .collect();
+    let outs = outputs(children);
+    gaspi::env::remove_job_shm_files(&format!("slurm-{job}.{step}"));
+    for (rank, out) in outs.iter().enumerate() {
+        let stdout = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "rank {rank}: {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+            out.status,
+            text(&out.stderr)
+        );
+        // 0 + 1 + 2 = 3 only if all three joined one job.
+        let expected = format!("rank {rank}/{N}: token ring ok, sum of ranks = 3");
+        assert!(stdout.contains(&expected), "rank {rank} printed:\n{stdout}");
+    }
+}
+
+#[test]
+fn a_program_run_directly_in_a_batch_script_is_one_rank() {
+    // What Slurm sets in the batch script of `sbatch -n 3`: SLURM_PROCID=0 and the
+    // allocation's SLURM_NTASKS, but no step id. Taken as rank 0 of 3, the program would wait
+    // for peers nobody starts until the init timeout (kept short here so that such a
+    // regression fails fast).
+    let (job, _) = slurm_ids_with_a_free_rendezvous_port();
+    let child = hello_ring(&[
+        ("SLURM_PROCID", "0".to_string()),
+        ("SLURM_LOCALID", "0".to_string()),
+        ("SLURM_NODEID", "0".to_string()),
+        ("SLURM_NTASKS", "3".to_string()),
+        ("SLURM_TASKS_PER_NODE", "3".to_string()),
+        ("SLURM_JOB_NODELIST", "127.0.0.1".to_string()),
+        ("SLURM_JOB_ID", job.to_string()),
+        ("GASPI_INIT_TIMEOUT_MS", "5000".to_string()),
+    ]);
+    let out = outputs(vec![child]).remove(0);
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains("rank 0/1: token ring ok, sum of ranks = 0"),
+        "{stdout}"
+    );
 }
 
 #[test]

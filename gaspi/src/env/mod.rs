@@ -23,7 +23,7 @@
 //! | started by | recognised by | what happens |
 //! |---|---|---|
 //! | `tarantella` or by hand | `GASPI_NRANKS` or `GASPI_MFILE` set | the `GASPI_*` variables above |
-//! | `srun` | `SLURM_PROCID` and `SLURM_NTASKS` | rank and size from Slurm (below) |
+//! | `srun` | `SLURM_PROCID`, `SLURM_NTASKS` and a step id | rank and size from Slurm (below) |
 //! | `torchrun` | `RANK` and `WORLD_SIZE` | rank and size from torchrun (below) |
 //! | `mpirun`/`mpiexec` | `OMPI_COMM_WORLD_SIZE` or `PMI_SIZE` above 1 | init fails, naming `tarantella -n N` and `srun` |
 //! | nothing | none of these | a 1-rank job |
@@ -32,7 +32,10 @@
 //! which is why `GASPI_*` wins. Individual `GASPI_RENDEZVOUS`, `GASPI_JOB_ID`,
 //! `GASPI_JOB_TOKEN` still override what Slurm or torchrun imply.
 //!
-//! - Slurm: rank and
+//! - Slurm: only in the tasks of a job step, which have a step id (`SLURM_STEP_ID`, or
+//!   `SLURM_STEPID`): a batch script has `SLURM_PROCID=0` and the allocation's
+//!   `SLURM_NTASKS` too, but a program run there directly is one process, and the next row
+//!   describes it (see `docs/launcher.md`). Rank and
 //!   size come from `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`, and the local count from
 //!   `SLURM_STEP_TASKS_PER_NODE`/`SLURM_TASKS_PER_NODE` (first entry). The rendezvous is the first host of
 //!   `SLURM_STEP_NODELIST` (or `SLURM_JOB_NODELIST`) on port `20000 + (SLURM_JOB_ID*16 + SLURM_STEP_ID) % 40000`,

@@ -106,6 +106,64 @@ fn slurm_variables() {
     assert_eq!(e.job_id, "slurm-77.0");
 }
 
+/// What Slurm sets in a batch script (`sbatch -N 2 -n 8`): the job's variables,
+/// `SLURM_PROCID=0` and the allocation's `SLURM_NTASKS`, but no step id.
+const BATCH_SCRIPT: &[(&str, &str)] = &[
+    ("SLURM_JOB_ID", "77"),
+    ("SLURM_JOBID", "77"),
+    ("SLURM_PROCID", "0"),
+    ("SLURM_LOCALID", "0"),
+    ("SLURM_NODEID", "0"),
+    ("SLURM_NTASKS", "8"),
+    ("SLURM_NPROCS", "8"),
+    ("SLURM_TASKS_PER_NODE", "4(x2)"),
+    ("SLURM_JOB_NODELIST", "node[03-04]"),
+    ("SLURM_NODELIST", "node[03-04]"),
+];
+
+#[test]
+fn a_batch_script_is_a_single_rank_not_rank_0_of_the_allocation() {
+    let single = |extra: &[(&str, &str)]| {
+        let mut vars = BATCH_SCRIPT.to_vec();
+        vars.extend_from_slice(extra);
+        let e = env(&vars).unwrap();
+        assert_eq!((e.rank, e.nranks), (Rank(0), 1), "{extra:?}");
+        assert_eq!(e.rendezvous, None, "{extra:?}");
+        assert_eq!(e.job_id, "local", "{extra:?}");
+    };
+    single(&[]);
+    // Slurm's pseudo steps, as some tools print them: by name, or by number (batch is
+    // 0xFFFFFFFB since Slurm 20.11, 0xFFFFFFFE before).
+    single(&[("SLURM_STEP_ID", "batch")]);
+    single(&[("SLURM_STEP_ID", "4294967291")]);
+    single(&[("SLURM_STEPID", "4294967294")]);
+    single(&[("SLURM_STEP_ID", "interactive")]);
+}
+
+#[test]
+fn torchrun_in_a_batch_script_describes_the_job() {
+    let mut vars = torchrun_vars("3", "4");
+    vars.extend(BATCH_SCRIPT.iter().map(|(k, v)| (*k, v.to_string())));
+    let e = env_owned(&vars).unwrap();
+    assert_eq!((e.rank, e.nranks, e.local_rank), (Rank(3), 4, 1));
+    assert!(e.job_id.starts_with("torchrun-"), "{}", e.job_id);
+}
+
+#[test]
+fn srun_steps_under_either_name_of_the_step_id() {
+    for name in ["SLURM_STEP_ID", "SLURM_STEPID"] {
+        let mut vars = BATCH_SCRIPT.to_vec();
+        vars.extend([("SLURM_PROCID", "5"), (name, "3")]);
+        let e = env(&vars).unwrap();
+        assert_eq!((e.rank, e.nranks), (Rank(5), 8), "{name}");
+        assert_eq!(e.job_id, "slurm-77.3", "{name}");
+    }
+    let mut vars = BATCH_SCRIPT.to_vec();
+    vars.push(("SLURM_STEP_ID", "second"));
+    let message = env_error(&vars);
+    assert!(message.contains("SLURM_STEP_ID=\"second\""), "{message}");
+}
+
 #[test]
 fn reference_master_variables() {
     let e = env(&[
@@ -260,6 +318,7 @@ fn slurm_wins_over_torchrun_and_torchrun_over_mpirun() {
     vars.extend([
         ("SLURM_PROCID", "5".to_string()),
         ("SLURM_NTASKS", "8".to_string()),
+        ("SLURM_STEP_ID", "0".to_string()),
         ("SLURM_STEP_NODELIST", "node1".to_string()),
     ]);
     let e = env_owned(&vars).unwrap();
