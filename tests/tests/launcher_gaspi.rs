@@ -1,7 +1,8 @@
-//! The real launcher starting a real gaspi program: 1 to 5 ranks, over shared memory and TCP.
+//! The real launcher starting real gaspi programs: 1 to 5 ranks, over shared memory and TCP,
+//! and a program with its own `tracing` subscriber under the launcher's log settings.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
 fn target_dir() -> PathBuf {
@@ -15,34 +16,24 @@ fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
-fn run(n: u16, transport: &str) {
+/// Runs the built `tarantella` with `args`, then `program`; returns its status, stdout and
+/// stderr. Killed (and the test failed) when it overruns 90 s.
+fn tarantella(args: &[&str], program: &Path) -> (ExitStatus, String, String) {
     let tarantella = target_dir().join("tarantella");
-    let program = PathBuf::from(env!("CARGO_BIN_EXE_hello_ring"));
     assert!(
         tarantella.exists() && program.exists(),
         "the launcher binary is built by `cargo test --workspace`"
     );
     let mut child = Command::new(&tarantella)
-        .args([
-            "-n",
-            &n.to_string(),
-            "--output-on-all-devices",
-            "--transport",
-            transport,
-            "--timeout",
-            "30",
-            "--",
-        ])
-        .arg(&program)
+        .args(args)
+        .arg("--")
+        .arg(program)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     // Bounded: the launcher's own rendezvous timeout is 30 s; kill it if it overruns.
     let pid = child.id();
-    let guard = std::thread::spawn(move || {
-        std::thread::park_timeout(Duration::from_secs(90));
-    });
     let out = {
         let (tx, rx) = std::sync::mpsc::channel();
         let stdout = child.stdout.take().unwrap();
@@ -64,12 +55,28 @@ fn run(n: u16, transport: &str) {
                     nix::unistd::Pid::from_raw(pid as i32),
                     nix::sys::signal::Signal::SIGKILL,
                 );
-                panic!("tarantella -n {n} did not finish in 90 s");
+                panic!("tarantella {args:?} did not finish in 90 s");
             }
         }
     };
     let status = child.wait().unwrap();
-    guard.thread().unpark();
+    (status, out.0, out.1)
+}
+
+fn run(n: u16, transport: &str) {
+    let program = PathBuf::from(env!("CARGO_BIN_EXE_hello_ring"));
+    let n_arg = n.to_string();
+    let args = [
+        "-n",
+        &n_arg,
+        "--output-on-all-devices",
+        "--transport",
+        transport,
+        "--timeout",
+        "30",
+    ];
+    let (status, stdout, stderr) = tarantella(&args, &program);
+    let out = (stdout, stderr);
     assert!(
         status.success(),
         "status {status:?}\nstdout:\n{}\nstderr:\n{}",
@@ -100,4 +107,39 @@ fn one_to_five_ranks_over_shm() {
 #[test]
 fn three_ranks_over_tcp() {
     run(3, "tcp");
+}
+
+/// `--log-level debug` sets `GASPI_LOG` (and `TNT_LOG`) on the ranks; a program that installs
+/// its own global subscriber after `Context::init` must still run (it panicked with "a
+/// global default trace dispatcher has already been set" while the library installed one).
+#[test]
+fn a_program_with_its_own_subscriber_runs_under_the_launchers_log_level() {
+    let program = PathBuf::from(env!("CARGO_BIN_EXE_own_subscriber"));
+    let args = [
+        "-n",
+        "2",
+        "--log-level",
+        "debug",
+        "--log-on-all-devices",
+        "--output-on-all-devices",
+        "--timeout",
+        "30",
+    ];
+    let (status, stdout, stderr) = tarantella(&args, &program);
+    assert!(
+        status.success(),
+        "status {status:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    for r in 0..2 {
+        let line = format!("rank {r}: GASPI_LOG=debug, own subscriber installed after init");
+        assert!(
+            stdout.contains(&line),
+            "missing {line:?} in\n{stdout}\n{stderr}"
+        );
+    }
+    // The program's subscriber writes its own event (so it is the one in charge).
+    assert!(
+        stderr.contains("the application's own subscriber is in charge"),
+        "{stderr}"
+    );
 }
