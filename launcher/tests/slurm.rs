@@ -1,6 +1,6 @@
 //! `tarantella` inside a Slurm allocation (single node). Runs only with
-//! `TARANTELLA_TEST_SLURM=1` and a working Slurm on this host (`salloc` must succeed; see
-//! `shared/tools/cluster-check.sh` for a single-node setup).
+//! `TARANTELLA_TEST_SLURM=1` and a working Slurm on this host (`salloc` must succeed: a
+//! single-node Slurm with slurmctld and slurmd on this host will do).
 
 mod common;
 

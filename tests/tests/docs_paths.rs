@@ -1,10 +1,11 @@
-//! The docs cite only paths that exist: every backticked repository path in the README, in
-//! `docs/` and in the crates' READMEs names a file or folder of the tree (relative to the root,
-//! or, in a crate's README, to that crate).
+//! The docs cite only paths that exist: every backticked repository path in every Markdown
+//! file of the tree (the README, every crate's README, `docs/`) names a file or folder of the
+//! tree (relative to the root, or to the folder of the file that cites it).
 
 use std::path::{Path, PathBuf};
 
-/// Where a path written in the docs starts when it is one of ours.
+/// Where a path written in the docs starts when it is one of ours. `shared/` is not in the
+/// repository: a citation of it is a path the reader cannot follow, and fails here.
 const TOP: &[&str] = &[
     "gaspi/",
     "allreduce/",
@@ -13,8 +14,10 @@ const TOP: &[&str] = &[
     "launcher/",
     "benches/",
     "tests/",
+    "tnt-env/",
     "docs/",
     "scripts/",
+    "shared/",
     ".ci/",
     "src/",
 ];
@@ -23,26 +26,28 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn docs(root: &Path) -> Vec<PathBuf> {
-    let mut files = vec![root.join("README.md")];
-    for dir in [
-        "docs",
-        "launcher",
-        "benches",
-        "benches/peers",
-        "gaspi/capi",
-        "trainer",
-    ] {
-        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "md") {
-                files.push(p);
+/// Every `.md` file under `dir`, leaving out build output (`target/`) and hidden folders
+/// (`.git/`, the Python `.venv/`), which hold no docs of ours.
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if path.is_dir() {
+            if name != "target" && !name.starts_with('.') {
+                markdown_files(&path, out);
             }
+        } else if path.extension().is_some_and(|x| x == "md") {
+            out.push(path);
         }
     }
+}
+
+fn docs(root: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    markdown_files(root, &mut files);
+    files.sort();
     files
 }
 
@@ -85,4 +90,38 @@ fn paths_are_found_in_backticks_only() {
     let found =
         cited_paths("see `gaspi/src/lib.rs:10`, `docs/x.md`. and gaspi/src/y.rs or `a b/c`");
     assert_eq!(found, ["gaspi/src/lib.rs", "docs/x.md"]);
+}
+
+#[test]
+fn every_readme_and_every_doc_is_checked() {
+    let root = root();
+    let checked: Vec<PathBuf> = docs(&root)
+        .iter()
+        .map(|p| p.strip_prefix(&root).unwrap().to_path_buf())
+        .collect();
+    for doc in [
+        "README.md",
+        "gaspi/README.md",
+        "allreduce/README.md",
+        "fusion/README.md",
+        "tnt-env/README.md",
+        "launcher/README.md",
+        "trainer/README.md",
+        "benches/peers/README.md",
+        "docs/capi.md",
+        "docs/launcher.md",
+    ] {
+        assert!(
+            checked.contains(&PathBuf::from(doc)),
+            "{doc} is not checked: {checked:?}"
+        );
+    }
+}
+
+#[test]
+fn paths_outside_the_repository_are_caught() {
+    let found = cited_paths("`tnt-env/src/lib.rs` and `shared/design/notes.md`");
+    assert_eq!(found, ["tnt-env/src/lib.rs", "shared/design/notes.md"]);
+    let root = root();
+    assert!(!root.join("shared/design/notes.md").exists());
 }
