@@ -20,7 +20,7 @@
 //!
 //! The library API mirrors the binary:
 //!
-//! ```no_run
+//! ```
 //! use clap::Parser;
 //! let cli = launcher::cli::Cli::parse_from(["tarantella", "--dry-run", "-n", "2", "--", "true"]);
 //! let status = launcher::run(&cli).expect("launch failed");
