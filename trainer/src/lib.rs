@@ -15,7 +15,7 @@
 //!   `tch::set_num_threads(1)`; `--threads` changes it): ranks on one host would otherwise
 //!   oversubscribe the cores.
 //!
-//! ```no_run
+//! ```
 //! use tch::nn::{self, ModuleT};
 //! use trainer::{global_batch_loss, Comm, DataParallel, DdpConfig, Optimizer, OptimizerKind};
 //!
