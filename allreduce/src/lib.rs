@@ -55,6 +55,7 @@ mod region;
 mod schedule;
 mod setup;
 mod simd;
+mod stream_copy;
 mod widen;
 
 use std::sync::Arc;

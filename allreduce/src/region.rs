@@ -1,4 +1,5 @@
-//! The collective's segment memory, seen as typed slices. The only `unsafe` of the crate.
+//! The collective's segment memory, seen as typed slices (the kernels that run over them are
+//! in `simd.rs` and `stream_copy.rs`).
 //!
 //! Remote ranks write into this memory while we compute on other parts of it. What keeps
 //! the views below from aliasing a concurrent write is the schedule's protocol (see
@@ -14,6 +15,7 @@ use gaspi::{Context, SegmentId};
 
 use crate::element::Element;
 use crate::reduction::Reduction;
+use crate::stream_copy;
 
 /// A segment created for one collective, deleted when the last user drops it.
 pub(crate) struct OwnedSegment {
@@ -101,7 +103,8 @@ impl OwnedSegment {
         T::combine(reduction, d, s, first);
     }
 
-    /// Copies a shared-memory peer's `[src, src+len)` into our `[dst, dst+len)`.
+    /// Copies a shared-memory peer's `[src, src+len)` into our `[dst, dst+len)`, with
+    /// streaming stores for large copies (see `stream_copy.rs`).
     pub fn copy_from(&self, peer: &gaspi::Segment, src: usize, dst: usize, len: usize) {
         self.check::<u8>(dst, len);
         check_peer::<u8>(peer, src, len);
@@ -109,7 +112,7 @@ impl OwnedSegment {
         // overlapping; the schedule keeps both ranges free of writers while this runs (as in
         // `reduce_from`).
         unsafe {
-            std::ptr::copy_nonoverlapping(
+            stream_copy::copy(
                 peer.as_ptr().add(src) as *const u8,
                 self.seg.as_ptr().add(dst),
                 len,
