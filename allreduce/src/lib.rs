@@ -54,6 +54,7 @@ mod reduction;
 mod region;
 mod schedule;
 mod setup;
+pub mod sim;
 mod simd;
 mod widen;
 
