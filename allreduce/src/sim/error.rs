@@ -8,6 +8,15 @@ pub enum SimError {
     /// The cluster or machine makes no sense (no ranks, zero bandwidth, ...).
     #[error("bad simulation input: {0}")]
     BadInput(&'static str),
+    /// A machine parameter set by name ([`Machine::set`](super::Machine::set)) that does
+    /// not exist, or a value that is not a non-negative number (or 0/1 for a flag).
+    #[error("unknown machine parameter or bad value: {name}={value}")]
+    BadParameter {
+        /// The name given.
+        name: String,
+        /// The value given.
+        value: String,
+    },
     /// The algorithm cannot run on this cluster and size, as the runtime would refuse it
     /// (single-copy across hosts, a write above the transfer limit, too many notifications)
     /// or because its staging exceeds [`STAGING_LIMIT`](super::STAGING_LIMIT).

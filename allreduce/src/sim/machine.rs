@@ -50,6 +50,9 @@ pub struct Machine {
     /// Extra latency of a wait that blocked on an oversubscribed host: the waiter yielded
     /// its core and must be scheduled again.
     pub oversub_wake: f64,
+    /// Extra latency of a network message into an oversubscribed host: the thread that
+    /// takes it in (the waiter or the progress thread) must be scheduled first.
+    pub oversub_net_wake: f64,
     /// Reduction throughput of one core, bytes of result per second, working set in cache.
     pub reduce_bw_cache: f64,
     /// The same from memory.
@@ -62,6 +65,8 @@ pub struct Machine {
     /// copy and reduction of its ranks once the working set spills from the cache.
     pub host_mem_bw: f64,
 }
+
+use super::error::SimError;
 
 /// GB/s as bytes per second.
 const GB: f64 = 1e9;
@@ -79,19 +84,20 @@ impl Machine {
             name: "shm".into(),
             cores: 2,
             hosts_share_cores: true,
-            shm_alpha: 0.35 * US,
-            shm_copy_bw_cache: 55.0 * GB,
-            shm_copy_bw_mem: 13.0 * GB,
-            net_alpha: 16.0 * US,
-            net_post_overhead: 1.0 * US,
-            net_stream_bw: 2.5 * GB,
-            net_stream_bw_cache: 5.5 * GB,
+            shm_alpha: 0.81 * US,
+            shm_copy_bw_cache: 16.4 * GB,
+            shm_copy_bw_mem: 3.9 * GB,
+            net_alpha: 15.6 * US,
+            net_post_overhead: 2.8 * US,
+            net_stream_bw: 2.44 * GB,
+            net_stream_bw_cache: 2.75 * GB,
             nic_bw: 1e3 * GB,
             net_on_cpu: true,
-            recv_overhead: 0.1 * US,
-            oversub_wake: 1.5 * US,
-            reduce_bw_cache: 55.0 * GB,
-            reduce_bw_mem: 13.0 * GB,
+            recv_overhead: 0.12 * US,
+            oversub_wake: 7.0 * US,
+            oversub_net_wake: 28.0 * US,
+            reduce_bw_cache: 22.7 * GB,
+            reduce_bw_mem: 6.5 * GB,
             cache_bytes: 32 << 20,
             host_mem_bw: 70.0 * GB,
         }
@@ -144,6 +150,52 @@ impl Machine {
         }
     }
 
+    /// Sets the parameter called `name` (a field name, e.g. `net_alpha`) to `value`, in
+    /// the field's unit (seconds, bytes per second, bytes, a count; `0`/`1` for the
+    /// flags), so that a machine can be calibrated without rebuilding (`allreduce-sim
+    /// --param`). An unknown name or a value that is not a number is an error.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), SimError> {
+        let bad = || SimError::BadParameter {
+            name: name.to_string(),
+            value: value.to_string(),
+        };
+        let v: f64 = value.trim().parse().map_err(|_| bad())?;
+        if !v.is_finite() || v < 0.0 {
+            return Err(bad());
+        }
+        let flag = |v: f64| {
+            if v == 0.0 {
+                Ok(false)
+            } else if v == 1.0 {
+                Ok(true)
+            } else {
+                Err(bad())
+            }
+        };
+        match name {
+            "cores" => self.cores = v as usize,
+            "hosts_share_cores" => self.hosts_share_cores = flag(v)?,
+            "shm_alpha" => self.shm_alpha = v,
+            "shm_copy_bw_cache" => self.shm_copy_bw_cache = v,
+            "shm_copy_bw_mem" => self.shm_copy_bw_mem = v,
+            "net_alpha" => self.net_alpha = v,
+            "net_post_overhead" => self.net_post_overhead = v,
+            "net_stream_bw" => self.net_stream_bw = v,
+            "net_stream_bw_cache" => self.net_stream_bw_cache = v,
+            "nic_bw" => self.nic_bw = v,
+            "net_on_cpu" => self.net_on_cpu = flag(v)?,
+            "recv_overhead" => self.recv_overhead = v,
+            "oversub_wake" => self.oversub_wake = v,
+            "oversub_net_wake" => self.oversub_net_wake = v,
+            "reduce_bw_cache" => self.reduce_bw_cache = v,
+            "reduce_bw_mem" => self.reduce_bw_mem = v,
+            "cache_bytes" => self.cache_bytes = v as usize,
+            "host_mem_bw" => self.host_mem_bw = v,
+            _ => return Err(bad()),
+        }
+        Ok(())
+    }
+
     /// Whether the model is usable: positive cores, bandwidths and cache, finite
     /// non-negative latencies.
     pub(crate) fn is_valid(&self) -> bool {
@@ -163,6 +215,7 @@ impl Machine {
             self.net_post_overhead,
             self.recv_overhead,
             self.oversub_wake,
+            self.oversub_net_wake,
         ];
         self.cores > 0
             && bws.iter().all(|b| b.is_finite() && *b > 0.0)

@@ -57,8 +57,9 @@ struct Rank {
 
 /// The per-rank costs of the machine for this cluster and vector, fixed for a replay.
 struct Costs {
-    /// CPU slow-down of each rank: ranks sharing its cores per core, at least 1.
-    slow: f64,
+    /// More ranks than cores share the cores: a rank that blocks gives its core away and
+    /// pays `oversub_wake` to get one back.
+    oversubscribed: bool,
     /// Seconds per byte of a copy, of a reduction and of a rank's network stream.
     copy: f64,
     reduce: f64,
@@ -72,25 +73,51 @@ impl Costs {
     fn new(m: &Machine, c: &Cluster, bytes: usize) -> Costs {
         let k = c.per_host.max(1).min(c.ranks);
         let on_cores = if m.hosts_share_cores { c.ranks } else { k };
-        let slow = (on_cores as f64 / m.cores as f64).max(1.0);
         // Why this working set: the ranks of a host (or of the one VM) read and write each
         // other's segments through one cache, each its vector and as much in staging.
         let set = 2.0 * on_cores as f64 * bytes as f64;
         let fits = (m.cache_bytes as f64 / set.max(1.0)).min(1.0);
         let blend = |cache: f64, mem: f64| fits / cache + (1.0 - fits) / mem;
-        let net = if m.net_on_cpu { slow } else { 1.0 };
         Costs {
-            slow,
+            oversubscribed: on_cores > m.cores,
             copy: blend(m.shm_copy_bw_cache, m.shm_copy_bw_mem),
             reduce: blend(m.reduce_bw_cache, m.reduce_bw_mem),
-            stream: net
-                * if m.net_on_cpu {
-                    blend(m.net_stream_bw_cache, m.net_stream_bw)
-                } else {
-                    1.0 / m.net_stream_bw
-                },
+            stream: if m.net_on_cpu {
+                blend(m.net_stream_bw_cache, m.net_stream_bw)
+            } else {
+                1.0 / m.net_stream_bw
+            },
             spill: 1.0 - fits,
         }
+    }
+}
+
+/// The cores ranks compute on: per pool (a host, or the one machine all hosts share), the
+/// time each core is next free. CPU work goes to the core that frees first, so ranks that
+/// wait give their core to those that work (time-sharing as the kernel does it, in the
+/// coarse grain of whole actions), instead of every rank being slowed alike.
+struct Cores {
+    free: Vec<Vec<f64>>,
+}
+
+impl Cores {
+    fn new(pools: usize, cores: usize) -> Cores {
+        Cores {
+            free: vec![vec![0.0; cores.max(1)]; pools],
+        }
+    }
+
+    /// Runs `seconds` of work on pool `pool`, ready at `ready`; returns when it ends.
+    fn run(&mut self, pool: usize, ready: f64, seconds: f64) -> f64 {
+        let cores = &mut self.free[pool];
+        let (i, &free) = cores
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(b.1))
+            .unwrap_or((0, &0.0));
+        let end = free.max(ready) + seconds;
+        cores[i] = end;
+        end
     }
 }
 
@@ -125,6 +152,14 @@ pub(crate) fn replay(
         cluster.hosts()
     };
     let mut memory = vec![0.0f64; buckets];
+    let mut cores = Cores::new(buckets, machine.cores);
+    let pool = |r: usize| {
+        if machine.hosts_share_cores {
+            0
+        } else {
+            cluster.host_of(r)
+        }
+    };
     let mut nic_out = vec![0.0f64; cluster.hosts()];
     let mut nic_in = vec![0.0f64; cluster.hosts()];
     let mut ends = vec![vec![0.0f64; n]; runs];
@@ -152,20 +187,15 @@ pub(crate) fn replay(
                 }
                 continue;
             };
-            let slow = costs.slow;
             let now = ranks[r].now;
-            // Memory traffic of a copy or reduction, through the host's bucket when the
-            // working set spills; returns when the work ends.
-            let work = |cpu: f64, traffic: usize, memory: &mut [f64]| -> f64 {
-                let end = now + cpu * slow;
+            // CPU work on the rank's cores, and its memory traffic through the host's
+            // bucket when the working set spills; returns when the work ends.
+            let work = |cpu: f64, traffic: usize, memory: &mut [f64], cores: &mut Cores| -> f64 {
+                let end = cores.run(pool(r), now, cpu);
                 if costs.spill == 0.0 {
                     return end;
                 }
-                let b = if machine.hosts_share_cores {
-                    0
-                } else {
-                    cluster.host_of(r)
-                };
+                let b = pool(r);
                 memory[b] = memory[b].max(now) + traffic as f64 * costs.spill / machine.host_mem_bw;
                 end.max(memory[b])
             };
@@ -178,11 +208,11 @@ pub(crate) fn replay(
                             machine.shm_alpha + len as f64 * costs.copy,
                             2 * len,
                             &mut memory,
+                            &mut cores,
                         );
                         (end, end)
                     } else {
-                        let net = if machine.net_on_cpu { slow } else { 1.0 };
-                        let posted = now + machine.net_post_overhead * slow;
+                        let posted = cores.run(pool(r), now, machine.net_post_overhead);
                         let mut end = posted;
                         if len > 0 {
                             let (hs, hd) = (cluster.host_of(r), cluster.host_of(to));
@@ -200,15 +230,28 @@ pub(crate) fn replay(
                                 take(&mut nic_in[hd], link);
                             }
                             take(&mut ranks[to].stream_in, stream);
+                            if machine.net_on_cpu {
+                                // Loopback and veth bytes are copied by this machine's
+                                // cores, once into the kernel and once out of it.
+                                end = end.max(cores.run(pool(r), posted, stream));
+                                end = end.max(cores.run(pool(to), posted, stream));
+                            }
                         }
-                        (end, end + machine.net_alpha * net)
+                        // On an oversubscribed host the receiving thread must be
+                        // scheduled before it can take the frame in.
+                        let wake = if costs.oversubscribed {
+                            machine.oversub_net_wake
+                        } else {
+                            0.0
+                        };
+                        (end, end + machine.net_alpha + wake)
                     };
                     let me = &mut ranks[r];
                     me.sent_by = me.sent_by.max(done);
                     me.now = if cluster.shm_between(r, to) {
                         done
                     } else {
-                        now + machine.net_post_overhead * slow
+                        now + machine.net_post_overhead
                     };
                     let peer = &mut ranks[to];
                     let slot = &mut peer.arrived[notif as usize];
@@ -230,27 +273,30 @@ pub(crate) fn replay(
                     }
                     // A rank that found its notification waiting never slept; one that
                     // slept on an oversubscribed host must get a core back first.
-                    let wake = if at > me.now && slow > 1.0 {
+                    let wake = if at > me.now && costs.oversubscribed {
                         machine.oversub_wake
                     } else {
                         0.0
                     };
-                    me.now = me.now.max(at) + wake + machine.recv_overhead * slow;
+                    let ready = me.now.max(at) + wake;
+                    me.now = cores.run(pool(r), ready, machine.recv_overhead);
                 }
                 Op::Reduce { len }
                 | Op::ReadPeer {
                     len, reduce: true, ..
                 } => {
                     let len = len as usize;
-                    ranks[r].now = work(len as f64 * costs.reduce, 3 * len, &mut memory);
+                    ranks[r].now =
+                        work(len as f64 * costs.reduce, 3 * len, &mut memory, &mut cores);
                 }
                 Op::ReadPeer { len, .. } => {
                     let len = len as usize;
-                    ranks[r].now = work(len as f64 * costs.copy, 2 * len, &mut memory);
+                    ranks[r].now = work(len as f64 * costs.copy, 2 * len, &mut memory, &mut cores);
                 }
                 Op::Divide { len } => {
                     let len = len as usize;
-                    ranks[r].now = work(len as f64 * costs.reduce, 2 * len, &mut memory);
+                    ranks[r].now =
+                        work(len as f64 * costs.reduce, 2 * len, &mut memory, &mut cores);
                 }
                 Op::Flush => {
                     let me = &mut ranks[r];

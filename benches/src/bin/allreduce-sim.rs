@@ -58,6 +58,11 @@ struct Args {
     /// measured_us` ('#' starts a comment)
     #[arg(long)]
     validate: Option<String>,
+    /// Overrides one parameter of the machine model, `NAME=VALUE` in the field's unit
+    /// (seconds, bytes/s, bytes), e.g. `--param net_alpha=15e-6`; repeatable. With
+    /// `--validate`, applies to every line's machine
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    params: Vec<String>,
 }
 
 /// Short name of an algorithm, as `--algorithm` spells it.
@@ -198,10 +203,11 @@ fn choice_table(args: &Args, machine: &Machine) -> Result<(), String> {
 }
 
 /// Predicted against measured for every line of `path`.
-fn validate(path: &str, elem: usize) -> Result<(), String> {
+fn validate(path: &str, elem: usize, params: &[String]) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     println!("machine ranks per_host transport algorithm bytes measured_us predicted_us error_%");
     let mut worst = 0.0f64;
+    let (mut points, mut within, mut sum) = (0usize, 0usize, 0.0f64);
     for line in text
         .lines()
         .map(str::trim)
@@ -212,7 +218,8 @@ fn validate(path: &str, elem: usize) -> Result<(), String> {
         let [m, n, k, t, a, b, us] = f[..] else {
             return Err(bad());
         };
-        let machine = Machine::preset(m).ok_or_else(bad)?;
+        let mut machine = Machine::preset(m).ok_or_else(bad)?;
+        apply(&mut machine, params)?;
         let c = Cluster {
             ranks: n.parse().map_err(|_| bad())?,
             per_host: k.parse().map_err(|_| bad())?,
@@ -228,18 +235,35 @@ fn validate(path: &str, elem: usize) -> Result<(), String> {
         let p = sim::predict(alg, &c, bytes, elem, &machine).map_err(|e| e.to_string())?;
         let err = (p.seconds * 1e6 / measured - 1.0) * 100.0;
         worst = worst.max(err.abs());
+        points += 1;
+        within += usize::from(err.abs() <= 25.0);
+        sum += err.abs();
         println!(
             "{m} {n} {k} {t} {a} {b} {measured:.1} {:.1} {err:+.0}",
             p.seconds * 1e6
         );
     }
-    println!("# largest error {worst:.0}%");
+    println!(
+        "# {points} points: {within} within 25%, mean error {:.0}%, largest {worst:.0}%",
+        sum / points.max(1) as f64
+    );
+    Ok(())
+}
+
+/// Applies `--param NAME=VALUE` overrides to `machine`.
+fn apply(machine: &mut Machine, params: &[String]) -> Result<(), String> {
+    for p in params {
+        let (name, value) = p
+            .split_once('=')
+            .ok_or_else(|| format!("--param {p:?}: expected NAME=VALUE"))?;
+        machine.set(name, value).map_err(|e| e.to_string())?;
+    }
     Ok(())
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let Some(machine) = Machine::preset(&args.machine) else {
+    let Some(mut machine) = Machine::preset(&args.machine) else {
         eprintln!(
             "allreduce-sim: unknown machine {:?} (one of {:?})",
             args.machine,
@@ -247,8 +271,12 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     };
+    if let Err(e) = apply(&mut machine, &args.params) {
+        eprintln!("allreduce-sim: {e}");
+        return ExitCode::from(2);
+    }
     let r = if let Some(path) = &args.validate {
-        validate(path, args.elem)
+        validate(path, args.elem, &args.params)
     } else if args.choice_table {
         choice_table(&args, &machine)
     } else {
