@@ -55,6 +55,20 @@ impl Thresholds {
         } else {
             self.ring_min
         };
+        self.flat_from(bytes, ranks, ring_min)
+    }
+
+    /// [`flat`](Self::flat) for a group spread over several hosts with several members on
+    /// some: the ring from `ring_min` whatever the rank count. There Rabenseifner's
+    /// exchanges between hosts all cross a host's link at once, `k` ranks' worth of bytes,
+    /// where the ring in rank order streams one rank's; the simulator finds the ring ahead
+    /// from 4–16 MiB at 64–1024 ranks on 2–8 per host, where one rank per host needed
+    /// 16–256 MiB.
+    pub(crate) fn flat_across_hosts(&self, bytes: usize, ranks: usize) -> Algorithm {
+        self.flat_from(bytes, ranks, self.ring_min)
+    }
+
+    fn flat_from(&self, bytes: usize, ranks: usize, ring_min: usize) -> Algorithm {
         if bytes <= self.small_max {
             Algorithm::RecursiveDoubling
         } else if ranks <= 2 || (ranks < 8 && !ranks.is_power_of_two()) {
@@ -271,6 +285,9 @@ impl Options {
             Algorithm::Auto if layered && bytes > self.thresholds.small_max => {
                 Algorithm::Hierarchical
             }
+            Algorithm::Auto if hosts.len() > 1 && hosts.iter().any(|m| m.len() > 1) => {
+                self.thresholds.flat_across_hosts(bytes, ranks)
+            }
             Algorithm::Auto => self.thresholds.flat(bytes, ranks),
             a => a,
         }
@@ -342,6 +359,15 @@ mod tests {
         assert_eq!(pick(64 << 20, 64), Algorithm::Ring);
         assert_eq!(pick(256 << 20, 1024), Algorithm::Rabenseifner);
         assert_eq!(pick(1 << 30, 1024), Algorithm::Ring);
+        // Several ranks per host: Rabenseifner's exchanges between hosts share a host's
+        // link, the ring's do not; the ring from ring_min again.
+        let pairs: Vec<Vec<usize>> = (0..32).map(|h| vec![2 * h, 2 * h + 1]).collect();
+        assert_eq!(o.pick(16 << 20, &pairs, false), Algorithm::Ring);
+        assert_eq!(
+            o.pick(4 << 20, &pairs, false),
+            Algorithm::Hierarchical,
+            "latency-bound: one step per host"
+        );
     }
 
     #[test]
