@@ -38,7 +38,9 @@
 //! # }
 //! ```
 //!
-//! Algorithms and their thresholds are described on [`Options`] and in `docs/allreduce.md`.
+//! Algorithms and their thresholds are described on [`Options`] and in `docs/allreduce.md`;
+//! [`sim`] predicts every algorithm's time on a model of the machine by replaying the real
+//! schedules of all ranks.
 
 mod algorithm;
 mod broadcast;
@@ -54,6 +56,7 @@ mod reduction;
 mod region;
 mod schedule;
 mod setup;
+pub mod sim;
 mod simd;
 mod stream_copy;
 mod widen;

@@ -30,27 +30,79 @@ pub struct Thresholds {
     pub small_max: usize,
     /// From this size: ring. Between the two: Rabenseifner.
     pub ring_min: usize,
-    /// From this size, on more than two ranks that all share memory: single-copy
-    /// (measured on 4 ranks: it ties Rabenseifner at 64–256 KiB and is 1.1–1.7× faster
-    /// from 1 MiB).
+    /// From this size, on ranks that all share memory: single-copy (measured on 4 ranks:
+    /// it ties Rabenseifner at 64–256 KiB and is 1.1–1.7× faster from 1 MiB; on 2 ranks
+    /// 1.0–2.0× the ring's speed from 1 MiB).
     pub single_copy_min: usize,
 }
 
 impl Thresholds {
     /// The flat algorithm for a vector of `bytes` on `ranks` ranks.
+    ///
+    /// The ring's threshold grows with the group beyond 16 ranks, to `ring_min · p / 12`:
+    /// its `2(p-1)` steps each pay a message's latency where Rabenseifner pays `2 log2 p`,
+    /// so the vector must be larger before the ring's pipelining pays for them (the
+    /// simulator, `allreduce::sim`, one rank per host: Rabenseifner ahead at 4 MiB on 32
+    /// ranks, at 16 MiB on 64, 64 MiB on 256 and 256 MiB on 1024; the ring from 16, 64,
+    /// 256 MiB and 1 GiB). Groups of
+    /// 3, 5, 6 or 7 ranks take the ring right above `small_max`: Rabenseifner first folds
+    /// the surplus ranks' whole vectors into partners, a full extra exchange that a group
+    /// this small does not win back (measured on 3 ranks: 256 KiB in 53 µs by the ring
+    /// against 91 µs by Rabenseifner, docs/allreduce.md).
     pub(crate) fn flat(&self, bytes: usize, ranks: usize) -> Algorithm {
-        if ranks <= 2 && bytes > self.small_max {
+        let ring_min = if ranks > 16 {
+            self.ring_min.saturating_mul(ranks) / 12
+        } else {
+            self.ring_min
+        };
+        self.flat_from(bytes, ranks, ring_min)
+    }
+
+    /// [`flat`](Self::flat) for a group spread over several hosts with several members on
+    /// some: the ring from `ring_min` whatever the rank count. There Rabenseifner's
+    /// exchanges between hosts all cross a host's link at once, `k` ranks' worth of bytes,
+    /// where the ring in rank order streams one rank's; the simulator finds the ring ahead
+    /// from 4–16 MiB at 64–1024 ranks on 2–8 per host, where one rank per host needed
+    /// 16–256 MiB.
+    pub(crate) fn flat_across_hosts(&self, bytes: usize, ranks: usize) -> Algorithm {
+        self.flat_from(bytes, ranks, self.ring_min)
+    }
+
+    fn flat_from(&self, bytes: usize, ranks: usize, ring_min: usize) -> Algorithm {
+        if bytes <= self.small_max {
+            Algorithm::RecursiveDoubling
+        } else if ranks <= 2 || (ranks < 8 && !ranks.is_power_of_two()) {
             // On two ranks Rabenseifner is the ring without its pipeline.
             Algorithm::Ring
-        } else if bytes <= self.small_max {
-            Algorithm::RecursiveDoubling
-        } else if bytes < self.ring_min {
+        } else if bytes < ring_min {
             Algorithm::Rabenseifner
         } else {
             Algorithm::Ring
         }
     }
 }
+
+/// How much less a host's link carries in the hierarchical allreduce than in a flat ring
+/// laid out in rank order: `(p-1)/p` of the vector each way against `(H-1)/H` for `p`
+/// ranks on `H` hosts. It tends to 1 as hosts multiply (the ring already crosses each
+/// host's link only once per direction), and below [`HIERARCHICAL_MIN_SAVING`] the
+/// hierarchical allreduce's two intra-host phases cost more than the link saves.
+fn link_saving(ranks: usize, hosts: usize) -> f64 {
+    let (p, h) = (ranks as f64, hosts as f64);
+    ((p - 1.0) / p) / ((h - 1.0) / h)
+}
+
+/// The link saving from which `Auto` takes the hierarchical allreduce across hosts: the
+/// simulator's choice on the 1024-rank table's machine over 2–32 ranks, 1–8 per host and
+/// 1–64 MiB (2 hosts of 2: 1.5, it wins; 4 hosts of 2: 1.17 and 8 of 4: 1.29, the ring
+/// wins; 3 ranks as 2 + 1: 1.33, flat algorithms win).
+const HIERARCHICAL_MIN_SAVING: f64 = 1.4;
+
+/// Below this size the hierarchical allreduce is taken across hosts whatever the link
+/// saving, where every host holds several members: the vector is latency-bound and the
+/// inter-host phase's `H`-rank allreduce takes fewer steps than a flat one over all ranks
+/// (the simulator: 8–32 ranks on 2–8 per host, 1–4 MiB).
+const HIERARCHICAL_LATENCY_MAX: usize = 16 << 20;
 
 impl Default for Thresholds {
     fn default() -> Self {
@@ -202,12 +254,14 @@ impl Options {
 
     /// The algorithm for a vector of `bytes` over a group laid out on hosts as `hosts`
     /// (member indices per host). `Auto` takes the hierarchical allreduce above
-    /// `small_max` when the group spans several hosts and some host holds several members
-    /// (otherwise it would be the flat algorithm with extra steps), and below it recursive
-    /// doubling for now; everything else by [`Thresholds`] as on one host.
+    /// `small_max` when the group spans several hosts, some host holds several members
+    /// (otherwise it would be the flat algorithm with extra steps) and that saves enough of
+    /// the hosts' link (`link_saving`: few hosts), and below it recursive doubling;
+    /// everything else by [`Thresholds`] as on one host. The rules are the simulator's
+    /// choice (`allreduce::sim`; its test checks that they agree).
     ///
-    /// With `shared_memory` (every member reached through shared memory: one host), more
-    /// than two ranks and at least `single_copy_min` bytes, `Auto` takes single-copy.
+    /// With `shared_memory` (every member reached through shared memory: one host), two
+    /// ranks or more and at least `single_copy_min` bytes, `Auto` takes single-copy.
     pub(crate) fn pick(
         &self,
         bytes: usize,
@@ -215,15 +269,24 @@ impl Options {
         shared_memory: bool,
     ) -> Algorithm {
         let ranks: usize = hosts.iter().map(Vec::len).sum();
-        let layered = hosts.len() > 1 && hosts.iter().any(|m| m.len() > 1);
+        // Across hosts the hierarchical allreduce wins on latency below `HIERARCHICAL_MIN`
+        // (its inter-host phase has one step per host, not per rank) wherever every host
+        // has ranks to combine, and above only where it saves enough of the link.
+        let layered = hosts.len() > 1
+            && hosts.iter().any(|m| m.len() > 1)
+            && ((bytes < HIERARCHICAL_LATENCY_MAX && hosts.iter().all(|m| m.len() > 1))
+                || link_saving(ranks, hosts.len()) >= HIERARCHICAL_MIN_SAVING);
         match self.algorithm {
             Algorithm::Auto
-                if shared_memory && ranks > 2 && bytes >= self.thresholds.single_copy_min =>
+                if shared_memory && ranks > 1 && bytes >= self.thresholds.single_copy_min =>
             {
                 Algorithm::SingleCopy
             }
             Algorithm::Auto if layered && bytes > self.thresholds.small_max => {
                 Algorithm::Hierarchical
+            }
+            Algorithm::Auto if hosts.len() > 1 && hosts.iter().any(|m| m.len() > 1) => {
+                self.thresholds.flat_across_hosts(bytes, ranks)
             }
             Algorithm::Auto => self.thresholds.flat(bytes, ranks),
             a => a,
@@ -255,8 +318,10 @@ mod tests {
             o.pick(256 << 10, &one_host(4), false),
             Algorithm::Rabenseifner
         );
+        // Three ranks: Rabenseifner's fold does not pay; the ring right above small_max.
+        assert_eq!(o.pick(1 << 20, &one_host(3), false), Algorithm::Ring);
         assert_eq!(
-            o.pick(1 << 20, &one_host(3), false),
+            o.pick(1 << 20, &one_host(8), false),
             Algorithm::Rabenseifner
         );
         assert_eq!(o.pick(4 << 20, &one_host(4), false), Algorithm::Ring);
@@ -274,10 +339,34 @@ mod tests {
             o.pick(256 << 10, &one_host(4), true),
             Algorithm::Rabenseifner
         );
-        assert_eq!(o.pick(64 << 20, &one_host(2), true), Algorithm::Ring);
+        assert_eq!(o.pick(64 << 20, &one_host(2), true), Algorithm::SingleCopy);
+        assert_eq!(o.pick(64 << 20, &one_host(2), false), Algorithm::Ring);
         assert_eq!(
             o.pick(4 << 10, &one_host(4), true),
             Algorithm::RecursiveDoubling
+        );
+    }
+
+    #[test]
+    fn the_ring_needs_larger_vectors_on_larger_groups() {
+        let o = Options::default();
+        let spread = |n: usize| -> Vec<Vec<usize>> { (0..n).map(|r| vec![r]).collect() };
+        let pick = |bytes: usize, n: usize| o.pick(bytes, &spread(n), false);
+        assert_eq!(pick(4 << 20, 16), Algorithm::Ring);
+        assert_eq!(pick(4 << 20, 32), Algorithm::Rabenseifner);
+        assert_eq!(pick(16 << 20, 32), Algorithm::Ring);
+        assert_eq!(pick(16 << 20, 64), Algorithm::Rabenseifner);
+        assert_eq!(pick(64 << 20, 64), Algorithm::Ring);
+        assert_eq!(pick(256 << 20, 1024), Algorithm::Rabenseifner);
+        assert_eq!(pick(1 << 30, 1024), Algorithm::Ring);
+        // Several ranks per host: Rabenseifner's exchanges between hosts share a host's
+        // link, the ring's do not; the ring from ring_min again.
+        let pairs: Vec<Vec<usize>> = (0..32).map(|h| vec![2 * h, 2 * h + 1]).collect();
+        assert_eq!(o.pick(16 << 20, &pairs, false), Algorithm::Ring);
+        assert_eq!(
+            o.pick(4 << 20, &pairs, false),
+            Algorithm::Hierarchical,
+            "latency-bound: one step per host"
         );
     }
 
@@ -297,6 +386,12 @@ mod tests {
             assert_eq!(o.pick(64 << 10, hosts, false), Algorithm::RecursiveDoubling);
             assert_eq!(o.pick(0, hosts, false), Algorithm::RecursiveDoubling);
         }
+        // Many hosts: the ring crosses each host's link once per direction too, and the
+        // hierarchical allreduce's intra-host phases cost more than the link saves.
+        let four_by_two: Vec<Vec<usize>> = (0..4).map(|h| vec![2 * h, 2 * h + 1]).collect();
+        assert_eq!(o.pick(64 << 20, &four_by_two, false), Algorithm::Ring);
+        let two_plus_one = vec![vec![0, 1], vec![2]];
+        assert_eq!(o.pick(64 << 20, &two_plus_one, false), Algorithm::Ring);
         // One rank per host, or one host: nothing to gain, the flat rules.
         let spread = vec![vec![0], vec![1], vec![2], vec![3]];
         assert_eq!(o.pick(64 << 20, &spread, false), Algorithm::Ring);

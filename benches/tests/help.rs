@@ -89,3 +89,18 @@ fn allreduce_sweep_rejects_bad_values_before_starting_ranks() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn allreduce_sim_help_lists_its_modes() {
+    let help = help_of(env!("CARGO_BIN_EXE_allreduce-sim"));
+    for flag in [
+        "--machine",
+        "--ranks",
+        "--per-host",
+        "--choice-table",
+        "--validate",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from {help}");
+    }
+    assert_refuses_unknown_flag(env!("CARGO_BIN_EXE_allreduce-sim"));
+}

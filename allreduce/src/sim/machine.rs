@@ -1,0 +1,224 @@
+//! The model of the machine a simulated allreduce runs on: what a byte and a message cost
+//! inside a host (shared memory), between hosts (the network) and in a reduction, and how
+//! hosts share their cores and links. Named presets carry the values calibrated on the
+//! 2-core VM the project is developed on (see the "Simulator" section of
+//! `docs/allreduce.md` for the measurements behind each number).
+
+/// Costs and limits of the machine a simulated allreduce runs on. Times in seconds,
+/// bandwidths in bytes per second.
+///
+/// Why these parameters: they are the resources the runtime's transports actually occupy.
+/// gaspi's shared-memory write is one synchronous `memcpy` by the sending rank into the
+/// peer's segment (the sender's CPU is busy for its length), the TCP write is handed to a
+/// per-peer sending thread (the sender's CPU only posts it; the bytes then cross the rank's
+/// stream and the hosts' links), and every `Reduce` is CPU work on the rank's core.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Machine {
+    /// Short name (the preset's).
+    pub name: String,
+    /// Cores per host (or, with `hosts_share_cores`, of the one machine all hosts run on).
+    pub cores: usize,
+    /// All hosts run on one physical machine and share its `cores` (network namespaces on
+    /// one VM): oversubscription is counted over every rank, not per host.
+    pub hosts_share_cores: bool,
+    /// Latency of a shared-memory write: posting, the notification store and the peer's
+    /// wake-up, paid once per message whatever its length.
+    pub shm_alpha: f64,
+    /// One core's copy bandwidth into a peer's segment while the host's working set fits
+    /// in the last-level cache.
+    pub shm_copy_bw_cache: f64,
+    /// The same once the working set spills to memory.
+    pub shm_copy_bw_mem: f64,
+    /// Latency of a network message from posting to the receiver seeing its notification
+    /// (sending thread, kernel, progress thread).
+    pub net_alpha: f64,
+    /// CPU time the sending rank spends to post a network write (it does not copy).
+    pub net_post_overhead: f64,
+    /// Bandwidth of one rank's stream to the network, each way (its sending thread out,
+    /// its progress thread in).
+    pub net_stream_bw: f64,
+    /// The stream bandwidth while the working set fits the cache, where the network's
+    /// bytes are copied by this machine's cores (`net_on_cpu`: loopback, veth).
+    pub net_stream_bw_cache: f64,
+    /// A host's link, each way (egress and ingress apart), shared by the host's ranks.
+    pub nic_bw: f64,
+    /// Network bytes are copied by this machine's own cores (TCP loopback, veth between
+    /// namespaces), so an oversubscribed host moves them proportionally slower.
+    pub net_on_cpu: bool,
+    /// CPU time to take one notification (wait returns, reset).
+    pub recv_overhead: f64,
+    /// Extra latency of a wait that blocked on an oversubscribed host: the waiter yielded
+    /// its core and must be scheduled again.
+    pub oversub_wake: f64,
+    /// Extra latency of a network message into an oversubscribed host: the thread that
+    /// takes it in (the waiter or the progress thread) must be scheduled first.
+    pub oversub_net_wake: f64,
+    /// Reduction throughput of one core, bytes of result per second, working set in cache.
+    pub reduce_bw_cache: f64,
+    /// The same from memory.
+    pub reduce_bw_mem: f64,
+    /// Last-level cache of a host. The working set is twice the vector on every rank
+    /// sharing it (the vector, and as much again in staging or a peer's copy); the part of
+    /// it that fits runs at the cache bandwidths, the rest at the memory ones.
+    pub cache_bytes: usize,
+    /// Memory traffic a host sustains in all (bytes read plus written), shared by every
+    /// copy and reduction of its ranks once the working set spills from the cache.
+    pub host_mem_bw: f64,
+}
+
+use super::error::SimError;
+
+/// GB/s as bytes per second.
+const GB: f64 = 1e9;
+/// Microseconds as seconds.
+const US: f64 = 1e-6;
+
+/// The presets [`Machine::preset`] knows, for `--help` texts and errors.
+pub const PRESETS: &[&str] = &["shm", "tcp", "netns-2gbit", "cluster-10gbit"];
+
+impl Machine {
+    /// This VM's shared-memory transport: one host of 2 cores (calibrated from `gaspi-p2p`,
+    /// `reduce-kernel` and 2-rank `allreduce-sweep` runs; see `docs/allreduce.md`).
+    pub fn shm() -> Machine {
+        Machine {
+            name: "shm".into(),
+            cores: 2,
+            hosts_share_cores: true,
+            shm_alpha: 0.81 * US,
+            shm_copy_bw_cache: 16.4 * GB,
+            shm_copy_bw_mem: 3.9 * GB,
+            net_alpha: 15.6 * US,
+            net_post_overhead: 2.8 * US,
+            net_stream_bw: 2.44 * GB,
+            net_stream_bw_cache: 2.75 * GB,
+            nic_bw: 1e3 * GB,
+            net_on_cpu: true,
+            recv_overhead: 0.12 * US,
+            oversub_wake: 7.0 * US,
+            oversub_net_wake: 28.0 * US,
+            reduce_bw_cache: 22.7 * GB,
+            reduce_bw_mem: 6.5 * GB,
+            cache_bytes: 32 << 20,
+            host_mem_bw: 70.0 * GB,
+        }
+    }
+
+    /// This VM with every rank talking TCP over loopback (`--transport tcp`): the shared
+    /// memory values of [`Machine::shm`] for the reductions, the network's measured here.
+    pub fn tcp() -> Machine {
+        Machine {
+            name: "tcp".into(),
+            ..Machine::shm()
+        }
+    }
+
+    /// Two network namespaces on this VM joined by a veth pair that `tc tbf` limits to
+    /// 2 Gbit/s each way (`benches/netns/run.sh`): shared memory inside a namespace, TCP
+    /// over the limited link between them, all ranks on the VM's 2 cores.
+    pub fn netns_2gbit() -> Machine {
+        Machine {
+            name: "netns-2gbit".into(),
+            nic_bw: 0.25 * GB,
+            ..Machine::tcp()
+        }
+    }
+
+    /// The machine of the automatic-choice table: hosts of 8 cores with this VM's shared
+    /// memory and reduction speeds per core, joined by a 10 Gbit/s link per host (a NIC
+    /// of its own, not copied by the host's cores) with 10 µs latency.
+    pub fn cluster_10gbit() -> Machine {
+        Machine {
+            name: "cluster-10gbit".into(),
+            cores: 8,
+            hosts_share_cores: false,
+            net_alpha: 10.0 * US,
+            net_stream_bw: 2.5 * GB,
+            nic_bw: 1.25 * GB,
+            net_on_cpu: false,
+            ..Machine::shm()
+        }
+    }
+
+    /// The preset called `name` (one of [`PRESETS`]).
+    pub fn preset(name: &str) -> Option<Machine> {
+        match name {
+            "shm" => Some(Machine::shm()),
+            "tcp" => Some(Machine::tcp()),
+            "netns-2gbit" => Some(Machine::netns_2gbit()),
+            "cluster-10gbit" => Some(Machine::cluster_10gbit()),
+            _ => None,
+        }
+    }
+
+    /// Sets the parameter called `name` (a field name, e.g. `net_alpha`) to `value`, in
+    /// the field's unit (seconds, bytes per second, bytes, a count; `0`/`1` for the
+    /// flags), so that a machine can be calibrated without rebuilding (`allreduce-sim
+    /// --param`). An unknown name or a value that is not a number is an error.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), SimError> {
+        let bad = || SimError::BadParameter {
+            name: name.to_string(),
+            value: value.to_string(),
+        };
+        let v: f64 = value.trim().parse().map_err(|_| bad())?;
+        if !v.is_finite() || v < 0.0 {
+            return Err(bad());
+        }
+        let flag = |v: f64| {
+            if v == 0.0 {
+                Ok(false)
+            } else if v == 1.0 {
+                Ok(true)
+            } else {
+                Err(bad())
+            }
+        };
+        match name {
+            "cores" => self.cores = v as usize,
+            "hosts_share_cores" => self.hosts_share_cores = flag(v)?,
+            "shm_alpha" => self.shm_alpha = v,
+            "shm_copy_bw_cache" => self.shm_copy_bw_cache = v,
+            "shm_copy_bw_mem" => self.shm_copy_bw_mem = v,
+            "net_alpha" => self.net_alpha = v,
+            "net_post_overhead" => self.net_post_overhead = v,
+            "net_stream_bw" => self.net_stream_bw = v,
+            "net_stream_bw_cache" => self.net_stream_bw_cache = v,
+            "nic_bw" => self.nic_bw = v,
+            "net_on_cpu" => self.net_on_cpu = flag(v)?,
+            "recv_overhead" => self.recv_overhead = v,
+            "oversub_wake" => self.oversub_wake = v,
+            "oversub_net_wake" => self.oversub_net_wake = v,
+            "reduce_bw_cache" => self.reduce_bw_cache = v,
+            "reduce_bw_mem" => self.reduce_bw_mem = v,
+            "cache_bytes" => self.cache_bytes = v as usize,
+            "host_mem_bw" => self.host_mem_bw = v,
+            _ => return Err(bad()),
+        }
+        Ok(())
+    }
+
+    /// Whether the model is usable: positive cores, bandwidths and cache, finite
+    /// non-negative latencies.
+    pub(crate) fn is_valid(&self) -> bool {
+        let bws = [
+            self.shm_copy_bw_cache,
+            self.shm_copy_bw_mem,
+            self.net_stream_bw,
+            self.net_stream_bw_cache,
+            self.nic_bw,
+            self.reduce_bw_cache,
+            self.reduce_bw_mem,
+            self.host_mem_bw,
+        ];
+        let lats = [
+            self.shm_alpha,
+            self.net_alpha,
+            self.net_post_overhead,
+            self.recv_overhead,
+            self.oversub_wake,
+            self.oversub_net_wake,
+        ];
+        self.cores > 0
+            && bws.iter().all(|b| b.is_finite() && *b > 0.0)
+            && lats.iter().all(|l| l.is_finite() && *l >= 0.0)
+    }
+}

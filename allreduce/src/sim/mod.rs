@@ -1,0 +1,43 @@
+//! A simulator of the allreduce algorithms: it replays the real per-rank schedules (the
+//! ones `plan::allreduce_plan` builds for the runtime) on a model of the machine, and
+//! predicts each algorithm's time and bus bandwidth for any number of ranks, ranks per
+//! host and vector size. It is how the automatic choice ([`Options::pick`]) is checked
+//! beyond the few ranks this project can run for real.
+//!
+//! - [`Machine`] (`machine.rs`): the model: shared-memory and network latency and
+//!   bandwidth, a host's link each way, reduction throughput, cache and memory bandwidth,
+//!   cores (oversubscription slows a rank's CPU work by ranks per core). Presets
+//!   calibrated on this project's VM.
+//! - [`Cluster`] (`cluster.rs`): ranks, ranks per host, transport inside a host; from it
+//!   the layout and shape the runtime would build.
+//! - `program.rs`: every rank's plan, in a compact form, and the runtime's feasibility
+//!   checks (plus a memory bound on staging, [`STAGING_LIMIT`]).
+//! - `replay.rs`: the deterministic discrete-event replay of all ranks.
+//! - [`predict`], [`best`], [`runtime_choice`] (`predict.rs`): the API.
+//!
+//! ```
+//! use allreduce::sim::{predict, Cluster, Machine};
+//! use allreduce::Algorithm;
+//!
+//! let p = predict(Algorithm::Ring, &Cluster::new(4, 2), 16 << 20, 4, &Machine::netns_2gbit())?;
+//! assert!(p.seconds > 0.0 && p.busbw > 0.0);
+//! # Ok::<(), allreduce::sim::SimError>(())
+//! ```
+//!
+//! [`Options::pick`]: crate::Options
+
+mod cluster;
+mod error;
+mod machine;
+mod predict;
+mod program;
+mod replay;
+
+pub use cluster::{Cluster, Intra};
+pub use error::SimError;
+pub use machine::{Machine, PRESETS};
+pub use predict::{best, predict, runtime_choice, Prediction, ALL, AUTO_CANDIDATES, RUNS};
+pub use program::STAGING_LIMIT;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,124 @@
+//! Predictions: an algorithm's time and bus bandwidth on a cluster, the fastest algorithm
+//! the automatic choice could take, and what the runtime's automatic choice takes.
+
+use crate::algorithm::Algorithm;
+use crate::options::Options;
+
+use super::cluster::Cluster;
+use super::error::SimError;
+use super::machine::Machine;
+use super::program::build;
+use super::replay::replay;
+
+/// Back-to-back runs replayed; the first is the warm-up whose start is not steady (every
+/// rank starts at once), the prediction is the mean of the others, as the sweep's batch of
+/// back-to-back runs measures.
+pub const RUNS: usize = 3;
+
+/// The algorithms [`Algorithm::Auto`] chooses among, which [`best`] compares. One-shot is
+/// left out: Auto never takes it (its `p-1` messages per rank lost to recursive doubling
+/// over TCP), though [`predict`] simulates it.
+pub const AUTO_CANDIDATES: &[Algorithm] = &[
+    Algorithm::RecursiveDoubling,
+    Algorithm::Rabenseifner,
+    Algorithm::Ring,
+    Algorithm::Hierarchical,
+    Algorithm::SingleCopy,
+];
+
+/// Every algorithm the simulator can replay (what `allreduce-sim` prints).
+pub const ALL: &[Algorithm] = &[
+    Algorithm::RecursiveDoubling,
+    Algorithm::Rabenseifner,
+    Algorithm::Ring,
+    Algorithm::Hierarchical,
+    Algorithm::SingleCopy,
+    Algorithm::OneShot,
+];
+
+/// A predicted allreduce.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Prediction {
+    /// The algorithm simulated.
+    pub algorithm: Algorithm,
+    /// Steady-state time of one allreduce, seconds.
+    pub seconds: f64,
+    /// nccl-tests' bus bandwidth, bytes/s: `bytes / seconds * 2(n-1)/n`.
+    pub busbw: f64,
+}
+
+/// The predicted steady-state time of `algorithm` for a vector of `bytes` bytes of
+/// `elem`-byte elements on `cluster` and `machine`: every rank's real schedule, replayed
+/// for [`RUNS`] back-to-back runs.
+pub fn predict(
+    algorithm: Algorithm,
+    cluster: &Cluster,
+    bytes: usize,
+    elem: usize,
+    machine: &Machine,
+) -> Result<Prediction, SimError> {
+    check(cluster, elem, machine)?;
+    let mut program = build(algorithm, cluster, bytes, elem)?;
+    let timeline = replay(&mut program, machine, cluster, bytes, RUNS)?;
+    let end = |run: usize| timeline.ends[run].iter().copied().fold(0.0, f64::max);
+    let seconds = (end(RUNS - 1) - end(0)) / (RUNS - 1) as f64;
+    let n = cluster.ranks as f64;
+    let busbw = if seconds > 0.0 {
+        bytes as f64 / seconds * 2.0 * (n - 1.0) / n
+    } else {
+        0.0
+    };
+    Ok(Prediction {
+        algorithm,
+        seconds,
+        busbw,
+    })
+}
+
+/// Rejects inputs the simulation cannot mean anything for.
+fn check(cluster: &Cluster, elem: usize, machine: &Machine) -> Result<(), SimError> {
+    if cluster.ranks == 0 || cluster.per_host == 0 {
+        return Err(SimError::BadInput(
+            "a cluster needs ranks and ranks per host",
+        ));
+    }
+    if elem == 0 {
+        return Err(SimError::BadInput("elements have a size"));
+    }
+    if !machine.is_valid() {
+        return Err(SimError::BadInput(
+            "machine needs cores, positive bandwidths and latencies",
+        ));
+    }
+    Ok(())
+}
+
+/// The predictions of every algorithm of [`AUTO_CANDIDATES`] that can run here, and the
+/// fastest of them. Infeasible algorithms are skipped; any other error is returned.
+pub fn best(
+    cluster: &Cluster,
+    bytes: usize,
+    elem: usize,
+    machine: &Machine,
+) -> Result<(Prediction, Vec<Prediction>), SimError> {
+    let mut all = Vec::new();
+    for &a in AUTO_CANDIDATES {
+        match predict(a, cluster, bytes, elem, machine) {
+            Ok(p) => all.push(p),
+            Err(SimError::Infeasible { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let fastest = all
+        .iter()
+        .copied()
+        .min_by(|a, b| a.seconds.total_cmp(&b.seconds))
+        .ok_or(SimError::BadInput("no algorithm can run here"))?;
+    Ok((fastest, all))
+}
+
+/// What the runtime's [`Algorithm::Auto`] takes for `bytes` on `cluster`, with default
+/// options ([`Options::pick`] on the layout and transport the runtime would see).
+pub fn runtime_choice(cluster: &Cluster, bytes: usize) -> Algorithm {
+    Options::default().pick(bytes, &cluster.layout(), cluster.shared_memory())
+}

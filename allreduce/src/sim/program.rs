@@ -1,0 +1,155 @@
+//! The per-rank schedules of a simulated allreduce, built by the runtime's own planner
+//! (`plan::allreduce_plan`) for every rank and kept in a compact form: only what costs
+//! time is kept (who, how many bytes, which notification), not the offsets.
+
+use std::collections::HashMap;
+
+use crate::algorithm::Algorithm;
+use crate::options::Thresholds;
+use crate::plan::allreduce_plan;
+use crate::schedule::Action;
+
+use super::cluster::{Cluster, NOTIF_LIMIT};
+use super::error::SimError;
+
+/// Largest single write gaspi accepts (`gaspi::config` default `transfer_size_max`).
+const TRANSFER_SIZE_MAX: usize = 1 << 30;
+
+/// The memory bound of a feasible algorithm: bytes of staging (segment beyond the vector)
+/// one rank may need. Why: one-shot needs `p-1` copies of the vector on every rank, which
+/// at 1024 ranks and a few MiB is more memory than a rank can spare for a collective.
+pub const STAGING_LIMIT: usize = 4 << 30;
+
+/// One action with only what costs time (16 bytes, so 1024 ranks' ring schedules fit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// Write `len` bytes (0: a bare notification) to rank `to`, setting `notif` there.
+    Send { to: u32, len: u32, notif: u32 },
+    /// Wait for `notif` and reset it.
+    Recv { notif: u32 },
+    /// Reduce `len` bytes from our staging into our data.
+    Reduce { len: u32 },
+    /// Read `len` bytes of same-host rank `from`'s segment in place, reducing them into
+    /// ours (`reduce`) or copying them.
+    ReadPeer { from: u32, len: u32, reduce: bool },
+    /// Divide `len` bytes by the rank count (AVG).
+    Divide { len: u32 },
+    /// Wait for local completion of every send posted so far.
+    Flush,
+}
+
+/// What every rank replays: `ranks[r]` is the list of schedules rank `r`'s runs cycle
+/// through (run `q` uses `ranks[r][q % len]`).
+#[derive(Debug)]
+pub(crate) struct Program {
+    /// Per rank, the schedules its runs cycle through.
+    pub ranks: Vec<Vec<Vec<Op>>>,
+}
+
+impl Program {
+    /// Renumbers each rank's notification ids densely (`0..`, in order of first use by
+    /// its receives, then by sends to it), so the replay keeps them in a vector instead
+    /// of a hash map (the speed that 1024-rank rings need); returns the ids per rank.
+    pub(crate) fn densify(&mut self) -> Vec<usize> {
+        let mut maps: Vec<HashMap<u32, u32>> = vec![HashMap::new(); self.ranks.len()];
+        let dense = |maps: &mut Vec<HashMap<u32, u32>>, r: usize, id: u32| {
+            let m = &mut maps[r];
+            let next = m.len() as u32;
+            *m.entry(id).or_insert(next)
+        };
+        for (r, schedules) in self.ranks.iter_mut().enumerate() {
+            for op in schedules.iter_mut().flatten() {
+                if let Op::Recv { notif } = op {
+                    *notif = dense(&mut maps, r, *notif);
+                }
+            }
+        }
+        for schedules in &mut self.ranks {
+            for op in schedules.iter_mut().flatten() {
+                if let Op::Send { to, notif, .. } = op {
+                    *notif = dense(&mut maps, *to as usize, *notif);
+                }
+            }
+        }
+        maps.iter().map(HashMap::len).collect()
+    }
+}
+
+/// A count that must fit the compact form (vectors up to 4 GiB, ranks up to 2^32).
+fn small(v: usize) -> Result<u32, SimError> {
+    u32::try_from(v).map_err(|_| SimError::BadInput("vector or group too large to simulate"))
+}
+
+/// The compact form of one action.
+fn op(a: &Action) -> Result<Op, SimError> {
+    Ok(match *a {
+        Action::Send { to, len, notif, .. } => Op::Send {
+            to: small(to)?,
+            len: small(len)?,
+            notif,
+        },
+        Action::Recv { notif } => Op::Recv { notif },
+        Action::Reduce { len, .. } => Op::Reduce { len: small(len)? },
+        Action::ReduceFrom { from, len, .. } => Op::ReadPeer {
+            from: small(from)?,
+            len: small(len)?,
+            reduce: true,
+        },
+        Action::CopyFrom { from, len, .. } => Op::ReadPeer {
+            from: small(from)?,
+            len: small(len)?,
+            reduce: false,
+        },
+        Action::Divide { len, .. } => Op::Divide { len: small(len)? },
+        Action::Flush => Op::Flush,
+    })
+}
+
+/// Builds every rank's plan of `algorithm` for `bytes` of `elem`-byte elements on
+/// `cluster`, exactly as the runtime would (default thresholds for the hierarchical
+/// allreduce's choice between hosts), or says why the runtime could not run it.
+pub(crate) fn build(
+    algorithm: Algorithm,
+    cluster: &Cluster,
+    bytes: usize,
+    elem: usize,
+) -> Result<Program, SimError> {
+    let infeasible = |why| SimError::Infeasible { algorithm, why };
+    if algorithm == Algorithm::Auto {
+        return Err(SimError::BadInput("resolve Auto first (runtime_choice)"));
+    }
+    if algorithm == Algorithm::SingleCopy && !cluster.shared_memory() {
+        return Err(infeasible(
+            "some member is not reached through shared memory",
+        ));
+    }
+    let hosts = cluster.layout();
+    let thresholds = Thresholds::default();
+    let mut ranks = Vec::with_capacity(cluster.ranks);
+    for me in 0..cluster.ranks {
+        let shape = cluster.shape(me, bytes, elem);
+        let plan = allreduce_plan(algorithm, &shape, &hosts, &thresholds, false);
+        // The runtime's setup checks (`Collective::new`) and the memory bound, on rank 0
+        // before any other rank's plan is built (they are the same on every rank).
+        if me == 0 {
+            if plan.largest_send > TRANSFER_SIZE_MAX {
+                return Err(infeasible("a write exceeds gaspi's transfer size limit"));
+            }
+            let notifs = plan.schedules.iter().map(|s| s.notifications).max();
+            if notifs.unwrap_or(0) > NOTIF_LIMIT {
+                return Err(infeasible("more notifications than a segment offers"));
+            }
+            let segment = plan.schedules.iter().map(|s| s.segment_bytes).max();
+            if segment.unwrap_or(0).saturating_sub(bytes) > STAGING_LIMIT {
+                return Err(infeasible("staging exceeds the simulator's memory bound"));
+            }
+        }
+        let schedules = plan
+            .schedules
+            .iter()
+            .map(|s| s.actions.iter().map(op).collect::<Result<Vec<_>, _>>())
+            .collect::<Result<Vec<_>, _>>()?;
+        ranks.push(schedules);
+    }
+    Ok(Program { ranks })
+}

@@ -1,0 +1,328 @@
+//! The discrete-event replay: every rank executes its own schedule action by action on the
+//! [`Machine`] model, in global time order, so that ranks contend for the resources they
+//! share (a host's link, its memory, the cores of an oversubscribed host) in the order the
+//! real ranks would reach them.
+//!
+//! Resources are token buckets with a next-free time: a transfer of `b` bytes over a
+//! resource of bandwidth `B` occupies it for `b/B` from `max(now, next_free)`, and a
+//! transfer crossing several resources (the sender's stream, its host's egress, the
+//! receiver's host's ingress, the receiver's stream) ends when the last of them is done.
+//! Why buckets and not a fluid-flow network: they keep each event O(1), so 1024 ranks'
+//! rings replay in seconds, and on the pipelined schedules here (many equal chunks) they
+//! give the same throughput as sharing a link fairly.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use super::cluster::Cluster;
+use super::error::SimError;
+use super::machine::Machine;
+use super::program::{Op, Program};
+
+/// A simulated time, ordered totally (times are finite by construction).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct At(f64);
+
+impl Eq for At {}
+impl PartialOrd for At {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for At {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// Where one rank stands.
+#[derive(Clone, Debug, Default)]
+struct Rank {
+    /// When it can perform its next action.
+    now: f64,
+    /// Run in progress.
+    run: usize,
+    /// Next action of the run.
+    pc: usize,
+    /// Notification it waits for, if blocked.
+    waiting: Option<u32>,
+    /// When every send posted so far is complete locally.
+    sent_by: f64,
+    /// Notifications arrived and not yet taken: arrival time by (dense) id, NaN if none.
+    arrived: Vec<f64>,
+    /// Token buckets of its network stream, out and in.
+    stream_out: f64,
+    stream_in: f64,
+}
+
+/// The per-rank costs of the machine for this cluster and vector, fixed for a replay.
+struct Costs {
+    /// More ranks than cores share the cores: a rank that blocks gives its core away and
+    /// pays `oversub_wake` to get one back.
+    oversubscribed: bool,
+    /// Seconds per byte of a copy, of a reduction and of a rank's network stream.
+    copy: f64,
+    reduce: f64,
+    stream: f64,
+    /// Share of the working set outside the cache: that share of every copy's and
+    /// reduction's traffic draws on the host's memory bandwidth.
+    spill: f64,
+}
+
+impl Costs {
+    fn new(m: &Machine, c: &Cluster, bytes: usize) -> Costs {
+        let k = c.per_host.max(1).min(c.ranks);
+        let on_cores = if m.hosts_share_cores { c.ranks } else { k };
+        // Why this working set: the ranks of a host (or of the one VM) read and write each
+        // other's segments through one cache, each its vector and as much in staging.
+        let set = 2.0 * on_cores as f64 * bytes as f64;
+        let fits = (m.cache_bytes as f64 / set.max(1.0)).min(1.0);
+        let blend = |cache: f64, mem: f64| fits / cache + (1.0 - fits) / mem;
+        Costs {
+            oversubscribed: on_cores > m.cores,
+            copy: blend(m.shm_copy_bw_cache, m.shm_copy_bw_mem),
+            reduce: blend(m.reduce_bw_cache, m.reduce_bw_mem),
+            stream: if m.net_on_cpu {
+                blend(m.net_stream_bw_cache, m.net_stream_bw)
+            } else {
+                1.0 / m.net_stream_bw
+            },
+            spill: 1.0 - fits,
+        }
+    }
+}
+
+/// The cores ranks compute on: per pool (a host, or the one machine all hosts share), the
+/// time each core is next free. CPU work goes to the core that frees first, so ranks that
+/// wait give their core to those that work (time-sharing as the kernel does it, in the
+/// coarse grain of whole actions), instead of every rank being slowed alike.
+struct Cores {
+    free: Vec<Vec<f64>>,
+}
+
+impl Cores {
+    fn new(pools: usize, cores: usize) -> Cores {
+        Cores {
+            free: vec![vec![0.0; cores.max(1)]; pools],
+        }
+    }
+
+    /// Runs `seconds` of work on pool `pool`, ready at `ready`; returns when it ends.
+    fn run(&mut self, pool: usize, ready: f64, seconds: f64) -> f64 {
+        let cores = &mut self.free[pool];
+        let (i, &free) = cores
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(b.1))
+            .unwrap_or((0, &0.0));
+        let end = free.max(ready) + seconds;
+        cores[i] = end;
+        end
+    }
+}
+
+/// Time at which each rank finished each run (`ends[run][rank]`).
+pub(crate) struct Timeline {
+    /// Per run, per rank.
+    pub ends: Vec<Vec<f64>>,
+}
+
+/// The replay of `runs` back-to-back runs of `program` on `machine` and `cluster`, for a
+/// vector of `bytes` (which decides whether the working set is in cache).
+pub(crate) fn replay(
+    program: &mut Program,
+    machine: &Machine,
+    cluster: &Cluster,
+    bytes: usize,
+    runs: usize,
+) -> Result<Timeline, SimError> {
+    let n = cluster.ranks;
+    let costs = Costs::new(machine, cluster, bytes);
+    let ids = program.densify();
+    let mut ranks: Vec<Rank> = ids
+        .iter()
+        .map(|&k| Rank {
+            arrived: vec![f64::NAN; k],
+            ..Rank::default()
+        })
+        .collect();
+    let buckets = if machine.hosts_share_cores {
+        1
+    } else {
+        cluster.hosts()
+    };
+    let mut memory = vec![0.0f64; buckets];
+    let mut cores = Cores::new(buckets, machine.cores);
+    let pool = |r: usize| {
+        if machine.hosts_share_cores {
+            0
+        } else {
+            cluster.host_of(r)
+        }
+    };
+    let mut nic_out = vec![0.0f64; cluster.hosts()];
+    let mut nic_in = vec![0.0f64; cluster.hosts()];
+    let mut ends = vec![vec![0.0f64; n]; runs];
+    let mut heap: BinaryHeap<Reverse<(At, usize)>> =
+        (0..n).map(|r| Reverse((At(0.0), r))).collect();
+    let mut last = 0.0f64;
+    let mut finished = 0;
+
+    while let Some(Reverse((At(t), r))) = heap.pop() {
+        last = last.max(t);
+        ranks[r].now = ranks[r].now.max(t);
+        loop {
+            let me = &ranks[r];
+            let schedules = &program.ranks[r];
+            let ops = &schedules[me.run % schedules.len()];
+            let Some(&op) = ops.get(me.pc) else {
+                // End of a run: the next starts at once, as the sweep's batch loop does.
+                let me = &mut ranks[r];
+                ends[me.run][r] = me.now;
+                me.run += 1;
+                me.pc = 0;
+                if me.run == runs {
+                    finished += 1;
+                    break;
+                }
+                continue;
+            };
+            let now = ranks[r].now;
+            // CPU work on the rank's cores, and its memory traffic through the host's
+            // bucket when the working set spills; returns when the work ends.
+            let work = |cpu: f64, traffic: usize, memory: &mut [f64], cores: &mut Cores| -> f64 {
+                let end = cores.run(pool(r), now, cpu);
+                if costs.spill == 0.0 {
+                    return end;
+                }
+                let b = pool(r);
+                memory[b] = memory[b].max(now) + traffic as f64 * costs.spill / machine.host_mem_bw;
+                end.max(memory[b])
+            };
+            match op {
+                Op::Send { to, len, notif } => {
+                    let (to, len) = (to as usize, len as usize);
+                    let (done, arrive) = if cluster.shm_between(r, to) {
+                        // One synchronous memcpy by the sender, then the notification.
+                        let end = work(
+                            machine.shm_alpha + len as f64 * costs.copy,
+                            2 * len,
+                            &mut memory,
+                            &mut cores,
+                        );
+                        (end, end)
+                    } else {
+                        let posted = cores.run(pool(r), now, machine.net_post_overhead);
+                        let mut end = posted;
+                        if len > 0 {
+                            let (hs, hd) = (cluster.host_of(r), cluster.host_of(to));
+                            let stream = len as f64 * costs.stream;
+                            let link = len as f64 / machine.nic_bw;
+                            let mut take = |free: &mut f64, d: f64| {
+                                *free = free.max(posted) + d;
+                                end = end.max(*free);
+                            };
+                            take(&mut ranks[r].stream_out, stream);
+                            // A link's two ends are one resource on a shared-core machine
+                            // only through the streams; each host has its own link.
+                            if hs != hd {
+                                take(&mut nic_out[hs], link);
+                                take(&mut nic_in[hd], link);
+                            }
+                            take(&mut ranks[to].stream_in, stream);
+                            if machine.net_on_cpu {
+                                // Loopback and veth bytes are copied by this machine's
+                                // cores, once into the kernel and once out of it.
+                                end = end.max(cores.run(pool(r), posted, stream));
+                                end = end.max(cores.run(pool(to), posted, stream));
+                            }
+                        }
+                        // On an oversubscribed host the receiving thread must be
+                        // scheduled before it can take the frame in.
+                        let wake = if costs.oversubscribed {
+                            machine.oversub_net_wake
+                        } else {
+                            0.0
+                        };
+                        (end, end + machine.net_alpha + wake)
+                    };
+                    let me = &mut ranks[r];
+                    me.sent_by = me.sent_by.max(done);
+                    me.now = if cluster.shm_between(r, to) {
+                        done
+                    } else {
+                        now + machine.net_post_overhead
+                    };
+                    let peer = &mut ranks[to];
+                    let slot = &mut peer.arrived[notif as usize];
+                    if !slot.is_nan() {
+                        return Err(SimError::Overrun { rank: to, notif });
+                    }
+                    *slot = arrive;
+                    if peer.waiting == Some(notif) {
+                        peer.waiting = None;
+                        heap.push(Reverse((At(peer.now.max(arrive)), to)));
+                    }
+                }
+                Op::Recv { notif } => {
+                    let me = &mut ranks[r];
+                    let at = std::mem::replace(&mut me.arrived[notif as usize], f64::NAN);
+                    if at.is_nan() {
+                        me.waiting = Some(notif);
+                        break;
+                    }
+                    // A rank that found its notification waiting never slept; one that
+                    // slept on an oversubscribed host must get a core back first.
+                    let wake = if at > me.now && costs.oversubscribed {
+                        machine.oversub_wake
+                    } else {
+                        0.0
+                    };
+                    let ready = me.now.max(at) + wake;
+                    me.now = cores.run(pool(r), ready, machine.recv_overhead);
+                }
+                Op::Reduce { len }
+                | Op::ReadPeer {
+                    len, reduce: true, ..
+                } => {
+                    let len = len as usize;
+                    ranks[r].now =
+                        work(len as f64 * costs.reduce, 3 * len, &mut memory, &mut cores);
+                }
+                Op::ReadPeer { len, .. } => {
+                    let len = len as usize;
+                    ranks[r].now = work(len as f64 * costs.copy, 2 * len, &mut memory, &mut cores);
+                }
+                Op::Divide { len } => {
+                    let len = len as usize;
+                    ranks[r].now =
+                        work(len as f64 * costs.reduce, 2 * len, &mut memory, &mut cores);
+                }
+                Op::Flush => {
+                    let me = &mut ranks[r];
+                    me.now = me.now.max(me.sent_by);
+                }
+            }
+            ranks[r].pc += 1;
+            // Go on with this rank while it is still the earliest; otherwise queue it so
+            // that resources are taken in time order.
+            if let Some(Reverse((At(next), _))) = heap.peek() {
+                if *next < ranks[r].now {
+                    heap.push(Reverse((At(ranks[r].now), r)));
+                    break;
+                }
+            }
+        }
+    }
+    if finished < n {
+        let blocked: Vec<usize> = (0..n).filter(|&r| ranks[r].run < runs).collect();
+        let rank = blocked[0];
+        return Err(SimError::Deadlock {
+            at_s: last,
+            blocked: blocked.len(),
+            rank,
+            notif: ranks[rank].waiting.unwrap_or(u32::MAX),
+        });
+    }
+    Ok(Timeline { ends })
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Measures the allreduce times the simulator is validated against, in one run: every
+# algorithm at 2, 3 and 4 ranks over shared memory and TCP loopback, in alternating rounds,
+# and writes the median in-place time of each point in `allreduce-sim --validate`'s format.
+#   benches/sim/measure.sh [OUT=target/sim-measured.txt] [ROUNDS=3] [RANKS="2 3 4"]
+# Then: target/release/allreduce-sim --validate OUT
+# Needs release builds of allreduce-sweep and allreduce-sim (built here if missing). The
+# netns points (two namespaces as hosts) come from benches/netns/run.sh, which needs root.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${1:-target/sim-measured.txt}; ROUNDS=${2:-3}; RANKS=${3:-"2 3 4"}
+SIZES=(-b 4K -e 64M -f 4)
+[ -x target/release/allreduce-sweep ] && [ -x target/release/allreduce-sim ] ||
+  cargo build --release -p tarantella-benches --bin allreduce-sweep --bin allreduce-sim
+raw=$(mktemp); trap 'rm -f "$raw"' EXIT
+configs=()
+for n in $RANKS; do
+  for a in rd rabenseifner ring single-copy; do configs+=("shm $n $a"); done
+  for a in rd rabenseifner ring; do configs+=("tcp $n $a"); done
+done
+for round in $(seq "$ROUNDS"); do
+  for c in "${configs[@]}"; do
+    set -- $c
+    # One line per size: transport ranks algorithm bytes in-place-us.
+    target/release/allreduce-sweep --ranks "$2" --transport "$1" --algorithm "$3" \
+        "${SIZES[@]}" --budget 64M --batches 3 -c 0 2>/dev/null |
+      awk -v t="$1" -v n="$2" -v a="$3" '$1 ~ /^[0-9]+$/ { print t, n, a, $1, $9 }' >> "$raw"
+  done
+  echo "round $round of $ROUNDS done" >&2
+done
+{
+  echo "# Measured by benches/sim/measure.sh on $(date -u +%F) ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)):"
+  echo "# median in-place time (us) of $ROUNDS alternating rounds, f32 sum."
+  echo "# machine ranks per_host transport algorithm bytes measured_us"
+  sort -k1,1 -k2,2n -k3,3 -k4,4n "$raw" |
+    awk '{ key = $1" "$2" "$3" "$4; v[key] = v[key] " " $5; order[key] = NR }
+         END { for (k in v) print k, v[k] }' |
+    while read -r t n a bytes rest; do
+      median=$(tr ' ' '\n' <<<"$rest" | grep . | sort -g | awk '{ x[NR] = $1 } END { print x[int((NR + 1) / 2)] }')
+      echo "$t $n $n $t $a $bytes $median"
+    done | sort -k1,1 -k2,2n -k5,5 -k6,6n
+} > "$OUT"
+echo "wrote $OUT" >&2

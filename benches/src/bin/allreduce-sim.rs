@@ -1,0 +1,292 @@
+//! Predicted allreduce times from the simulator (`allreduce::sim`): every rank's real
+//! schedule replayed on a calibrated model of the machine.
+//!
+//! ```text
+//! allreduce-sim --machine cluster-10gbit --ranks 64 --per-host 8 -b 4 -e 1G -f 4
+//! allreduce-sim --choice-table
+//! allreduce-sim --validate docs/sim-validation.txt
+//! ```
+
+use std::process::ExitCode;
+
+use allreduce::sim::{self, Cluster, Intra, Machine, Prediction};
+use allreduce::Algorithm;
+use clap::{Parser, ValueEnum};
+use tarantella_benches::parse_size;
+
+/// Transport between ranks of one host.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Transport {
+    /// Shared memory.
+    Shm,
+    /// TCP over loopback.
+    Tcp,
+}
+
+/// Predicted allreduce time and busbw per algorithm, from the simulator.
+#[derive(Parser, Debug)]
+#[command(name = "allreduce-sim", version)]
+struct Args {
+    /// Machine model: shm, tcp, netns-2gbit, cluster-10gbit
+    #[arg(long, default_value = "cluster-10gbit")]
+    machine: String,
+    /// Ranks in the group
+    #[arg(long, default_value_t = 2)]
+    ranks: usize,
+    /// Ranks per host [default: all on one host]
+    #[arg(long)]
+    per_host: Option<usize>,
+    /// Transport between ranks of a host
+    #[arg(long, value_enum, default_value = "shm")]
+    transport: Transport,
+    /// Smallest size in bytes (K, M, G suffixes)
+    #[arg(short = 'b', long = "minbytes", default_value = "4", value_parser = parse_size)]
+    min_bytes: usize,
+    /// Largest size in bytes
+    #[arg(short = 'e', long = "maxbytes", default_value = "1G", value_parser = parse_size)]
+    max_bytes: usize,
+    /// Size factor between rows
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
+    factor: usize,
+    /// Bytes per element (4: f32)
+    #[arg(long, default_value_t = 4)]
+    elem: usize,
+    /// Print the automatic choice for n = 2..1024, k = 1, 2, 4, 8, 4 B..1 GiB instead
+    #[arg(long)]
+    choice_table: bool,
+    /// Compare with measurements: lines `machine ranks per_host shm|tcp algorithm bytes
+    /// measured_us` ('#' starts a comment)
+    #[arg(long)]
+    validate: Option<String>,
+    /// Overrides one parameter of the machine model, `NAME=VALUE` in the field's unit
+    /// (seconds, bytes/s, bytes), e.g. `--param net_alpha=15e-6`; repeatable. With
+    /// `--validate`, applies to every line's machine
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    params: Vec<String>,
+}
+
+/// Short name of an algorithm, as `--algorithm` spells it.
+fn name(a: Algorithm) -> &'static str {
+    match a {
+        Algorithm::Auto => "auto",
+        Algorithm::Ring => "ring",
+        Algorithm::RecursiveDoubling => "rd",
+        Algorithm::Rabenseifner => "rabenseifner",
+        Algorithm::Hierarchical => "hierarchical",
+        Algorithm::OneShot => "one-shot",
+        Algorithm::SingleCopy => "single-copy",
+    }
+}
+
+/// One letter per algorithm for the choice table.
+fn letter(a: Algorithm) -> char {
+    match a {
+        Algorithm::Ring => 'R',
+        Algorithm::RecursiveDoubling => 'D',
+        Algorithm::Rabenseifner => 'B',
+        Algorithm::Hierarchical => 'H',
+        Algorithm::SingleCopy => 'S',
+        Algorithm::OneShot => 'O',
+        Algorithm::Auto => 'A',
+    }
+}
+
+/// `bytes` with a binary suffix.
+fn size(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
+        b => format!("{b}"),
+    }
+}
+
+/// Sizes from `min` to `max`, times `factor`.
+fn sizes(min: usize, max: usize, factor: usize) -> Vec<usize> {
+    let mut v = Vec::new();
+    let mut b = min.max(1);
+    while b <= max {
+        v.push(b);
+        b = b.saturating_mul(factor.max(2));
+    }
+    v
+}
+
+/// The table of every algorithm per size, best marked `*`, the runtime's choice `<`.
+fn per_algorithm(args: &Args, machine: &Machine) -> Result<(), String> {
+    let c = Cluster {
+        ranks: args.ranks,
+        per_host: args.per_host.unwrap_or(args.ranks),
+        intra: match args.transport {
+            Transport::Shm => Intra::Shm,
+            Transport::Tcp => Intra::Tcp,
+        },
+    };
+    println!(
+        "# machine {}, {} ranks, {} per host ({} hosts), {:?} inside hosts; time us (busbw GB/s); * fastest Auto candidate, < runtime's choice",
+        machine.name, c.ranks, c.per_host, c.hosts(), c.intra
+    );
+    print!("{:>6}", "size");
+    for a in sim::ALL {
+        print!(" {:>22}", name(*a));
+    }
+    println!();
+    for bytes in sizes(args.min_bytes, args.max_bytes, args.factor) {
+        let runtime = sim::runtime_choice(&c, bytes);
+        let (best, _) = sim::best(&c, bytes, args.elem, machine).map_err(|e| e.to_string())?;
+        print!("{:>6}", size(bytes));
+        for a in sim::ALL {
+            let cell = match sim::predict(*a, &c, bytes, args.elem, machine) {
+                Ok(Prediction { seconds, busbw, .. }) => {
+                    let mark = match (*a == best.algorithm, *a == runtime) {
+                        (true, true) => "*<",
+                        (true, false) => "* ",
+                        (false, true) => " <",
+                        _ => "  ",
+                    };
+                    format!("{:.1} ({:.2}){mark}", seconds * 1e6, busbw / 1e9)
+                }
+                Err(sim::SimError::Infeasible { .. }) => "-  ".into(),
+                Err(e) => return Err(e.to_string()),
+            };
+            print!(" {cell:>22}");
+        }
+        println!();
+    }
+    Ok(())
+}
+
+/// Ranks of the choice table.
+const TABLE_RANKS: &[usize] = &[2, 3, 4, 6, 8, 12, 16, 32, 48, 64, 128, 256, 512, 1024];
+
+/// The automatic choice over n, k and sizes: the fastest algorithm's letter, followed by
+/// the runtime's in lower case where the runtime's is more than 5% slower.
+fn choice_table(args: &Args, machine: &Machine) -> Result<(), String> {
+    let sizes = sizes(4, 1 << 30, 4);
+    println!(
+        "# machine {}: fastest of rd (D), Rabenseifner (B), ring (R), hierarchical (H), single-copy (S);",
+        machine.name
+    );
+    println!("# a lower-case letter after it: the runtime's choice, where that is >5% slower");
+    for k in [1, 2, 4, 8] {
+        println!("\nk = {k} per host");
+        print!("{:>5} |", "n");
+        for b in &sizes {
+            print!("{:>5}", size(*b));
+        }
+        println!();
+        for &n in TABLE_RANKS {
+            print!("{n:>5} |");
+            for &bytes in &sizes {
+                let c = Cluster::new(n, k);
+                let (best, all) =
+                    sim::best(&c, bytes, args.elem, machine).map_err(|e| e.to_string())?;
+                let runtime = sim::runtime_choice(&c, bytes);
+                let rt = all.iter().find(|p| p.algorithm == runtime);
+                let cell = match rt {
+                    Some(p) if p.seconds > 1.05 * best.seconds => {
+                        format!(
+                            "{}{}",
+                            letter(best.algorithm),
+                            letter(runtime).to_ascii_lowercase()
+                        )
+                    }
+                    Some(_) => format!("{}", letter(runtime)),
+                    None => format!("{}?", letter(best.algorithm)),
+                };
+                print!("{cell:>5}");
+            }
+            println!();
+        }
+    }
+    Ok(())
+}
+
+/// Predicted against measured for every line of `path`.
+fn validate(path: &str, elem: usize, params: &[String]) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    println!("machine ranks per_host transport algorithm bytes measured_us predicted_us error_%");
+    let mut worst = 0.0f64;
+    let (mut points, mut within, mut sum) = (0usize, 0usize, 0.0f64);
+    for line in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let bad = || format!("{path}: cannot read line {line:?}");
+        let [m, n, k, t, a, b, us] = f[..] else {
+            return Err(bad());
+        };
+        let mut machine = Machine::preset(m).ok_or_else(bad)?;
+        apply(&mut machine, params)?;
+        let c = Cluster {
+            ranks: n.parse().map_err(|_| bad())?,
+            per_host: k.parse().map_err(|_| bad())?,
+            intra: if t == "tcp" { Intra::Tcp } else { Intra::Shm },
+        };
+        let alg = sim::ALL
+            .iter()
+            .find(|x| name(**x) == a)
+            .copied()
+            .ok_or_else(bad)?;
+        let bytes = parse_size(b)?;
+        let measured: f64 = us.parse().map_err(|_| bad())?;
+        let p = sim::predict(alg, &c, bytes, elem, &machine).map_err(|e| e.to_string())?;
+        let err = (p.seconds * 1e6 / measured - 1.0) * 100.0;
+        worst = worst.max(err.abs());
+        points += 1;
+        within += usize::from(err.abs() <= 25.0);
+        sum += err.abs();
+        println!(
+            "{m} {n} {k} {t} {a} {b} {measured:.1} {:.1} {err:+.0}",
+            p.seconds * 1e6
+        );
+    }
+    println!(
+        "# {points} points: {within} within 25%, mean error {:.0}%, largest {worst:.0}%",
+        sum / points.max(1) as f64
+    );
+    Ok(())
+}
+
+/// Applies `--param NAME=VALUE` overrides to `machine`.
+fn apply(machine: &mut Machine, params: &[String]) -> Result<(), String> {
+    for p in params {
+        let (name, value) = p
+            .split_once('=')
+            .ok_or_else(|| format!("--param {p:?}: expected NAME=VALUE"))?;
+        machine.set(name, value).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let Some(mut machine) = Machine::preset(&args.machine) else {
+        eprintln!(
+            "allreduce-sim: unknown machine {:?} (one of {:?})",
+            args.machine,
+            sim::PRESETS
+        );
+        return ExitCode::from(2);
+    };
+    if let Err(e) = apply(&mut machine, &args.params) {
+        eprintln!("allreduce-sim: {e}");
+        return ExitCode::from(2);
+    }
+    let r = if let Some(path) = &args.validate {
+        validate(path, args.elem, &args.params)
+    } else if args.choice_table {
+        choice_table(&args, &machine)
+    } else {
+        per_algorithm(&args, &machine)
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("allreduce-sim: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
