@@ -56,6 +56,22 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Every one of the three `hello_ring` processes succeeded in one 3-rank job: its allreduce
+/// sums the ranks, 0 + 1 + 2 = 3 only if all three joined.
+fn three_ranks_formed_one_job(outs: &[Output]) {
+    for (rank, out) in outs.iter().enumerate() {
+        let stdout = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "rank {rank}: {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+            out.status,
+            text(&out.stderr)
+        );
+        let expected = format!("rank {rank}/3: token ring ok, sum of ranks = 3");
+        assert!(stdout.contains(&expected), "rank {rank} printed:\n{stdout}");
+    }
+}
+
 #[test]
 fn torchrun_variables_alone_form_one_job() {
     const N: u16 = 3;
@@ -82,18 +98,7 @@ fn torchrun_variables_alone_form_one_job() {
         .collect();
     let outs = outputs(children);
     gaspi::env::remove_job_shm_files(&format!("torchrun-{run_id}.{}", free - 1));
-    for (rank, out) in outs.iter().enumerate() {
-        let stdout = text(&out.stdout);
-        assert!(
-            out.status.success(),
-            "rank {rank}: {:?}\nstdout:\n{stdout}\nstderr:\n{}",
-            out.status,
-            text(&out.stderr)
-        );
-        // hello_ring's allreduce sums the ranks: 0 + 1 + 2 = 3 only if all three joined.
-        let expected = format!("rank {rank}/{N}: token ring ok, sum of ranks = 3");
-        assert!(stdout.contains(&expected), "rank {rank} printed:\n{stdout}");
-    }
+    three_ranks_formed_one_job(&outs);
 }
 
 /// A Slurm job id and step id whose rendezvous port (`20000 + (job * 16 + step) % 40000`,
@@ -137,18 +142,7 @@ fn srun_variables_alone_form_one_job() {
         .collect();
     let outs = outputs(children);
     gaspi::env::remove_job_shm_files(&format!("slurm-{job}.{step}"));
-    for (rank, out) in outs.iter().enumerate() {
-        let stdout = text(&out.stdout);
-        assert!(
-            out.status.success(),
-            "rank {rank}: {:?}\nstdout:\n{stdout}\nstderr:\n{}",
-            out.status,
-            text(&out.stderr)
-        );
-        // 0 + 1 + 2 = 3 only if all three joined one job.
-        let expected = format!("rank {rank}/{N}: token ring ok, sum of ranks = 3");
-        assert!(stdout.contains(&expected), "rank {rank} printed:\n{stdout}");
-    }
+    three_ranks_formed_one_job(&outs);
 }
 
 #[test]

@@ -118,7 +118,7 @@ pub fn best(
 }
 
 /// What the runtime's [`Algorithm::Auto`] takes for `bytes` on `cluster`, with default
-/// options ([`Options::pick`] on the layout and transport the runtime would see).
+/// options (`Options::pick` on the layout and transport the runtime would see).
 pub fn runtime_choice(cluster: &Cluster, bytes: usize) -> Algorithm {
     Options::default().pick(bytes, &cluster.layout(), cluster.shared_memory())
 }
