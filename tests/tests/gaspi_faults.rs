@@ -278,6 +278,44 @@ fn init_rejects_wrong_token() {
     );
 }
 
+/// Rank 1 never joins (its token is wrong, so rank 0 turns it away): when rank 0 gives the
+/// job up, rank 2, which had joined and waits for the table, hears which rank never came,
+/// instead of finding its connection closed, so its error (what the launcher's blame reads
+/// when rank 2 is the first to exit) names rank 1.
+#[test]
+fn ranks_that_joined_hear_which_rank_did_not() {
+    const NAME: &str = "ranks_that_joined_hear_which_rank_did_not";
+    if is_rank_of(NAME) {
+        match Context::init() {
+            Ok(_) => std::process::exit(0),
+            Err(e) => {
+                eprintln!("init failed: {e}");
+                std::process::exit(3);
+            }
+        }
+    }
+    let exe = std::env::current_exe().unwrap();
+    let mut job = Job::new(3, exe);
+    job.args = vec!["--exact".into(), NAME.into(), "--nocapture".into()];
+    job.env
+        .push((gaspi::testing::TEST_CASE.into(), NAME.into()));
+    job.env
+        .push((gaspi::env::INIT_TIMEOUT_MS.into(), "2000".into()));
+    job.rank_env.push((
+        Rank(1),
+        gaspi::env::JOB_TOKEN.into(),
+        JobToken([9; 16]).to_hex(),
+    ));
+    job.timeout = Duration::from_secs(30);
+    let out = job.run();
+    assert!(!out.timed_out, "{}", out.report());
+    assert!(
+        out.ranks[2].stderr.contains("ranks [1] did not join"),
+        "{}",
+        out.report()
+    );
+}
+
 /// Nobody listens at the rendezvous: init fails with a clear error within its timeout.
 #[test]
 fn init_fails_when_rendezvous_unreachable() {

@@ -20,6 +20,8 @@ use crate::wire::codec::{read_message, write_message, Decoder, Encoder, ReadMess
 const MAGIC_HELLO: &[u8; 4] = b"TNTB";
 const MAGIC_TABLE: &[u8; 4] = b"TNTT";
 const MAGIC_REJECT: &[u8; 4] = b"TNTR";
+/// Rank 0 gave the job up (some ranks never joined); the text says which.
+const MAGIC_ABANDON: &[u8; 4] = b"TNTA";
 
 /// What every rank learns at init.
 #[derive(Clone, Debug)]
@@ -167,6 +169,12 @@ fn join(
         Error::Timeout => timeout_error(env, "the job did not assemble"),
         other => other,
     })?;
+    if reply.starts_with(MAGIC_ABANDON) {
+        // Say what rank 0 saw (which ranks never came), so that whoever reads this rank's
+        // failure, the launcher's blame included, learns the cause, not a closed socket.
+        let why = String::from_utf8_lossy(&reply[4..]).into_owned();
+        return Err(Error::Bootstrap(format!("rank 0 gave the job up: {why}")));
+    }
     if reply.starts_with(MAGIC_REJECT) {
         let why = String::from_utf8_lossy(&reply[4..]).into_owned();
         return Err(Error::Bootstrap(format!(
@@ -249,10 +257,17 @@ fn serve(
     while conns.len() < n - 1 {
         if deadline.expired() {
             let missing: Vec<usize> = (1..n).filter(|r| addrs[*r].is_none()).collect();
-            return Err(timeout_error(
-                env,
-                &format!("ranks {missing:?} did not join"),
-            ));
+            let why = format!("ranks {missing:?} did not join");
+            // The ranks that did join wait for the table: tell them why none comes.
+            let m = Encoder::new()
+                .raw(MAGIC_ABANDON)
+                .raw(format!("{why} within {} ms", env.init_timeout_ms).as_bytes())
+                .finish();
+            for (_, c) in &conns {
+                let _ = c.set_write_timeout(Some(Duration::from_millis(100)));
+                let _ = send_frame(c, &m);
+            }
+            return Err(timeout_error(env, &why));
         }
         for Admitted {
             stream,
