@@ -202,7 +202,9 @@ pub(crate) fn replay(
             match op {
                 Op::Send { to, len, notif } => {
                     let (to, len) = (to as usize, len as usize);
-                    let (done, arrive) = if cluster.shm_between(r, to) {
+                    // When the send is complete locally, when it arrives, and when the
+                    // sender can go on.
+                    let (done, arrive, free) = if cluster.shm_between(r, to) {
                         // One synchronous memcpy by the sender, then the notification.
                         let end = work(
                             machine.shm_alpha + len as f64 * costs.copy,
@@ -210,7 +212,7 @@ pub(crate) fn replay(
                             &mut memory,
                             &mut cores,
                         );
-                        (end, end)
+                        (end, end, end)
                     } else {
                         let posted = cores.run(pool(r), now, machine.net_post_overhead);
                         let mut end = posted;
@@ -223,8 +225,8 @@ pub(crate) fn replay(
                                 end = end.max(*free);
                             };
                             take(&mut ranks[r].stream_out, stream);
-                            // A link's two ends are one resource on a shared-core machine
-                            // only through the streams; each host has its own link.
+                            // Between hosts the bytes also cross the sender's host's link
+                            // out and the receiver's host's link in.
                             if hs != hd {
                                 take(&mut nic_out[hs], link);
                                 take(&mut nic_in[hd], link);
@@ -244,15 +246,11 @@ pub(crate) fn replay(
                         } else {
                             0.0
                         };
-                        (end, end + machine.net_alpha + wake)
+                        (end, end + machine.net_alpha + wake, posted)
                     };
                     let me = &mut ranks[r];
                     me.sent_by = me.sent_by.max(done);
-                    me.now = if cluster.shm_between(r, to) {
-                        done
-                    } else {
-                        now + machine.net_post_overhead
-                    };
+                    me.now = free;
                     let peer = &mut ranks[to];
                     let slot = &mut peer.arrived[notif as usize];
                     if !slot.is_nan() {
