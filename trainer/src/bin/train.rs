@@ -391,7 +391,7 @@ fn main() -> ExitCode {
             // tnt_env::LOG: set per rank by the launcher from --log-level (warn by default
             // there and here), or by hand.
             tracing_subscriber::EnvFilter::try_from_env(tnt_env::LOG)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(gaspi::log::DEFAULT_LEVEL)),
         )
         // Log lines print above the progress bar instead of through it.
         .with_writer(trainer::progress::stderr_log_writer)
