@@ -1,7 +1,6 @@
 //! Running a job: start every rank, watch them, and tear the whole job down when one fails,
 //! when `tarantella` is signalled, or when all have finished.
 
-use std::net::{Ipv4Addr, TcpListener};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
@@ -261,16 +260,7 @@ fn prepare(plan: &mut Plan, ssh: &[String], dir: &JobDir) -> Result<()> {
 fn choose_ports(plan: &mut Plan, ssh: &[String]) -> Result<()> {
     let wanted = if plan.nranks > 1 { 2 } else { 1 };
     let ports = match plan.ranks[0].host.as_deref() {
-        None => {
-            // All bound at once, so that they differ; released for the ranks to bind.
-            let listeners = (0..wanted)
-                .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
-                .collect::<std::io::Result<Vec<_>>>()?;
-            listeners
-                .iter()
-                .map(|l| l.local_addr().map(|a| a.port()))
-                .collect::<std::io::Result<Vec<_>>>()?
-        }
+        None => spawn::ssh::free_local_ports(wanted)?,
         Some(h) => spawn::ssh::free_remote_ports(ssh, h, wanted)?,
     };
     plan.master_port = ports.last().copied();

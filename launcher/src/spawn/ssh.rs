@@ -355,6 +355,25 @@ pub fn free_remote_ports(base: &[String], host: &str, count: usize) -> Result<Ve
     })
 }
 
+/// Picks `count` distinct ports on this host that nothing uses, below the ephemeral range
+/// as on remote hosts ([`free_remote_ports`]): a port that `bind(0)` handed out and that was
+/// released belongs to the range that outgoing connections take their local ports from, so
+/// one of them could take it before rank 0 binds it.
+pub fn free_local_ports(count: usize) -> Result<Vec<u16>> {
+    let mut text = String::new();
+    for f in [
+        "/proc/sys/net/ipv4/ip_local_port_range",
+        "/proc/net/tcp",
+        "/proc/net/tcp6",
+    ] {
+        text.push_str(&std::fs::read_to_string(f).unwrap_or_default());
+    }
+    pick_ports(&text, count).ok_or_else(|| Error::NoPort {
+        host: "localhost".to_string(),
+        msg: "every candidate port is in use".into(),
+    })
+}
+
 /// From `ip_local_port_range` followed by `/proc/net/tcp*` text: `count` ports below the
 /// ephemeral range (so no outgoing connection takes them), from a random start, that no
 /// socket uses.

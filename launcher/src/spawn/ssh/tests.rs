@@ -19,6 +19,25 @@ fn picks_an_unused_port_below_the_ephemeral_range() {
     assert_eq!(pick_ports(crowded, 2), None);
 }
 
+/// This host's ports for a local job: distinct, below the kernel's ephemeral range (where no
+/// outgoing connection can take them between the choice and rank 0's bind), and free.
+#[test]
+fn local_ports_lie_below_this_hosts_ephemeral_range() {
+    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ports = free_local_ports(2).unwrap();
+    assert_ne!(ports[0], ports[1]);
+    for p in ports {
+        assert!((10_000..low).contains(&p), "{p} not below {low}");
+        std::net::TcpListener::bind(("127.0.0.1", p)).expect("free");
+    }
+}
+
 /// The ssh command line of every rank of a two-host job, as `spawn` builds it.
 fn ssh_job_command_lines() -> (crate::plan::Plan, Vec<Vec<String>>) {
     use clap::Parser;
