@@ -102,19 +102,16 @@ fn torchrun_variables_alone_form_one_job() {
 }
 
 /// A Slurm job id and step id whose rendezvous port (`20000 + (job * 16 + step) % 40000`,
-/// see `gaspi::env`) is free on this host now.
+/// see `gaspi::env`) is free on this host now: one of the harness's ports (below the
+/// ephemeral range, where no connection takes it before rank 0 binds it) from 20000 up.
 fn slurm_ids_with_a_free_rendezvous_port() -> (u64, u64) {
-    for _ in 0..1000 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if let Some(offset) = port.checked_sub(20_000).filter(|o| *o < 40_000) {
-            return (u64::from(offset / 16), u64::from(offset % 16));
-        }
-    }
-    panic!("no free port in 20000..60000");
+    let ip = "127.0.0.1".parse().unwrap();
+    let port = (0..10_000)
+        .map(|_| gaspi::testing::free_port(ip))
+        .find(|p| *p >= 20_000)
+        .expect("a free port from 20000 below the ephemeral range");
+    let offset = u64::from(port - 20_000);
+    (offset / 16, offset % 16)
 }
 
 #[test]
