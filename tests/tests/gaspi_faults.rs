@@ -230,12 +230,10 @@ fn wrong_token_client_is_dropped() {
     );
 }
 
-/// One rank presents a different token: it is rejected with a clear error, and rank 0 gives
-/// up within its init timeout instead of hanging.
-#[test]
-fn init_rejects_wrong_token() {
-    const NAME: &str = "init_rejects_wrong_token";
-    if is_rank_of(NAME) {
+/// The test `name` as a job of `nranks` in which rank 1 presents a different job token:
+/// each rank runs `Context::init` and exits 3 with its error on stderr if init fails.
+fn job_with_a_wrong_token_on_rank_1(name: &str, nranks: u16) -> gaspi::testing::JobOutcome {
+    if is_rank_of(name) {
         match Context::init() {
             Ok(_) => std::process::exit(0),
             Err(e) => {
@@ -245,10 +243,10 @@ fn init_rejects_wrong_token() {
         }
     }
     let exe = std::env::current_exe().unwrap();
-    let mut job = Job::new(2, exe);
-    job.args = vec!["--exact".into(), NAME.into(), "--nocapture".into()];
+    let mut job = Job::new(nranks, exe);
+    job.args = vec!["--exact".into(), name.into(), "--nocapture".into()];
     job.env
-        .push((gaspi::testing::TEST_CASE.into(), NAME.into()));
+        .push((gaspi::testing::TEST_CASE.into(), name.into()));
     job.env
         .push((gaspi::env::INIT_TIMEOUT_MS.into(), "2000".into()));
     job.rank_env.push((
@@ -259,6 +257,14 @@ fn init_rejects_wrong_token() {
     job.timeout = Duration::from_secs(30);
     let out = job.run();
     assert!(!out.timed_out, "{}", out.report());
+    out
+}
+
+/// One rank presents a different token: it is rejected with a clear error, and rank 0 gives
+/// up within its init timeout instead of hanging.
+#[test]
+fn init_rejects_wrong_token() {
+    let out = job_with_a_wrong_token_on_rank_1("init_rejects_wrong_token", 2);
     assert!(
         out.ranks
             .iter()
@@ -284,31 +290,7 @@ fn init_rejects_wrong_token() {
 /// when rank 2 is the first to exit) names rank 1.
 #[test]
 fn ranks_that_joined_hear_which_rank_did_not() {
-    const NAME: &str = "ranks_that_joined_hear_which_rank_did_not";
-    if is_rank_of(NAME) {
-        match Context::init() {
-            Ok(_) => std::process::exit(0),
-            Err(e) => {
-                eprintln!("init failed: {e}");
-                std::process::exit(3);
-            }
-        }
-    }
-    let exe = std::env::current_exe().unwrap();
-    let mut job = Job::new(3, exe);
-    job.args = vec!["--exact".into(), NAME.into(), "--nocapture".into()];
-    job.env
-        .push((gaspi::testing::TEST_CASE.into(), NAME.into()));
-    job.env
-        .push((gaspi::env::INIT_TIMEOUT_MS.into(), "2000".into()));
-    job.rank_env.push((
-        Rank(1),
-        gaspi::env::JOB_TOKEN.into(),
-        JobToken([9; 16]).to_hex(),
-    ));
-    job.timeout = Duration::from_secs(30);
-    let out = job.run();
-    assert!(!out.timed_out, "{}", out.report());
+    let out = job_with_a_wrong_token_on_rank_1("ranks_that_joined_hear_which_rank_did_not", 3);
     assert!(
         out.ranks[2].stderr.contains("ranks [1] did not join"),
         "{}",
