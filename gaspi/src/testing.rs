@@ -99,6 +99,15 @@ pub struct Job {
     pub rank_env: Vec<(Rank, String, String)>,
 }
 
+/// The first port of this host's ephemeral range (`ip_local_port_range`), from which the
+/// kernel takes the local ports of outgoing connections; Linux's default 32768 if unreadable.
+pub fn ephemeral_port_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768)
+}
+
 /// A TCP port free on `ip` now, for a rendezvous that rank 0 binds a little later.
 ///
 /// It is taken below the kernel's ephemeral range (`ip_local_port_range`), as the launcher
@@ -112,12 +121,7 @@ pub struct Job {
 pub fn free_port(ip: IpAddr) -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static CALLS: AtomicU32 = AtomicU32::new(0);
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|t| t.split_whitespace().next()?.parse::<u32>().ok())
-        .unwrap_or(32768)
-        .clamp(11_000, 65_536);
-    let span = ephemeral_low - 10_000;
+    let span = u32::from(ephemeral_port_start()).max(11_000) - 10_000;
     let start = std::process::id()
         .wrapping_mul(7919)
         .wrapping_add(CALLS.fetch_add(1, Ordering::Relaxed).wrapping_mul(101));

@@ -4,13 +4,7 @@
 
 #[test]
 fn harness_ports_lie_below_the_ephemeral_range_and_differ() {
-    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let low = gaspi::testing::ephemeral_port_start();
     let ip = "127.0.0.1".parse().unwrap();
     let ports: Vec<u16> = (0..20).map(|_| gaspi::testing::free_port(ip)).collect();
     for &p in &ports {
