@@ -48,6 +48,10 @@ impl Context {
             Watch::Collective { from } => self.sh.state.first_unreachable(std::iter::once(*from)),
         };
         let start = Instant::now();
+        // While this thread polls TCP itself, arriving frames need not wake the progress
+        // thread (see `TcpTransport::hold_inbound`).
+        let tcp = self.tcp.as_ref().filter(|_| self.sh.routes.any_tcp());
+        let mut hold = None;
         loop {
             self.sh.check_open()?;
             if let Some(v) = check() {
@@ -67,9 +71,13 @@ impl Context {
             if waited < YIELD_FOR {
                 // Take in TCP traffic on this thread rather than wait for the progress thread
                 // to be scheduled (see `TcpTransport::poll_inbound`).
-                if let Some(tcp) = self.tcp.as_ref().filter(|_| self.sh.routes.any_tcp()) {
+                if let Some(tcp) = tcp {
+                    hold.get_or_insert_with(|| tcp.hold_inbound());
                     tcp.poll_inbound();
                 }
+            } else if hold.take().is_some() {
+                // This thread sleeps from here on: the progress thread takes frames in.
+                tcp.inspect(|tcp| tcp.hand_back_inbound());
             }
             if waited < self.sh.wait_spin {
                 for _ in 0..32 {

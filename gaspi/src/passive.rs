@@ -118,6 +118,10 @@ impl Context {
             });
         }
         let deadline = timeout.deadline();
+        if let Some(tcp) = &self.tcp {
+            // Messages over TCP come through the progress thread while this call sleeps.
+            tcp.hand_back_inbound();
+        }
         let Some(verbs) = self.sh.verbs.as_ref() else {
             let m = self.sh.passive.pop(deadline)?;
             return self.place(&segment, offset, size, m);

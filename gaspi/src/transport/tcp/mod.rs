@@ -16,6 +16,7 @@ pub(crate) mod endpoint;
 mod execute;
 pub(crate) mod handshake;
 pub(crate) mod heartbeat;
+pub(crate) mod inbound;
 pub(crate) mod pair;
 pub(crate) mod receive;
 pub(crate) mod send;
@@ -28,7 +29,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use parking_lot::Mutex;
 
@@ -37,6 +38,7 @@ use crate::error::{Error, Result};
 use crate::transport::completion::QueueState;
 use crate::transport::requests::RpcSlot;
 use crate::transport::tcp::endpoint::Endpoint;
+use crate::transport::tcp::inbound::{Inbound, InboundHold};
 use crate::transport::tcp::pair::Pair;
 use crate::transport::tcp::receive::PendingRead;
 use crate::transport::tcp::send::Payload;
@@ -51,9 +53,8 @@ use crate::wire::frame::{FrameKind, Header, FLAG_CAS, FLAG_NOTIFY};
 pub(crate) struct TcpTransport {
     endpoint: Arc<Endpoint>,
     pairs: Vec<Option<Arc<Pair>>>,
-    /// The progress thread's epoll (incoming connections), also polled (never waited on) by
-    /// waiting threads.
-    epoll: Arc<Epoll>,
+    /// The incoming connections, polled by the progress thread and by waiting threads.
+    inbound: Arc<Inbound>,
     /// Wake-ups of the progress thread and of the sending thread, to stop them.
     wakes: [Arc<EventFd>; 2],
     stop: Arc<AtomicBool>,
@@ -93,6 +94,7 @@ impl TcpTransport {
             deadline,
         )?;
         let epoll = new_epoll()?;
+        let inbound = Arc::new(Inbound::new(epoll.clone())?);
         let tx_epoll = new_epoll()?;
         let wakes = [wake_fd(&epoll)?, wake_fd(&tx_epoll)?];
         listener.set_nonblocking(true)?;
@@ -111,10 +113,10 @@ impl TcpTransport {
                         Rank(r as u16),
                         link,
                         endpoint.clone(),
-                        epoll.clone(),
+                        inbound.sockets(),
                         tx_epoll.clone(),
                     ));
-                    epoll.add(&pair.rx, pair.rx_events())?;
+                    inbound.add(&pair)?;
                     tx_epoll.add(&pair.outbox.tx, pair.outbox.events(false))?;
                     Some(pair)
                 }
@@ -124,7 +126,8 @@ impl TcpTransport {
         let stop = Arc::new(AtomicBool::new(false));
         let progress = ReceiveLoop {
             pairs: pairs.clone(),
-            epoll: epoll.clone(),
+            epoll,
+            inbound: inbound.clone(),
             wake: wakes[0].clone(),
             stop: stop.clone(),
             listener,
@@ -153,7 +156,7 @@ impl TcpTransport {
         Ok(TcpTransport {
             endpoint,
             pairs,
-            epoll,
+            inbound,
             wakes,
             stop,
             threads: Mutex::new(threads),
@@ -168,29 +171,20 @@ impl TcpTransport {
     /// than busy threads that hop dominated small-message latency). Never blocks: a peer
     /// that another thread is receiving from is skipped.
     pub fn poll_inbound(&self) {
-        let mut events = [EpollEvent::empty(); 8];
-        let n = match self.epoll.wait(&mut events, EpollTimeout::ZERO) {
-            Ok(n) => n,
-            Err(_) => return,
-        };
-        for ev in &events[..n] {
-            let inbound = EpollFlags::EPOLLIN
-                | EpollFlags::EPOLLHUP
-                | EpollFlags::EPOLLERR
-                | EpollFlags::EPOLLRDHUP;
-            if !ev.events().intersects(inbound) {
-                continue;
-            }
-            let Some(Some(pair)) = self.pairs.get(ev.data() as usize) else {
-                continue; // the wake-up and listening tokens are the progress thread's
-            };
-            if pair.is_closed() {
-                continue;
-            }
-            if let Some(Err(reason)) = pair.try_on_readable() {
-                pair.fail(&reason);
-            }
-        }
+        self.inbound.poll(&self.pairs, true);
+    }
+
+    /// Says that the calling thread polls with [`poll_inbound`](Self::poll_inbound) until
+    /// the guard is dropped, so that arriving frames need not wake the progress thread (see
+    /// `inbound`).
+    pub fn hold_inbound(&self) -> InboundHold<'_> {
+        self.inbound.hold()
+    }
+
+    /// Hands incoming frames back to the progress thread now: the caller is about to sleep,
+    /// or to wait for what only the progress thread delivers while it sleeps.
+    pub fn hand_back_inbound(&self) {
+        self.inbound.hand_back();
     }
 
     #[cfg(feature = "testing")]
@@ -233,6 +227,8 @@ impl TcpTransport {
         payload: Payload,
     ) -> Result<(u64, Arc<RpcSlot>)> {
         let pair = self.pair(rank)?;
+        // The answer comes through the progress thread while the caller sleeps.
+        self.inbound.hand_back();
         let (req, slot) = self.endpoint.requests.begin(rank);
         h.req = req;
         if let Err(e) = pair.post(h, payload, None) {
@@ -339,6 +335,8 @@ impl Transport for TcpTransport {
 
     fn read(&self, x: &Xfer<'_>, notify: Option<u32>, q: Option<&Arc<QueueState>>) -> Result<()> {
         let pair = self.pair(x.remote.rank)?;
+        // The data comes through the progress thread while `wait` sleeps.
+        self.inbound.hand_back();
         let req = self.next_read.fetch_add(1, Ordering::Relaxed);
         if let Some(q) = q {
             q.begin_async();

@@ -128,6 +128,10 @@ impl RecvState {
     /// Reads and handles frames until the source is drained, or until `budget` bytes of
     /// payload went straight into their sink. It stops early only with nothing buffered, so
     /// what is left is still in the socket and epoll reports it again.
+    ///
+    /// A read that returned less than it asked for drained the socket: the next read would
+    /// only say `WouldBlock`, so it is not made (a small message costs one `recv`, not two);
+    /// bytes that arrive meanwhile make epoll report the connection again.
     pub fn receive(
         &mut self,
         src: &mut impl ByteSource,
@@ -135,6 +139,7 @@ impl RecvState {
         budget: usize,
     ) -> Result<(), ProtocolError> {
         let mut taken = 0usize;
+        let mut drained = false;
         loop {
             if let Some(cur) = self.cur.as_mut() {
                 let need = cur.header.len as usize - cur.got;
@@ -149,6 +154,9 @@ impl RecvState {
                     self.start += n;
                     cur.got += n;
                 } else if need > 0 {
+                    if drained {
+                        return Ok(());
+                    }
                     let r = match &mut cur.sink {
                         Sink::Segment { mem, off } => {
                             src.read_into_segment(mem, *off + cur.got, need)
@@ -158,6 +166,7 @@ impl RecvState {
                     match r {
                         Ok(0) => return Err(handler.end_of_stream()),
                         Ok(n) => {
+                            drained = n < need;
                             cur.got += n;
                             taken += n;
                         }
@@ -192,10 +201,16 @@ impl RecvState {
                 self.end -= self.start;
                 self.start = 0;
             }
+            if drained {
+                return Ok(());
+            }
             let end = self.end;
             match src.read_some(&mut self.buf[end..]) {
                 Ok(0) => return Err(handler.end_of_stream()),
-                Ok(n) => self.end += n,
+                Ok(n) => {
+                    drained = n < self.buf.len() - end;
+                    self.end += n;
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(receive_error(e)),
@@ -359,8 +374,8 @@ mod tests {
             chunk: 4096,
             eof: true,
         };
-        let err = RecvState::default().receive(&mut src, &r, usize::MAX);
-        assert_eq!(err, Err(ProtocolError::Closed));
+        let err = receive_until_error(&mut src, &r);
+        assert_eq!(err, ProtocolError::Closed);
 
         let r = recorder();
         let mut bytes = Header::new(FrameKind::Bye).encode().to_vec();
@@ -371,8 +386,8 @@ mod tests {
             chunk: 4096,
             eof: false,
         };
-        let err = RecvState::default().receive(&mut src, &r, usize::MAX);
-        assert_eq!(err, Err(ProtocolError::AfterGoodbye("data")));
+        let err = receive_until_error(&mut src, &r);
+        assert_eq!(err, ProtocolError::AfterGoodbye("data"));
     }
 
     #[test]
@@ -384,8 +399,8 @@ mod tests {
             chunk: 4096,
             eof: false,
         };
-        let err = RecvState::default().receive(&mut src, &r, usize::MAX);
-        assert!(matches!(err, Err(ProtocolError::Version { got: 0xab, .. })));
+        let err = receive_until_error(&mut src, &r);
+        assert!(matches!(err, ProtocolError::Version { got: 0xab, .. }));
     }
 
     #[test]
@@ -405,7 +420,67 @@ mod tests {
         // The header and the start of the payload came through the buffer; the first read
         // straight into the segment used the budget up, with nothing left buffered.
         assert_eq!(*r.seen.borrow(), [(FrameKind::Write, 8000)]);
-        st.receive(&mut src, &r, usize::MAX).unwrap();
+        // Each short read drained the source; call again as epoll would.
+        while src.at < src.bytes.len() {
+            st.receive(&mut src, &r, usize::MAX).unwrap();
+        }
         assert_eq!(r.seen.borrow().len(), 4);
+    }
+
+    #[test]
+    fn a_short_read_ends_the_call_without_a_read_that_would_block() {
+        let r = recorder();
+        let mut src = Counted {
+            inner: Chunks {
+                bytes: write_frame(0, b"abc"),
+                at: 0,
+                chunk: 4096,
+                eof: false,
+            },
+            reads: 0,
+        };
+        RecvState::default()
+            .receive(&mut src, &r, usize::MAX)
+            .unwrap();
+        assert_eq!(
+            *r.seen.borrow(),
+            [(FrameKind::Write, 3), (FrameKind::Ack, 3)]
+        );
+        assert_eq!(src.reads, 1);
+    }
+
+    /// Counts the reads made of `inner`.
+    struct Counted {
+        inner: Chunks,
+        reads: usize,
+    }
+
+    impl ByteSource for Counted {
+        fn read_some(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.reads += 1;
+            self.inner.read_some(buf)
+        }
+
+        fn read_into_segment(
+            &mut self,
+            mem: &SegmentMemory,
+            off: usize,
+            len: usize,
+        ) -> std::io::Result<usize> {
+            self.reads += 1;
+            self.inner.read_into_segment(mem, off, len)
+        }
+    }
+
+    /// Calls `receive` as epoll would (again after each return) until it fails; a source
+    /// that never fails is a test failure.
+    fn receive_until_error(src: &mut Chunks, r: &Recorder) -> ProtocolError {
+        let mut st = RecvState::default();
+        for _ in 0..=src.bytes.len() + 1 {
+            if let Err(e) = st.receive(src, r, usize::MAX) {
+                return e;
+            }
+        }
+        panic!("the stream never failed");
     }
 }

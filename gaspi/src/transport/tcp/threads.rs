@@ -23,6 +23,7 @@ use nix::sys::eventfd::EventFd;
 use crate::error::ProtocolError;
 use crate::transport::tcp::endpoint::Endpoint;
 use crate::transport::tcp::heartbeat::{Tick, Watchdog};
+use crate::transport::tcp::inbound::{Inbound, INBOUND_TOKEN};
 use crate::transport::tcp::pair::Pair;
 use crate::transport::tcp::send::TX_TOKEN;
 
@@ -31,7 +32,9 @@ pub(crate) const LISTEN_TOKEN: u64 = u64::MAX - 1;
 
 pub(crate) struct ReceiveLoop {
     pub pairs: Vec<Option<Arc<Pair>>>,
+    /// Holds the wake-up, the listener and (while no thread polls it) `inbound`.
     pub epoll: Arc<Epoll>,
+    pub inbound: Arc<Inbound>,
     pub wake: Arc<EventFd>,
     pub stop: Arc<AtomicBool>,
     pub listener: TcpListener,
@@ -39,24 +42,25 @@ pub(crate) struct ReceiveLoop {
     pub late: AtomicU64,
 }
 
-/// Waits on `epoll` and hands every event to `serve` until `wake` is written with `stop` set;
-/// with a `timer`, waits at most that long and calls `tick` after every wait.
+/// Waits on `epoll` and hands every event to `serve` until `wake` is written with `stop` set.
+/// Each wait lasts at most `timeout` (`None`: until an event); after each, `tick` is told
+/// whether it timed out and returns the next wait's timeout.
 fn event_loop(
     who: &str,
     epoll: &Epoll,
     wake: &EventFd,
     stop: &AtomicBool,
-    timer: Option<Duration>,
+    mut timeout: Option<Duration>,
     mut serve: impl FnMut(u64, EpollFlags),
-    mut tick: impl FnMut(),
+    mut tick: impl FnMut(bool) -> Option<Duration>,
 ) {
     let mut events = vec![EpollEvent::empty(); 64];
-    let timeout = match timer {
-        Some(d) => EpollTimeout::try_from(d).unwrap_or(EpollTimeout::MAX),
-        None => EpollTimeout::NONE,
-    };
     loop {
-        let n = match epoll.wait(&mut events, timeout) {
+        let limit = match timeout {
+            Some(d) => EpollTimeout::try_from(d).unwrap_or(EpollTimeout::MAX),
+            None => EpollTimeout::NONE,
+        };
+        let n = match epoll.wait(&mut events, limit) {
             Ok(n) => n,
             Err(Errno::EINTR) => continue,
             Err(e) => {
@@ -74,9 +78,7 @@ fn event_loop(
                 serve(ev.data(), ev.events());
             }
         }
-        if timer.is_some() {
-            tick();
-        }
+        timeout = tick(n == 0);
     }
 }
 
@@ -88,29 +90,18 @@ impl ReceiveLoop {
             &self.wake,
             &self.stop,
             None,
-            |token, flags| match token {
+            |token, _| match token {
                 LISTEN_TOKEN => self.accept_late(),
-                rank => self.serve(rank as usize, flags),
+                INBOUND_TOKEN => {
+                    // Leaves frames to a thread that polls for them from now on (see
+                    // `inbound`), after taking in what woke us.
+                    self.inbound.on_wake();
+                    self.inbound.poll(&self.pairs, false);
+                }
+                _ => {}
             },
-            || {},
+            |timed_out| self.inbound.on_timer(timed_out),
         );
-    }
-
-    /// The incoming connection: frames to take in, or its end.
-    fn serve(&self, rank: usize, flags: EpollFlags) {
-        let Some(pair) = open_pair(&self.pairs, rank) else {
-            return;
-        };
-        if flags.intersects(
-            EpollFlags::EPOLLIN
-                | EpollFlags::EPOLLHUP
-                | EpollFlags::EPOLLERR
-                | EpollFlags::EPOLLRDHUP,
-        ) {
-            if let Err(reason) = pair.on_readable() {
-                pair.fail(&reason);
-            }
-        }
     }
 
     /// The mesh is complete after init: any later connection is dropped at once, without
@@ -182,10 +173,11 @@ impl Sender {
             &self.stop,
             timer,
             |token, flags| self.serve((token & !TX_TOKEN) as usize, flags),
-            || {
+            |_| {
                 if let Some(w) = watchdog.as_mut() {
                     self.on_timer(w);
                 }
+                timer
             },
         );
     }
