@@ -79,9 +79,11 @@ mod tests {
 
     #[test]
     fn naps_after_spinning_and_never_past_the_deadline() {
+        // The clock starts before the backoff's own, which the nap's condition reads: a
+        // preemption between the two must not make the nap look early.
+        let t0 = Instant::now();
         let mut b = Backoff::new();
         let mut naps = Vec::new();
-        let t0 = Instant::now();
         while naps.is_empty() {
             b.pause_with(Some(Duration::from_micros(20)), |d| naps.push(d));
         }

@@ -28,13 +28,17 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTime
 use parking_lot::Mutex;
 
 use crate::error::Result;
-use crate::transport::tcp::pair::Pair;
+use crate::transport::tcp::pair::{Pair, WAITER_RECV_BUDGET};
 
 /// The token of the inner epoll in the progress thread's.
 pub(crate) const INBOUND_TOKEN: u64 = u64::MAX - 2;
 
 /// How long no thread must have polled before the progress thread takes frames in again.
 pub(crate) const HANDBACK_AFTER: Duration = Duration::from_millis(1);
+
+/// Bytes taken in at once that make a stream, which the progress thread helps take in (see
+/// [`Inbound::poll`]): the most a waiter reads per poll (`Pair::try_on_readable`).
+pub(crate) const STREAM_BYTES: usize = WAITER_RECV_BUDGET;
 
 /// The incoming connections' epoll, and who takes frames in.
 pub(crate) struct Inbound {
@@ -98,14 +102,15 @@ impl Inbound {
     /// Takes in what has arrived on every connection that reports something, on the calling
     /// thread; never blocks. `waiter` says who calls: a waiting application thread skips a
     /// peer that another thread receives from, and reads a bounded amount (see
-    /// `Pair::try_on_readable`); the progress thread reads all.
-    pub fn poll(&self, pairs: &[Option<Arc<Pair>>], waiter: bool) {
+    /// `Pair::try_on_readable`); the progress thread reads all. Returns the bytes read.
+    ///
+    /// A waiter that meets a stream ([`STREAM_BYTES`] in one poll) hands frames back to the
+    /// progress thread: two threads then take a long transfer in, as before pollers took
+    /// over, so that the sender's socket never fills while this one is not scheduled.
+    pub fn poll(&self, pairs: &[Option<Arc<Pair>>], waiter: bool) -> usize {
         let mut events = [EpollEvent::empty(); 16];
-        loop {
-            let n = match self.sockets.wait(&mut events, EpollTimeout::ZERO) {
-                Ok(n) => n,
-                Err(_) => return,
-            };
+        let mut bytes = 0;
+        while let Ok(n) = self.sockets.wait(&mut events, EpollTimeout::ZERO) {
             for ev in &events[..n] {
                 if !ev.events().intersects(inbound_flags()) {
                     continue;
@@ -121,16 +126,22 @@ impl Inbound {
                 } else {
                     Some(pair.on_readable())
                 };
-                if let Some(Err(reason)) = result {
-                    pair.fail(&reason);
+                match result {
+                    Some(Ok(got)) => bytes += got,
+                    Some(Err(reason)) => pair.fail(&reason),
+                    None => {}
                 }
             }
             // A full batch may have left connections unreported; the progress thread looks
             // again (a waiter looks at its next poll anyway).
             if waiter || n < events.len() {
-                return;
+                break;
             }
         }
+        if waiter && bytes >= STREAM_BYTES {
+            self.hand_back();
+        }
+        bytes
     }
 
     /// Says that the calling thread polls until the guard is dropped (see the module doc).
@@ -141,9 +152,13 @@ impl Inbound {
         InboundHold { inbound: self }
     }
 
-    /// Progress thread, woken by a frame: if a thread is polling, leaves frames to it from
-    /// now on (the progress thread's timer then runs, see [`on_timer`](Self::on_timer)).
-    pub fn on_wake(&self) {
+    /// Progress thread, woken by frames and having taken in `bytes`: if those were few
+    /// (not a stream, see [`poll`](Self::poll)) and a thread is polling, leaves frames to it
+    /// from now on (the progress thread's timer then runs, see [`on_timer`](Self::on_timer)).
+    pub fn on_wake(&self, bytes: usize) {
+        if bytes >= STREAM_BYTES {
+            return;
+        }
         let mut gate = self.gate.lock();
         // Read under the lock: a poller that leaves and then hands back (`hand_back`) either
         // sees the inner epoll out and puts it back, or has left before this reads.
@@ -254,7 +269,7 @@ mod tests {
     fn frames_wake_the_progress_thread_while_nobody_polls() {
         let (inbound, progress, _tx, _rx) = with_a_frame_waiting();
         assert!(ready(&progress));
-        inbound.on_wake();
+        inbound.on_wake(100);
         assert!(!inbound.is_polled(), "nobody polls: nothing changes");
         assert_eq!(inbound.on_timer(false), None, "and no timer runs");
         assert!(ready(&progress));
@@ -264,7 +279,12 @@ mod tests {
     fn a_poller_takes_frames_over_until_nobody_has_polled_for_a_whole_period() {
         let (inbound, progress, _tx, _rx) = with_a_frame_waiting();
         let hold = inbound.hold();
-        inbound.on_wake();
+        inbound.on_wake(STREAM_BYTES);
+        assert!(
+            !inbound.is_polled(),
+            "a stream: the progress thread keeps helping"
+        );
+        inbound.on_wake(100);
         assert!(inbound.is_polled());
         assert!(!ready(&progress), "frames wake nobody while a thread polls");
         assert!(ready(&inbound.sockets), "the poller sees them");
@@ -289,7 +309,7 @@ mod tests {
     fn a_thread_about_to_sleep_hands_frames_back_at_once() {
         let (inbound, progress, _tx, _rx) = with_a_frame_waiting();
         let hold = inbound.hold();
-        inbound.on_wake();
+        inbound.on_wake(100);
         drop(hold);
         inbound.hand_back();
         assert!(!inbound.is_polled());

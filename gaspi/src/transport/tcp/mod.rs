@@ -8,9 +8,9 @@
 //! `endpoint` what the links need of the process, and `threads` the two threads that drive
 //! them all (one receives, one finishes queued sends; with a heartbeat timeout the latter
 //! also sends heartbeats and fails silent peers, see `heartbeat`). A thread blocked in
-//! a wait also receives, for as long as it spins
-//! ([`TcpTransport::poll_inbound`]); a connection's receive state is behind one lock, so
-//! whichever thread holds it takes the bytes in, in order.
+//! a wait also receives, for as long as it polls ([`TcpTransport::poll_inbound`]), and
+//! meanwhile frames need not wake the progress thread (`inbound`); a connection's receive
+//! state is behind one lock, so whichever thread holds it takes the bytes in, in order.
 
 pub(crate) mod endpoint;
 mod execute;
@@ -169,9 +169,10 @@ impl TcpTransport {
     /// notification calls this so that a message is taken in by the thread that needs it,
     /// without waiting for the progress thread to be scheduled (on a host with fewer cores
     /// than busy threads that hop dominated small-message latency). Never blocks: a peer
-    /// that another thread is receiving from is skipped.
-    pub fn poll_inbound(&self) {
-        self.inbound.poll(&self.pairs, true);
+    /// that another thread is receiving from is skipped. True when something arrived (the
+    /// caller's condition may hold now).
+    pub fn poll_inbound(&self) -> bool {
+        self.inbound.poll(&self.pairs, true) > 0
     }
 
     /// Says that the calling thread polls with [`poll_inbound`](Self::poll_inbound) until

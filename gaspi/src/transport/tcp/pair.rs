@@ -22,7 +22,7 @@ use crate::wire::control::ControlMessage;
 use crate::wire::frame::{FrameKind, Header};
 
 /// Payload bytes a waiting application thread takes in per poll (see `try_on_readable`).
-const WAITER_RECV_BUDGET: usize = 256 * 1024;
+pub(crate) const WAITER_RECV_BUDGET: usize = 256 * 1024;
 
 pub(crate) struct Pair {
     pub peer: Rank,
@@ -128,8 +128,9 @@ impl Pair {
         self.reads.lock().remove(&req)
     }
 
-    /// Progress thread, on `EPOLLIN`: consumes everything readable. `Err` = drop the peer.
-    pub fn on_readable(&self) -> std::result::Result<(), ProtocolError> {
+    /// Progress thread, on `EPOLLIN`: consumes everything readable; the bytes read.
+    /// `Err` = drop the peer.
+    pub fn on_readable(&self) -> std::result::Result<usize, ProtocolError> {
         self.note_arrival();
         self.recv.lock().receive(&mut &self.rx, self, usize::MAX)
     }
@@ -174,7 +175,7 @@ impl Pair {
     /// peer already (`None`), and only until it has read [`WAITER_RECV_BUDGET`] bytes of
     /// payload, so that it gets back to what it waits for (and does not hold the progress
     /// thread off this peer) during a long stream.
-    pub fn try_on_readable(&self) -> Option<std::result::Result<(), ProtocolError>> {
+    pub fn try_on_readable(&self) -> Option<std::result::Result<usize, ProtocolError>> {
         self.note_arrival();
         Some(
             self.recv

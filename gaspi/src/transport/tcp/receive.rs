@@ -131,14 +131,16 @@ impl RecvState {
     ///
     /// A read that returned less than it asked for drained the socket: the next read would
     /// only say `WouldBlock`, so it is not made (a small message costs one `recv`, not two);
-    /// bytes that arrive meanwhile make epoll report the connection again.
+    /// bytes that arrive meanwhile make epoll report the connection again. Returns the bytes
+    /// read from the source.
     pub fn receive(
         &mut self,
         src: &mut impl ByteSource,
         handler: &impl FrameHandler,
         budget: usize,
-    ) -> Result<(), ProtocolError> {
+    ) -> Result<usize, ProtocolError> {
         let mut taken = 0usize;
+        let mut read = 0usize;
         let mut drained = false;
         loop {
             if let Some(cur) = self.cur.as_mut() {
@@ -155,7 +157,7 @@ impl RecvState {
                     cur.got += n;
                 } else if need > 0 {
                     if drained {
-                        return Ok(());
+                        return Ok(read);
                     }
                     let r = match &mut cur.sink {
                         Sink::Segment { mem, off } => {
@@ -169,8 +171,9 @@ impl RecvState {
                             drained = n < need;
                             cur.got += n;
                             taken += n;
+                            read += n;
                         }
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(read),
                         Err(e) if e.kind() == ErrorKind::Interrupted => {}
                         Err(e) => return Err(receive_error(e)),
                     }
@@ -180,7 +183,7 @@ impl RecvState {
                     handler.finish(done)?;
                 }
                 if taken >= budget && self.start == self.end {
-                    return Ok(());
+                    return Ok(read);
                 }
                 continue;
             }
@@ -202,7 +205,7 @@ impl RecvState {
                 self.start = 0;
             }
             if drained {
-                return Ok(());
+                return Ok(read);
             }
             let end = self.end;
             match src.read_some(&mut self.buf[end..]) {
@@ -210,8 +213,9 @@ impl RecvState {
                 Ok(n) => {
                     drained = n < self.buf.len() - end;
                     self.end += n;
+                    read += n;
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(read),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(receive_error(e)),
             }

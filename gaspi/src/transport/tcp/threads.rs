@@ -93,10 +93,10 @@ impl ReceiveLoop {
             |token, _| match token {
                 LISTEN_TOKEN => self.accept_late(),
                 INBOUND_TOKEN => {
-                    // Leaves frames to a thread that polls for them from now on (see
-                    // `inbound`), after taking in what woke us.
-                    self.inbound.on_wake();
-                    self.inbound.poll(&self.pairs, false);
+                    // Takes in what woke us, then leaves small frames to a thread that polls
+                    // for them (see `inbound`).
+                    let bytes = self.inbound.poll(&self.pairs, false);
+                    self.inbound.on_wake(bytes);
                 }
                 _ => {}
             },
@@ -220,7 +220,7 @@ impl Sender {
             // above all, which makes the end orderly); the incoming connection then ends too.
             let reason = match pair.on_readable() {
                 Err(reason) => reason,
-                Ok(()) => ProtocolError::OutgoingReset,
+                Ok(_) => ProtocolError::OutgoingReset,
             };
             pair.fail(&reason);
             return;
