@@ -17,7 +17,7 @@ use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
 /// scheduler keeps picking a thread that yields (its run time hardly grows), so on a host
 /// with more busy threads than cores yielding waiters take time from the ranks that have
 /// work. 1 ms made a 4 KiB allreduce of 4 ranks on 2 cores 15% faster over TCP, but a
-/// 1 MiB one over shared memory 3.6× slower (medians of 5 alternating rounds).
+/// 16 MiB one 15% slower (medians of 5 alternating rounds; docs/allreduce.md).
 const YIELD_FOR: Duration = Duration::from_micros(250);
 /// A sleeping waiter re-checks at least this often (defensive; every change also wakes it).
 const MAX_SLEEP: Duration = Duration::from_millis(200);
