@@ -22,7 +22,7 @@ use crate::wire::control::ControlMessage;
 use crate::wire::frame::{FrameKind, Header};
 
 /// Payload bytes a waiting application thread takes in per poll (see `try_on_readable`).
-pub(crate) const WAITER_RECV_BUDGET: usize = 256 * 1024;
+const WAITER_RECV_BUDGET: usize = 256 * 1024;
 
 pub(crate) struct Pair {
     pub peer: Rank,
