@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::options::{Options, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
 use crate::reduction::Reduction;
 use crate::region::OwnedSegment;
-use crate::schedule::{Schedule, Shape};
+use crate::schedule::{HostMemory, Schedule, Shape};
 use crate::setup::{create_segment, SIGNATURE};
 
 /// This rank's place in `group`, the shape of a collective over `count` elements and how
@@ -70,6 +70,27 @@ pub(crate) fn all_shared_memory(ctx: &Context, members: &[gaspi::Rank]) -> bool 
     members
         .iter()
         .all(|r| *r == ctx.rank() || ctx.uses_shm_to(*r))
+}
+
+/// How this rank's host runs the hierarchical allreduce's intra-host phases: in place when
+/// every member on its host (`hosts` as [`shape_of`] gives it, `me` our member index) is
+/// reached through shared memory, through the transport otherwise.
+pub(crate) fn host_memory(
+    ctx: &Context,
+    members: &[gaspi::Rank],
+    hosts: &[Vec<usize>],
+    me: usize,
+) -> HostMemory {
+    let ours = hosts
+        .iter()
+        .find(|m| m.contains(&me))
+        .map_or(&[][..], |m| m);
+    let shared = ours.iter().all(|&j| j == me || ctx.uses_shm_to(members[j]));
+    if shared {
+        HostMemory::Shared
+    } else {
+        HostMemory::Staged
+    }
 }
 
 /// A set-up collective over `count` elements of `T`.

@@ -4,7 +4,7 @@
 
 use crate::algorithm::Algorithm;
 use crate::options::Thresholds;
-use crate::schedule::{self, Action, Schedule, Shape};
+use crate::schedule::{self, Action, HostMemory, Schedule, Shape};
 
 /// What one rank replays for an allreduce.
 #[derive(Clone, Debug)]
@@ -19,7 +19,8 @@ pub(crate) struct Plan {
 
 /// The plan of `algorithm` for the rank and vector `shape` describes, over a group laid out
 /// on hosts as `hosts` (member indices per host, partitioning the group: see
-/// `schedule::host_layout`); `avg` divides the result by the number of ranks. `Auto` must
+/// `schedule::host_layout`), this rank's host running the hierarchical allreduce's
+/// intra-host phases as `host_memory` says; `avg` divides the result by the number of ranks. `Auto` must
 /// have been resolved (it plans as the ring). The hierarchical allreduce picks each shard's
 /// algorithm between hosts by `thresholds`, as [`Algorithm::Auto`] would for a vector of
 /// the shard's size on that many ranks.
@@ -27,6 +28,7 @@ pub(crate) fn allreduce_plan(
     algorithm: Algorithm,
     shape: &Shape,
     hosts: &[Vec<usize>],
+    host_memory: HostMemory,
     thresholds: &Thresholds,
     avg: bool,
 ) -> Plan {
@@ -58,7 +60,8 @@ pub(crate) fn allreduce_plan(
                     let alg = thresholds.flat(sub.count * sub.elem, sub.ranks);
                     flat(alg, sub, avg, parity)
                 };
-                schedule::hierarchical(shape, hosts, avg, &inter)
+                let pieces = hierarchical_pieces(shape, hosts);
+                schedule::hierarchical(shape, hosts, pieces, host_memory, avg, &inter)
             };
             let (even, odd) = (build(0), build(1));
             // Two schedules only where an embedded recursive doubling alternates its slots.
@@ -82,6 +85,24 @@ pub(crate) fn allreduce_plan(
             }
         }
     }
+}
+
+/// At most this many pieces per shard: each piece has its own inter-host staging and ids,
+/// and beyond it the exposed first and last piece are already under an eighth each.
+const HIERARCHICAL_MAX_PIECES: usize = 8;
+
+/// Pieces per shard of the hierarchical allreduce over `hosts`: pieces of the pipelining
+/// chunk (1 MiB across hosts), so that the link between hosts carries one piece while the
+/// host reduces the next (see `schedule/hierarchical.rs`), at most
+/// [`HIERARCHICAL_MAX_PIECES`]. From the group's layout and the options alone, the same on
+/// every rank; one on one host, where there is no link to overlap.
+fn hierarchical_pieces(shape: &Shape, hosts: &[Vec<usize>]) -> usize {
+    if hosts.len() < 2 {
+        return 1;
+    }
+    let shards = hosts.iter().map(Vec::len).max().unwrap_or(1).max(1);
+    let shard_bytes = shape.count.div_ceil(shards) * shape.elem;
+    (shard_bytes / shape.chunk_bytes.max(1)).clamp(1, HIERARCHICAL_MAX_PIECES)
 }
 
 /// The schedule of a flat `algorithm` (`parity` alternates recursive doubling's slots).

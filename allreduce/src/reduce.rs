@@ -6,7 +6,7 @@ use std::sync::Arc;
 use gaspi::{Context, Group, Timeout};
 
 use crate::algorithm::Algorithm;
-use crate::collective::{all_shared_memory, shape_of, Collective};
+use crate::collective::{all_shared_memory, host_memory, shape_of, Collective};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::options::Options;
@@ -73,7 +73,8 @@ impl<T: Element> Allreduce<T> {
             });
         }
         let avg = reduction == Reduction::Avg;
-        let plan = allreduce_plan(algorithm, &shape, &hosts, &options.thresholds, avg);
+        let memory = host_memory(ctx, &members, &hosts, shape.me);
+        let plan = allreduce_plan(algorithm, &shape, &hosts, memory, &options.thresholds, avg);
         let signature = [
             count as u64,
             kind_signature(

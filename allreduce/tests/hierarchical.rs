@@ -25,7 +25,8 @@ const OPS: [Reduction; 5] = [
 /// Nothing, fewer elements than shards, a few, and more than `small_max` bytes in every
 /// type (`Auto` goes hierarchical there).
 const COUNTS: [usize; 5] = [0, 1, 7, 1003, 300_007];
-/// Small enough that the big count's shards take several ring chunks between hosts.
+/// Small enough that the big count's shards are cut into several pieces, each taking
+/// several ring chunks between hosts.
 const CHUNK: usize = 64 << 10;
 /// Every test's bound: ranks still running then are killed and the test fails.
 const TIMEOUT: Duration = Duration::from_secs(300);
@@ -197,9 +198,20 @@ impl Drop for Netns {
     }
 }
 
-/// Runs test `name` with rank `r` in namespace `placement[r]` (0 or 1); rank 0 must be in
-/// namespace 0, where the rendezvous listens.
+/// Runs test `name` with rank `r` in namespace `placement[r]` (0 or 1) over the default
+/// transports (shared memory inside a namespace: the intra-host phases read peers in
+/// place); rank 0 must be in namespace 0, where the rendezvous listens.
 fn across_namespaces(name: &str, tag: &str, placement: &'static [usize]) {
+    across_namespaces_over(name, tag, placement, TransportChoice::Auto);
+}
+
+/// [`across_namespaces`] over `transport`: TCP makes the intra-host phases staged.
+fn across_namespaces_over(
+    name: &str,
+    tag: &str,
+    placement: &'static [usize],
+    transport: TransportChoice,
+) {
     let hosts = layout_of(placement);
     if is_rank_of(name) {
         rank_body(&hosts);
@@ -213,6 +225,7 @@ fn across_namespaces(name: &str, tag: &str, placement: &'static [usize]) {
     };
     let exe = std::env::current_exe().expect("test binary path");
     let mut job = Job::new(placement.len() as u16, exe);
+    job.transport = transport;
     job.args = vec![
         "--exact".into(),
         name.into(),
@@ -251,6 +264,17 @@ fn two_hosts_of_two_ranks() {
 #[test]
 fn hosts_of_three_and_two_ranks() {
     across_namespaces("hosts_of_three_and_two_ranks", "3", &[0, 0, 0, 1, 1]);
+}
+
+/// Hosts whose ranks talk over TCP, not shared memory: staged intra-host phases.
+#[test]
+fn hosts_of_three_and_two_ranks_over_tcp() {
+    across_namespaces_over(
+        "hosts_of_three_and_two_ranks_over_tcp",
+        "t",
+        &[0, 0, 0, 1, 1],
+        TransportChoice::Tcp,
+    );
 }
 
 #[test]

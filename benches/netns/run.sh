@@ -5,6 +5,8 @@
 # `allreduce-sweep` times the flat ring and the hierarchical allreduce in alternating rounds.
 # Needs root (ip netns, tc) and release builds of tarantella and allreduce-sweep.
 #   benches/netns/run.sh [K=2] [RATE=2gbit] [ROUNDS=5] [SIZES="-b 16M -e 64M -f 4"]
+# ALGS (default "ring hierarchical") lists what each round runs, in order; an entry
+# ALG@SWEEP runs another allreduce-sweep binary (a baseline build) with --algorithm ALG.
 # Per round, algorithm and size: in-place time (us) and busbw (GB/s). The link bound: two
 # hosts must move the whole vector (N bytes) each way across the link, N*8/RATE seconds; the
 # flat ring moves 2(n-1)/n*N each way.
@@ -39,9 +41,11 @@ chmod +x "$work/ssh"
 printf '10.198.0.1 slots=%s\n10.198.0.2 slots=%s\n' "$K" "$K" > "$work/hosts"
 export TARANTELLA_SSH=$work/ssh TARANTELLA_RUN_DIR=$work/runs
 for round in $(seq 1 "$ROUNDS"); do
-  for alg in ring hierarchical; do
+  for entry in ${ALGS:-ring hierarchical}; do
+    alg=${entry%%@*}; sweep=$PWD/target/release/allreduce-sweep
+    [ "$entry" = "$alg" ] || sweep=${entry#*@}
     timeout 300 ip netns exec "$A" target/release/tarantella --hostfile "$work/hosts" -- \
-      "$PWD/target/release/allreduce-sweep" $SIZES --algorithm "$alg" -n 5 -w 2 --batches 3 -c 1 |
-      awk -v a="$alg" -v r="$round" '/^ +[0-9]+ /{print "round", r, a, $1, "time_us", $9, "busbw", $11, "wrong", $8 + $12}'
+      "$sweep" $SIZES --algorithm "$alg" -n 5 -w 2 --batches 3 -c 1 |
+      awk -v a="$entry" -v r="$round" '/^ +[0-9]+ /{print "round", r, a, $1, "time_us", $9, "busbw", $11, "wrong", $8 + $12}'
   done
 done

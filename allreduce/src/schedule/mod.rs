@@ -7,7 +7,7 @@
 //! One file per algorithm: [`ring()`], [`recursive_doubling()`], [`rabenseifner()`],
 //! [`hierarchical()`], [`one_shot()`], [`single_copy()`], [`broadcast_tree()`],
 //! [`broadcast_chain()`]; what they share is in `action.rs` (the vocabulary of a schedule),
-//! `shape.rs` (the collective's dimensions and layout helpers), `fold.rs` (non-power-of-two
+//! `shape.rs` (the collective's dimensions and layout helpers), `hierarchical_layout.rs` (where the hierarchical allreduce's units, slots and ids lie), `fold.rs` (non-power-of-two
 //! groups for the two algorithms that pair ranks by bits) and `embed.rs` (running one
 //! algorithm's schedule among a subset of the group, as the hierarchical allreduce does
 //! between hosts).
@@ -29,6 +29,7 @@ mod broadcast_tree;
 mod embed;
 mod fold;
 mod hierarchical;
+mod hierarchical_layout;
 mod one_shot;
 mod rabenseifner;
 mod recursive_doubling;
@@ -39,7 +40,7 @@ mod single_copy;
 pub(crate) use action::{Action, Schedule};
 pub(crate) use broadcast_chain::broadcast_chain;
 pub(crate) use broadcast_tree::broadcast_tree;
-pub(crate) use hierarchical::{hierarchical, host_layout};
+pub(crate) use hierarchical::{hierarchical, host_layout, HostMemory};
 pub(crate) use one_shot::one_shot;
 pub(crate) use rabenseifner::rabenseifner;
 pub(crate) use recursive_doubling::recursive_doubling;

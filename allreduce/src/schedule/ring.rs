@@ -34,11 +34,13 @@ pub(crate) fn ring(sh: &Shape, avg: bool) -> Schedule {
     let ids_per_chunk = 3 * (p - 1);
     // Enough chunks per block to pipeline, few enough notification ids for the segment.
     let min_chunk = max_block.div_ceil((sh.notif_limit as usize / ids_per_chunk).max(1));
+    // No larger than a block: a slot never needs more.
     let chunk = sh
         .chunk_bytes
         .max(min_chunk)
         .max(sh.elem)
-        .next_multiple_of(sh.elem);
+        .next_multiple_of(sh.elem)
+        .min(max_block);
     let per_block = max_block.div_ceil(chunk);
     let right = (i + 1) % p;
     let left = (i + p - 1) % p;
@@ -59,7 +61,12 @@ pub(crate) fn ring(sh: &Shape, avg: bool) -> Schedule {
     let sent = in_order(0..p - 1);
     let received = in_order(1..p);
     // The same on every rank (the sender picks the slot the receiver reads).
-    let slots = (sh.ring_staging_bytes / chunk).clamp(2, ((p - 1) * per_block).max(2));
+    // Two at least, for the credits to let one slot fill while the other is reduced;
+    // one when there is only one chunk to receive.
+    let received_chunks = (p - 1) * per_block;
+    let slots = (sh.ring_staging_bytes / chunk)
+        .clamp(2, received_chunks.max(2))
+        .min(received_chunks);
     let staging = align(sh.data_bytes());
     let slot = |q: usize| staging + (q % slots) * chunk;
     let rs_id = |q: usize| q as u32;

@@ -416,12 +416,42 @@ const INTERS: [(&str, Inter); 3] = [
     ("rabenseifner", |sh, avg, _| rabenseifner(sh, avg)),
 ];
 
+/// How the hosts of a hierarchical test run their intra-host phases: all staged, all
+/// shared, or alternating by host (hosts may differ in the runtime).
+#[derive(Clone, Copy, Debug)]
+enum Memories {
+    Staged,
+    Shared,
+    Mixed,
+}
+
+impl Memories {
+    fn of(self, host: usize) -> HostMemory {
+        match self {
+            Memories::Staged => HostMemory::Staged,
+            Memories::Shared => HostMemory::Shared,
+            Memories::Mixed if host.is_multiple_of(2) => HostMemory::Shared,
+            Memories::Mixed => HostMemory::Staged,
+        }
+    }
+}
+
 /// The hierarchical schedules of both parities (recursive doubling between hosts
-/// alternates its slots from run to run).
-fn hier(hosts: &[Vec<usize>], inter: Inter) -> impl Fn(&Shape, bool) -> Vec<Schedule> + '_ {
+/// alternates its slots from run to run), `pieces` per shard, hosts running their phases
+/// as `memories` says.
+fn hier(
+    hosts: &[Vec<usize>],
+    pieces: usize,
+    memories: Memories,
+    inter: Inter,
+) -> impl Fn(&Shape, bool) -> Vec<Schedule> + '_ {
     move |sh, avg| {
+        let host = hosts.iter().position(|m| m.contains(&sh.me)).unwrap();
         (0..2)
-            .map(|q| hierarchical(sh, hosts, avg, &|sub: &Shape, avg| inter(sub, avg, q)))
+            .map(|q| {
+                let inter = |sub: &Shape, avg| inter(sub, avg, q);
+                hierarchical(sh, hosts, pieces, memories.of(host), avg, &inter)
+            })
             .collect()
     }
 }
@@ -438,26 +468,54 @@ const OPS: [Reduction; 5] = [
 fn hierarchical_reduces_every_layout() {
     for hosts in LAYOUTS.map(layout) {
         let p = hosts.iter().map(Vec::len).sum();
-        let name = format!("hierarchical {hosts:?}");
         for count in COUNTS {
             for (inter_name, inter) in INTERS {
                 for op in OPS {
-                    let name = format!("{name} over {inter_name}");
-                    check_allreduce(&name, hier(&hosts, inter), p, count, 16, op);
-                }
-            }
-            // Intra-host chunks of one and three elements, two and three ring slots.
-            for chunk in [8, 24] {
-                for staging in [0, 3 * chunk] {
-                    check_allreduce_staged(
+                    let name = format!("hierarchical {hosts:?} over {inter_name}");
+                    check_allreduce(
                         &name,
-                        hier(&hosts, INTERS[0].1),
+                        hier(&hosts, 1, Memories::Staged, inter),
                         p,
                         count,
-                        chunk,
-                        staging,
-                        Reduction::Sum,
+                        16,
+                        op,
                     );
+                }
+            }
+        }
+    }
+}
+
+/// Pieces and intra-host phases in every combination: several pieces per shard (more than
+/// some counts have elements for), staged, shared and mixed hosts, chunks of one and three
+/// elements, two and three ring slots.
+#[test]
+fn hierarchical_pipelines_pieces_staged_and_shared() {
+    for hosts in LAYOUTS.map(layout) {
+        let p = hosts.iter().map(Vec::len).sum();
+        for count in COUNTS {
+            for memories in [Memories::Staged, Memories::Shared, Memories::Mixed] {
+                for pieces in [1, 3, 8] {
+                    let name = format!("hierarchical {hosts:?} {memories:?} {pieces} pieces");
+                    for (_, inter) in INTERS {
+                        for op in [Reduction::Sum, Reduction::Avg] {
+                            let build = hier(&hosts, pieces, memories, inter);
+                            check_allreduce(&name, build, p, count, 16, op);
+                        }
+                    }
+                    for chunk in [8, 24] {
+                        for staging in [0, 3 * chunk] {
+                            check_allreduce_staged(
+                                &name,
+                                hier(&hosts, pieces, memories, INTERS[0].1),
+                                p,
+                                count,
+                                chunk,
+                                staging,
+                                Reduction::Min,
+                            );
+                        }
+                    }
                 }
             }
         }
@@ -483,8 +541,17 @@ fn hierarchical_plan_mixes_algorithms_between_hosts() {
                 check_allreduce(
                     &format!("plan {hosts:?}"),
                     |sh, avg| {
-                        allreduce_plan(Algorithm::Hierarchical, sh, &hosts, &thresholds, avg)
-                            .schedules
+                        let host = hosts.iter().position(|m| m.contains(&sh.me)).unwrap();
+                        let memory = Memories::Mixed.of(host);
+                        allreduce_plan(
+                            Algorithm::Hierarchical,
+                            sh,
+                            &hosts,
+                            memory,
+                            &thresholds,
+                            avg,
+                        )
+                        .schedules
                     },
                     p,
                     count,
@@ -511,19 +578,23 @@ fn hierarchical_keeps_notification_ids_within_the_limit() {
                     notif_limit: 1000,
                     ring_staging_bytes: RING_STAGING_BYTES,
                 };
-                let s = hierarchical(&sh, &hosts, false, &|sub: &Shape, avg| inter(sub, avg, 0));
-                assert!(
-                    s.notifications <= 1000,
-                    "{hosts:?} {name}: {}",
-                    s.notifications
-                );
+                let inter = |sub: &Shape, avg| inter(sub, avg, 0);
+                for memory in [HostMemory::Staged, HostMemory::Shared] {
+                    let s = hierarchical(&sh, &hosts, 8, memory, false, &inter);
+                    assert!(
+                        s.notifications <= 1000,
+                        "{hosts:?} {name} {memory:?}: {}",
+                        s.notifications
+                    );
+                }
             }
         }
     }
 }
 
-/// Staging: the reduce-scatter slots of the shards a rank owns (under the vector) and each
-/// shard's ring slots between hosts; what crosses hosts is only the shards.
+/// Staging: the reduce-scatter slots of the units a rank owns (staged: under the vector;
+/// shared: none) and the units' ring slots between hosts, a few pieces' worth; what crosses
+/// hosts is only the shards.
 #[test]
 fn hierarchical_staging_and_traffic_are_bounded() {
     let hosts = vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]];
@@ -538,22 +609,27 @@ fn hierarchical_staging_and_traffic_are_bounded() {
             notif_limit: 65536,
             ring_staging_bytes: RING_STAGING_BYTES,
         };
-        let s = hierarchical(&sh, &hosts, false, &|sub: &Shape, avg| ring(sub, avg));
-        assert!(
-            s.segment_bytes <= data + 3 * data / 4 + 4 * RING_STAGING_BYTES + 4096,
-            "rank {me}: {} bytes",
-            s.segment_bytes
-        );
-        let off_host: usize = s
-            .actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Send { to, len, .. } if (*to < 4) != (me < 4) => Some(*len),
-                _ => None,
-            })
-            .sum();
-        // A ring of two hosts over a quarter of the vector: the quarter, once.
-        assert_eq!(off_host, data / 4, "rank {me}");
+        for (memory, intra) in [(HostMemory::Staged, 3 * data / 4), (HostMemory::Shared, 0)] {
+            let s = hierarchical(&sh, &hosts, 8, memory, false, &|sub: &Shape, avg| {
+                ring(sub, avg)
+            });
+            // 8 pieces of 2 MiB per shard, each ring's single slot a 1 MiB block.
+            assert_eq!(
+                s.segment_bytes,
+                data + intra + 8 * (1 << 20),
+                "rank {me} {memory:?}"
+            );
+            let off_host: usize = s
+                .actions
+                .iter()
+                .filter_map(|a| match a {
+                    Action::Send { to, len, .. } if (*to < 4) != (me < 4) => Some(*len),
+                    _ => None,
+                })
+                .sum();
+            // A ring of two hosts over a quarter of the vector: the quarter, once.
+            assert_eq!(off_host, data / 4, "rank {me} {memory:?}");
+        }
     }
 }
 
@@ -834,4 +910,34 @@ fn single_copy_stages_nothing_and_copies_each_byte_once() {
     }
     // Our quarter from each of 3 peers, and the other 3 quarters once each.
     assert_eq!((reduced, copied, sent), (3 << 20, 3 << 20, 0));
+}
+
+/// The hierarchical allreduce folds every element along one expression on every rank, and
+/// the same whether hosts run their phases staged, shared or mixed: the runtime may pick
+/// either per host and the result keeps its bits.
+#[test]
+fn hierarchical_results_do_not_depend_on_how_hosts_run_their_phases() {
+    for hosts in LAYOUTS.map(layout) {
+        let p = hosts.iter().map(Vec::len).sum();
+        for count in [1, 5, 64] {
+            // The first (staged) result per piece count: pieces change how the ring between
+            // hosts splits its blocks, and so the operand order, not the phases inside hosts.
+            let mut seen: [Option<Vec<String>>; 2] = [None, None];
+            for memories in [Memories::Staged, Memories::Shared, Memories::Mixed] {
+                for (i, pieces) in [1, 3].into_iter().enumerate() {
+                    let build = hier(&hosts, pieces, memories, INTERS[0].1);
+                    let scheds: Vec<Schedule> = shapes(p, count, 16, 32)
+                        .map(|sh| build(&sh, false).swap_remove(0))
+                        .collect();
+                    let results = symbolic_results(&scheds, count);
+                    let name = format!("{hosts:?} {memories:?} {pieces} pieces count={count}");
+                    for (r, got) in results.iter().enumerate() {
+                        assert_eq!(got, &results[0], "{name}: rank {r}");
+                    }
+                    let first = seen[i].get_or_insert_with(|| results[0].clone());
+                    assert_eq!(&results[0], first, "{name} against staged");
+                }
+            }
+        }
+    }
 }

@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use crate::algorithm::Algorithm;
 use crate::options::Thresholds;
 use crate::plan::allreduce_plan;
-use crate::schedule::Action;
+use crate::schedule::{Action, HostMemory};
 
-use super::cluster::{Cluster, NOTIF_LIMIT};
+use super::cluster::{Cluster, Intra, NOTIF_LIMIT};
 use super::error::SimError;
 
 /// Largest single write gaspi accepts (`gaspi::config` default `transfer_size_max`).
@@ -125,10 +125,15 @@ pub(crate) fn build(
     }
     let hosts = cluster.layout();
     let thresholds = Thresholds::default();
+    let memory = if cluster.intra == Intra::Shm {
+        HostMemory::Shared
+    } else {
+        HostMemory::Staged
+    };
     let mut ranks = Vec::with_capacity(cluster.ranks);
     for me in 0..cluster.ranks {
         let shape = cluster.shape(me, bytes, elem);
-        let plan = allreduce_plan(algorithm, &shape, &hosts, &thresholds, false);
+        let plan = allreduce_plan(algorithm, &shape, &hosts, memory, &thresholds, false);
         // The runtime's setup checks (`Collective::new`) and the memory bound, on rank 0
         // before any other rank's plan is built (they are the same on every rank).
         if me == 0 {
