@@ -65,6 +65,13 @@ pub enum Error {
         /// The bucket's index in the plan.
         bucket: usize,
     },
+    /// A gradient's hook could not record where its stream had got to (device path), so
+    /// its bucket cannot be packed safely.
+    #[error("communication: parameter {param}'s gradient was not marked ready on its stream")]
+    GradientNotMarked {
+        /// The parameter's registration index.
+        param: usize,
+    },
     /// A trainable parameter has no gradient where its bucket's reduction needs one.
     #[error("communication: parameter {param} has no gradient")]
     MissingGradient {
@@ -196,6 +203,16 @@ pub enum HookFailure {
         /// The bucket's index in the plan.
         bucket: usize,
         /// Why packing failed.
+        #[source]
+        source: Box<Error>,
+    },
+    /// A gradient's event could not be recorded on the stream that produced it (device
+    /// path); its bucket is not sent.
+    #[error("marking parameter {param}'s gradient ready: {source}")]
+    GradReady {
+        /// The parameter's registration index.
+        param: usize,
+        /// Why recording failed.
         #[source]
         source: Box<Error>,
     },

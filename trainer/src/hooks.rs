@@ -180,6 +180,14 @@ impl HookTarget for HookState {
                     .push(HookFailure::QueueEndOfBackward(Box::new(e)));
             }
         }
+        // Before the bucket can be sent: the copy stream must wait for this gradient on the
+        // stream that produced it.
+        if let Some(Err(e)) = s.sender.as_ref().map(|st| st.grad_ready(index)) {
+            s.failures.push(HookFailure::GradReady {
+                param: index,
+                source: Box::new(e),
+            });
+        }
         match s.tracker.mark_ready(ParamId(index)) {
             Ok(Some(BucketId(bucket))) => {
                 if let Some(t) = s.trace.bucket_ready_ns.get_mut(bucket) {

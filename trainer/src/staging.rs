@@ -4,10 +4,13 @@
 //! On the CPU (`StagingMode::Host`) the communication thread packs the gradients straight into
 //! the segment and unpacks the sum from it (converting to the wire dtype and back).
 //!
-//! From a GPU (`StagingMode::Device`) the segment range is page-locked and the hook of the
-//! bucket's last gradient, on the autograd thread, queues: an event on the compute stream →
-//! the copy stream waits for it → pack the gradients into a flat device buffer (in the wire
-//! dtype) → copy it to the segment (DMA) → event `sent`. The communication thread starts the
+//! From a GPU (`StagingMode::Device`) the segment range is page-locked. Each gradient's hook
+//! records an event on the stream current there, the one that produced that gradient (the
+//! autograd engine runs a node's backward, and its hooks, on the stream its forward ran on,
+//! so a model with side streams produces a bucket's gradients on several). The hook of the
+//! bucket's last gradient, on the autograd thread, queues: the copy stream waits for every
+//! member's event → pack the gradients into a flat device buffer (in the wire dtype) → copy
+//! it to the segment (DMA) → event `sent`. The communication thread starts the
 //! allreduce once `sent` has completed and, when the sum is in, queues the copy back (host →
 //! flat device buffer, event `received`) on the copy stream. At the end of the step the
 //! compute stream waits for `received` and unpacks the flat buffer into `.grad`: the host
@@ -70,6 +73,10 @@ struct Member {
     param: Tensor,
     offset: i64,
     numel: i64,
+    /// Recorded by its gradient's hook on the stream that produced the gradient.
+    grad_ready: Marker,
+    /// Whether `grad_ready` is this step's: false when its last recording failed.
+    marked: bool,
 }
 
 /// Everything of one bucket, dropped together: the views of the segment before the
@@ -80,7 +87,6 @@ pub(crate) struct Bucket {
     host: Tensor,
     /// The device path's flat buffer (on the gradients' device, wire dtype).
     flat: Option<Tensor>,
-    grads_ready: Marker,
     sent: Marker,
     received: Marker,
     _locked: Option<PageLocked>,
@@ -100,6 +106,8 @@ pub(crate) struct Staging {
     /// The GPU's copy stream (`None` on the host path and for the CPU stand-in).
     copy_stream: Option<Stream>,
     buckets: Vec<Mutex<Bucket>>,
+    /// Per parameter (registration index): its bucket and place among the bucket's members.
+    places: Vec<Option<(usize, usize)>>,
 }
 
 fn flat_view(t: &Tensor, m: &Member) -> Result<Tensor> {
@@ -128,17 +136,26 @@ impl Staging {
         };
         let on_gpu = copy_stream.is_some();
         let mut buckets = Vec::with_capacity(allreduces.len());
-        for (bucket, mut allreduce) in plan.buckets().iter().zip(allreduces) {
-            let members: Vec<Member> = bucket
+        let mut places = vec![None; params.len()];
+        for (b, (bucket, mut allreduce)) in plan.buckets().iter().zip(allreduces).enumerate() {
+            let members = bucket
                 .members()
                 .iter()
-                .map(|m| Member {
-                    index: m.param.0,
-                    param: params[m.param.0].shallow_clone(),
-                    offset: m.offset_elements as i64,
-                    numel: m.numel as i64,
+                .enumerate()
+                .map(|(at, m)| {
+                    if let Some(place) = places.get_mut(m.param.0) {
+                        *place = Some((b, at));
+                    }
+                    Ok(Member {
+                        index: m.param.0,
+                        param: params[m.param.0].shallow_clone(),
+                        offset: m.offset_elements as i64,
+                        numel: m.numel as i64,
+                        grad_ready: Marker::new(on_gpu)?,
+                        marked: true,
+                    })
                 })
-                .collect();
+                .collect::<Result<Vec<Member>>>()?;
             let kind = allreduce.dtype().kind();
             let (ptr, count) = allreduce.data_range()?;
             let bytes = count * kind.elt_size_in_bytes();
@@ -166,7 +183,6 @@ impl Staging {
                 members,
                 host,
                 flat,
-                grads_ready: Marker::new(on_gpu)?,
                 sent: Marker::new(on_gpu)?,
                 received: Marker::new(on_gpu)?,
                 _locked: locked,
@@ -177,6 +193,7 @@ impl Staging {
             mode,
             copy_stream,
             buckets,
+            places,
         })
     }
 
@@ -208,9 +225,27 @@ impl Staging {
         }
     }
 
+    /// Marks parameter `param`'s gradient as produced up to here on the calling thread's
+    /// current stream (call it from the gradient's hook, before the bucket's [`send`]); a
+    /// no-op off the GPU.
+    ///
+    /// [`send`]: Staging::send
+    pub(crate) fn grad_ready(&self, param: usize) -> Result<()> {
+        let (Some(index), Some(&Some((b, at)))) = (self.device_index(), self.places.get(param))
+        else {
+            return Ok(());
+        };
+        let mut bucket = self.bucket(b);
+        let member = &mut bucket.members[at];
+        let recorded = Stream::current(index).and_then(|s| member.grad_ready.record(Some(&s)));
+        member.marked = recorded.is_ok();
+        recorded
+    }
+
     /// Packs bucket `b`'s gradients into the segment: on the host path now; on the device
-    /// path queued behind the gradients' computation (call it from the hook, on the thread
-    /// whose current stream produced them).
+    /// path queued behind the gradients' computation, on every stream that produced one (see
+    /// [`grad_ready`](Staging::grad_ready); call it from the hook of the bucket's last
+    /// gradient).
     pub(crate) fn send(&self, b: usize) -> Result<()> {
         let mut bucket = self.bucket(b);
         let bucket = &mut *bucket;
@@ -222,9 +257,11 @@ impl Staging {
             return Ok(());
         };
         let copy_stream = self.copy_stream();
-        if let (Some(index), Some(stream)) = (self.device_index(), copy_stream) {
-            bucket.grads_ready.record(Some(&Stream::current(index)?))?;
-            bucket.grads_ready.block(Some(stream))?;
+        for m in &bucket.members {
+            if !m.marked {
+                return Err(Error::GradientNotMarked { param: m.index });
+            }
+            m.grad_ready.block(copy_stream)?;
         }
         let _on_copy_stream = copy_stream.map(Stream::make_current).transpose()?;
         for m in &bucket.members {
