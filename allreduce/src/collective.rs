@@ -4,8 +4,9 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use gaspi::{Context, Group, Timeout};
+use gaspi::{Context, Group, ReduceOp, Timeout};
 
+use crate::algorithm::Algorithm;
 use crate::driver::DrivenEngine;
 use crate::element::Element;
 use crate::engine::{Engine, Kernels};
@@ -72,25 +73,73 @@ pub(crate) fn all_shared_memory(ctx: &Context, members: &[gaspi::Rank]) -> bool 
         .all(|r| *r == ctx.rank() || ctx.uses_shm_to(*r))
 }
 
-/// How this rank's host runs the hierarchical allreduce's intra-host phases: in place when
-/// every member on its host (`hosts` as [`shape_of`] gives it, `me` our member index) is
-/// reached through shared memory, through the transport otherwise.
-pub(crate) fn host_memory(
+/// Whether this rank reaches every member on its host through shared memory (`members`
+/// the group's ranks, `hosts` as [`shape_of`] gives them, `me` our member index).
+pub(crate) fn host_peers_share_memory(
     ctx: &Context,
     members: &[gaspi::Rank],
     hosts: &[Vec<usize>],
     me: usize,
-) -> HostMemory {
+) -> bool {
     let ours = hosts
         .iter()
         .find(|m| m.contains(&me))
         .map_or(&[][..], |m| m);
-    let shared = ours.iter().all(|&j| j == me || ctx.uses_shm_to(members[j]));
-    if shared {
-        HostMemory::Shared
-    } else {
-        HostMemory::Staged
+    ours.iter().all(|&j| j == me || ctx.uses_shm_to(members[j]))
+}
+
+/// What one member brings to an allreduce's setup, before the plan.
+pub(crate) struct SetupView {
+    pub algorithm: Algorithm,
+    /// This member can run `algorithm` (single-copy needs every member in shared memory).
+    pub feasible: bool,
+    /// See [`host_peers_share_memory`].
+    pub host_shared: bool,
+}
+
+/// What the whole group agreed on.
+pub(crate) struct Agreed {
+    /// How the hosts run the hierarchical allreduce's intra-host phases: in place only
+    /// when every member reaches its host peers through shared memory. Each rank's view of
+    /// that can differ from its peers' (a rank that registered user memory is moved to TCP
+    /// by its peers only), and ranks that decided alone could build schedules that do not
+    /// fit together.
+    pub memory: HostMemory,
+    /// Every member can run the algorithm.
+    pub feasible: bool,
+}
+
+/// Agrees on `mine` with the rest of `group`: a three-word allreduce that every member of
+/// an allreduce's setup joins, before the plan, whatever it chose; `SetupMismatch` where
+/// the members' algorithms differ (their plans would not fit together).
+pub(crate) fn agree(
+    ctx: &Context,
+    group: Group,
+    mine: &SetupView,
+    timeout: Timeout,
+) -> Result<Agreed> {
+    let tag = mine.algorithm.tag() as u32;
+    // The minimum of the tag and of its complement: the tag everywhere when both give it
+    // back.
+    let words = [
+        u32::from(mine.host_shared),
+        u32::from(mine.feasible),
+        tag,
+        !tag,
+    ];
+    let mut least = [0u32; 4];
+    ctx.allreduce(&words, &mut least, ReduceOp::Min, group, timeout)?;
+    if least[2] != tag || !least[3] != tag {
+        return Err(Error::SetupMismatch);
     }
+    Ok(Agreed {
+        memory: if least[0] == 1 {
+            HostMemory::Shared
+        } else {
+            HostMemory::Staged
+        },
+        feasible: least[1] == 1,
+    })
 }
 
 /// A set-up collective over `count` elements of `T`.

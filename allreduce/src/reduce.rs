@@ -6,7 +6,9 @@ use std::sync::Arc;
 use gaspi::{Context, Group, Timeout};
 
 use crate::algorithm::Algorithm;
-use crate::collective::{all_shared_memory, host_memory, shape_of, Collective};
+use crate::collective::{
+    agree, all_shared_memory, host_peers_share_memory, shape_of, Collective, SetupView,
+};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::options::Options;
@@ -66,14 +68,25 @@ impl<T: Element> Allreduce<T> {
         let bytes = count * shape.elem;
         let shared_memory = all_shared_memory(ctx, &members);
         let algorithm = options.pick(bytes, &hosts, shared_memory);
-        if algorithm == Algorithm::SingleCopy && !shared_memory {
+        let agreed = agree(
+            ctx,
+            group,
+            &SetupView {
+                algorithm,
+                feasible: algorithm != Algorithm::SingleCopy || shared_memory,
+                host_shared: host_peers_share_memory(ctx, &members, &hosts, shape.me),
+            },
+            options.setup_timeout,
+        )?;
+        if !agreed.feasible {
+            // On every member: nobody goes on to create the segment alone.
             return Err(Error::AlgorithmUnavailable {
                 algorithm,
                 why: "some member is not reached through shared memory",
             });
         }
         let avg = reduction == Reduction::Avg;
-        let memory = host_memory(ctx, &members, &hosts, shape.me);
+        let memory = agreed.memory;
         let plan = allreduce_plan(algorithm, &shape, &hosts, memory, &options.thresholds, avg);
         let signature = [
             count as u64,

@@ -335,6 +335,27 @@ fn mismatch(ctx: Arc<Context>) {
         "{e}"
     );
     assert!(e.to_string().contains("shared memory"), "{e}");
+    // Different algorithms on different members (rank 1 forces the ring, or single-copy,
+    // which it cannot run over TCP): every member fails at setup, none waits for the
+    // others, and the group sets up the next collective as usual.
+    for odd in [Algorithm::Ring, Algorithm::SingleCopy] {
+        let options = Options {
+            algorithm: if ctx.rank().0 == 1 {
+                odd
+            } else {
+                Algorithm::RecursiveDoubling
+            },
+            ..Options::default()
+        };
+        let e = Allreduce::<f32>::new(&ctx, Group::ALL, 1 << 10, Reduction::Sum, options)
+            .err()
+            .expect("members with different algorithms");
+        assert!(matches!(e, Error::SetupMismatch), "{odd:?}: {e}");
+    }
+    let mut ok =
+        Allreduce::<f32>::new(&ctx, Group::ALL, 8, Reduction::Sum, Options::default()).unwrap();
+    ok.start_from(&[1.0; 8]).unwrap();
+    assert_eq!(ok.wait(Timeout::ms(30_000)).unwrap(), &[3.0; 8]);
 }
 
 #[test]
