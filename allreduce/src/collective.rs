@@ -109,7 +109,7 @@ pub(crate) struct Agreed {
     pub feasible: bool,
 }
 
-/// Agrees on `mine` with the rest of `group`: a three-word allreduce that every member of
+/// Agrees on `mine` with the rest of `group`: a four-word allreduce that every member of
 /// an allreduce's setup joins, before the plan, whatever it chose; `SetupMismatch` where
 /// the members' algorithms differ (their plans would not fit together).
 pub(crate) fn agree(

@@ -20,10 +20,10 @@ pub(crate) struct Plan {
 /// The plan of `algorithm` for the rank and vector `shape` describes, over a group laid out
 /// on hosts as `hosts` (member indices per host, partitioning the group: see
 /// `schedule::host_layout`), this rank's host running the hierarchical allreduce's
-/// intra-host phases as `host_memory` says; `avg` divides the result by the number of ranks. `Auto` must
-/// have been resolved (it plans as the ring). The hierarchical allreduce picks each shard's
-/// algorithm between hosts by `thresholds`, as [`Algorithm::Auto`] would for a vector of
-/// the shard's size on that many ranks.
+/// intra-host phases as `host_memory` says; `avg` divides the result by the number of
+/// ranks. `Auto` must have been resolved (it plans as the ring). The hierarchical allreduce
+/// picks each unit's algorithm between hosts by `thresholds`, as [`Algorithm::Auto`] would
+/// for a vector of the unit's size on that many ranks.
 pub(crate) fn allreduce_plan(
     algorithm: Algorithm,
     shape: &Shape,
@@ -87,8 +87,9 @@ pub(crate) fn allreduce_plan(
     }
 }
 
-/// At most this many pieces per shard: each piece has its own inter-host staging and ids,
-/// and beyond it the exposed first and last piece are already under an eighth each.
+/// At most this many pieces per shard: each piece's allreduce between hosts has its own
+/// notification ids and pipeline fill, and at eight the first and last piece, whose
+/// intra-host work is not overlapped, are already under an eighth of the whole each.
 const HIERARCHICAL_MAX_PIECES: usize = 8;
 
 /// Pieces per shard of the hierarchical allreduce over `hosts`: pieces of the pipelining
