@@ -81,29 +81,30 @@ impl Machine {
     /// `reduce-kernel` and 2-rank `allreduce-sweep` runs; see `docs/allreduce.md`).
     pub fn shm() -> Machine {
         // Refitted in session 11 on every 2- and 3-rank point and the netns points of
-        // docs/sim-validation.txt (the 4-rank points held out), a coordinate search on the
-        // mean |log error|: the effective last-level cache is about 18 MiB, not the 32 the
-        // VM reports, and memory traffic is shared (docs/allreduce.md, "Simulator").
+        // docs/sim-validation.txt (the 4-rank points held out; benches/sim/fit.py, a
+        // coordinate search on the mean |log error|): the effective last-level cache is
+        // about 11 MiB, not the 32 the VM reports, and memory traffic is shared
+        // (docs/allreduce.md, "Simulator").
         Machine {
             name: "shm".into(),
             cores: 2,
             hosts_share_cores: true,
             shm_alpha: 1.02 * US,
-            shm_copy_bw_cache: 17.5 * GB,
+            shm_copy_bw_cache: 15.9 * GB,
             shm_copy_bw_mem: 5.6 * GB,
-            net_alpha: 15.5 * US,
+            net_alpha: 13.2 * US,
             net_post_overhead: 2.8 * US,
-            net_stream_bw: 2.43 * GB,
-            net_stream_bw_cache: 2.43 * GB,
+            net_stream_bw: 2.26 * GB,
+            net_stream_bw_cache: 2.26 * GB,
             nic_bw: 1e3 * GB,
             net_on_cpu: true,
             recv_overhead: 0.19 * US,
             oversub_wake: 4.6 * US,
             oversub_net_wake: 4.7 * US,
             reduce_bw_cache: 22.7 * GB,
-            reduce_bw_mem: 5.1 * GB,
-            cache_bytes: 18 << 20,
-            host_mem_bw: 27.7 * GB,
+            reduce_bw_mem: 6.0 * GB,
+            cache_bytes: 11 << 20,
+            host_mem_bw: 41.6 * GB,
         }
     }
 
