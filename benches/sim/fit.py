@@ -5,12 +5,14 @@ A coordinate search on the mean |log(predicted / measured)| over the points of a
 validation file (benches/sim/measure.sh's format), each step scaling one parameter of
 `Machine::shm` by 0.5-2x through `allreduce-sim --validate --param`; the 4-rank local
 points are held out. Prints the fitted values and how many points, fitted and held out,
-fall within 25%. Session 11's refit (docs/allreduce.md, "Simulator") came from
+fall within 25%. Start values are session 8's; pass NAME=VALUE pairs to start elsewhere.
+A coordinate search finds a local optimum that depends on where it starts: session 11's
+values (docs/allreduce.md, "Simulator") came from two runs, the first on the 3-round
+measurements from session 8's values, the second on the 5-round measurements from the
+first's result (passed as NAME=VALUE), then rounding:
 
     cargo build --release -p tarantella-benches
-    benches/sim/fit.py docs/sim-validation.txt
-
-and rounding. Start values are the preset's; pass NAME=VALUE pairs to start elsewhere.
+    benches/sim/fit.py docs/sim-validation.txt shm_alpha=1.02e-6 ...
 """
 import math
 import pathlib
@@ -18,7 +20,7 @@ import subprocess
 import sys
 
 SIM = pathlib.Path(__file__).resolve().parents[2] / "target/release/allreduce-sim"
-# Machine::shm's fields as of session 8 (what session 11 started from).
+# Machine::shm's fields as of session 8.
 START = {
     "shm_alpha": 0.81e-6, "shm_copy_bw_cache": 16.4e9, "shm_copy_bw_mem": 3.9e9,
     "net_alpha": 15.6e-6, "net_post_overhead": 2.8e-6, "net_stream_bw": 2.44e9,
