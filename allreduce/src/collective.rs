@@ -85,7 +85,8 @@ pub(crate) fn host_peers_share_memory(
         .iter()
         .find(|m| m.contains(&me))
         .map_or(&[][..], |m| m);
-    ours.iter().all(|&j| j == me || ctx.uses_shm_to(members[j]))
+    let peers: Vec<gaspi::Rank> = ours.iter().map(|&j| members[j]).collect();
+    all_shared_memory(ctx, &peers)
 }
 
 /// What one member brings to an allreduce's setup, before the plan.

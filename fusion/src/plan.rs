@@ -181,6 +181,13 @@ impl BucketPlan {
         Ok((placement.bucket, member))
     }
 
+    /// The bucket holding `param` and the parameter's index among that bucket's
+    /// [`members`](Bucket::members).
+    pub fn member_index(&self, param: ParamId) -> Result<(BucketId, usize)> {
+        let placement = self.placement(param)?;
+        Ok((placement.bucket, placement.member_index))
+    }
+
     /// The bucket holding `param`.
     pub fn bucket_of(&self, param: ParamId) -> Result<BucketId> {
         Ok(self.placement(param)?.bucket)

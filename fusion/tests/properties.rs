@@ -83,7 +83,7 @@ fn check_plan(plan: &BucketPlan, params: &[ParamSpec], order: &[ParamId]) {
 
         // Sizes add up, members packed without gaps, one dtype per bucket.
         let mut offset = 0;
-        for member in bucket.members() {
+        for (at, member) in bucket.members().iter().enumerate() {
             let spec = params[member.param.0];
             assert_eq!(member.dtype, bucket.dtype());
             assert_eq!((member.numel, member.dtype), (spec.numel, spec.dtype));
@@ -92,6 +92,7 @@ fn check_plan(plan: &BucketPlan, params: &[ParamSpec], order: &[ParamId]) {
             assert_eq!(member.offset_elements * spec.dtype.size_bytes(), offset);
             let (located_bucket, located) = plan.locate(member.param).unwrap();
             assert_eq!((located_bucket, located), (bucket.id(), member));
+            assert_eq!(plan.member_index(member.param).unwrap(), (bucket.id(), at));
             offset += member.size_bytes;
         }
         assert_eq!(bucket.total_bytes(), offset);

@@ -21,7 +21,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use fusion::BucketPlan;
+use fusion::{BucketId, BucketPlan, ParamId};
 use tch::{Device, Tensor};
 
 use crate::comm::BucketAllreduce;
@@ -106,8 +106,8 @@ pub(crate) struct Staging {
     /// The GPU's copy stream (`None` on the host path and for the CPU stand-in).
     copy_stream: Option<Stream>,
     buckets: Vec<Mutex<Bucket>>,
-    /// Per parameter (registration index): its bucket and place among the bucket's members.
-    places: Vec<Option<(usize, usize)>>,
+    /// Where each parameter is (the plan the buckets were built from).
+    plan: BucketPlan,
 }
 
 fn flat_view(t: &Tensor, m: &Member) -> Result<Tensor> {
@@ -136,16 +136,11 @@ impl Staging {
         };
         let on_gpu = copy_stream.is_some();
         let mut buckets = Vec::with_capacity(allreduces.len());
-        let mut places = vec![None; params.len()];
-        for (b, (bucket, mut allreduce)) in plan.buckets().iter().zip(allreduces).enumerate() {
+        for (bucket, mut allreduce) in plan.buckets().iter().zip(allreduces) {
             let members = bucket
                 .members()
                 .iter()
-                .enumerate()
-                .map(|(at, m)| {
-                    if let Some(place) = places.get_mut(m.param.0) {
-                        *place = Some((b, at));
-                    }
+                .map(|m| {
                     Ok(Member {
                         index: m.param.0,
                         param: params[m.param.0].shallow_clone(),
@@ -193,7 +188,7 @@ impl Staging {
             mode,
             copy_stream,
             buckets,
-            places,
+            plan: plan.clone(),
         })
     }
 
@@ -231,10 +226,10 @@ impl Staging {
     ///
     /// [`send`]: Staging::send
     pub(crate) fn grad_ready(&self, param: usize) -> Result<()> {
-        let (Some(index), Some(&Some((b, at)))) = (self.device_index(), self.places.get(param))
-        else {
+        let Some(index) = self.device_index() else {
             return Ok(());
         };
+        let (BucketId(b), at) = self.plan.member_index(ParamId(param))?;
         let mut bucket = self.bucket(b);
         let member = &mut bucket.members[at];
         let recorded = Stream::current(index).and_then(|s| member.grad_ready.record(Some(&s)));

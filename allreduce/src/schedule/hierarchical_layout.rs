@@ -56,23 +56,7 @@ impl<'a> Layout<'a> {
         inter: &dyn Fn(&Shape, bool) -> Schedule,
         avg: bool,
     ) -> Self {
-        let mut pieces = pieces.max(1);
-        loop {
-            let lay = Self::with_pieces(sh, hosts, pieces, inter, avg);
-            if pieces == 1 || lay.notifications <= sh.notif_limit {
-                return lay;
-            }
-            pieces -= 1;
-        }
-    }
-
-    fn with_pieces(
-        sh: &'a Shape,
-        hosts: &'a [Vec<usize>],
-        pieces: usize,
-        inter: &dyn Fn(&Shape, bool) -> Schedule,
-        avg: bool,
-    ) -> Self {
+        let pieces = pieces.max(1);
         let host_max = hosts.iter().map(Vec::len).max().unwrap_or(1).max(1);
         let shards = host_max;
         let units = shards * pieces;
@@ -149,6 +133,9 @@ impl<'a> Layout<'a> {
         }
         lay.rs_base = next_byte;
         lay.notifications = next_id;
+        if pieces > 1 && lay.notifications > sh.notif_limit {
+            return Self::new(sh, hosts, pieces - 1, inter, avg);
+        }
         lay
     }
 
