@@ -39,18 +39,18 @@ pub struct Thresholds {
 impl Thresholds {
     /// The flat algorithm for a vector of `bytes` on `ranks` ranks.
     ///
-    /// The ring's threshold grows with the group beyond 16 ranks, to `ring_min · p / 12`:
+    /// The ring's threshold grows with the group from 16 ranks, to `ring_min · p / 12`:
     /// its `2(p-1)` steps each pay a message's latency where Rabenseifner pays `2 log2 p`,
     /// so the vector must be larger before the ring's pipelining pays for them (the
-    /// simulator, `allreduce::sim`, one rank per host: Rabenseifner ahead at 4 MiB on 32
-    /// ranks, at 16 MiB on 64, 64 MiB on 256 and 256 MiB on 1024; the ring from 16, 64,
-    /// 256 MiB and 1 GiB). Groups of
+    /// simulator, `allreduce::sim`, one rank per host: Rabenseifner ahead at 4 MiB on 16
+    /// and 32 ranks, at 16 MiB on 64, 64 MiB on 256 and 256 MiB on 1024; the ring from 16,
+    /// 64, 256 MiB and 1 GiB). Groups of
     /// 3, 5, 6 or 7 ranks take the ring right above `small_max`: Rabenseifner first folds
     /// the surplus ranks' whole vectors into partners, a full extra exchange that a group
     /// this small does not win back (measured on 3 ranks: 256 KiB in 53 µs by the ring
     /// against 91 µs by Rabenseifner, docs/allreduce.md).
     pub(crate) fn flat(&self, bytes: usize, ranks: usize) -> Algorithm {
-        let ring_min = if ranks > 16 {
+        let ring_min = if ranks >= 16 {
             self.ring_min.saturating_mul(ranks) / 12
         } else {
             self.ring_min
@@ -354,7 +354,9 @@ mod tests {
         let o = Options::default();
         let spread = |n: usize| -> Vec<Vec<usize>> { (0..n).map(|r| vec![r]).collect() };
         let pick = |bytes: usize, n: usize| o.pick(bytes, &spread(n), false);
-        assert_eq!(pick(4 << 20, 16), Algorithm::Ring);
+        assert_eq!(pick(4 << 20, 8), Algorithm::Ring);
+        assert_eq!(pick(4 << 20, 16), Algorithm::Rabenseifner);
+        assert_eq!(pick(16 << 20, 16), Algorithm::Ring);
         assert_eq!(pick(4 << 20, 32), Algorithm::Rabenseifner);
         assert_eq!(pick(16 << 20, 32), Algorithm::Ring);
         assert_eq!(pick(16 << 20, 64), Algorithm::Rabenseifner);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Measures the allreduce times the simulator is validated against, in one run: every
 # algorithm at 2, 3 and 4 ranks over shared memory and TCP loopback, in alternating rounds,
-# and writes the median in-place time of each point in `allreduce-sim --validate`'s format.
+# and writes the median in-place time of each point in `allreduce-sim --validate`'s format,
+# followed by every round's time (comma-separated, in round order) so that the validation
+# can say how far a point's own rounds spread.
 #   benches/sim/measure.sh [OUT=target/sim-measured.txt] [ROUNDS=3] [RANKS="2 3 4"]
 # Then: target/release/allreduce-sim --validate OUT
 # Needs release builds of allreduce-sweep and allreduce-sim (built here if missing). The
@@ -31,13 +33,14 @@ done
 {
   echo "# Measured by benches/sim/measure.sh on $(date -u +%F) ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)):"
   echo "# median in-place time (us) of $ROUNDS alternating rounds, f32 sum."
-  echo "# machine ranks per_host transport algorithm bytes measured_us"
-  sort -k1,1 -k2,2n -k3,3 -k4,4n "$raw" |
-    awk '{ key = $1" "$2" "$3" "$4; v[key] = v[key] " " $5; order[key] = NR }
+  echo "# machine ranks per_host transport algorithm bytes measured_us rounds_us"
+  # Stable sort: a point's rounds stay in the order they ran.
+  sort -s -k1,1 -k2,2n -k3,3 -k4,4n "$raw" |
+    awk '{ key = $1" "$2" "$3" "$4; v[key] = v[key] " " $5 }
          END { for (k in v) print k, v[k] }' |
     while read -r t n a bytes rest; do
       median=$(tr ' ' '\n' <<<"$rest" | grep . | sort -g | awk '{ x[NR] = $1 } END { print x[int((NR + 1) / 2)] }')
-      echo "$t $n $n $t $a $bytes $median"
+      echo "$t $n $n $t $a $bytes $median $(tr ' ' ',' <<<"$rest")"
     done | sort -k1,1 -k2,2n -k5,5 -k6,6n
 } > "$OUT"
 echo "wrote $OUT" >&2

@@ -34,24 +34,32 @@ pub struct Machine {
     pub net_alpha: f64,
     /// CPU time the sending rank spends to post a network write (it does not copy).
     pub net_post_overhead: f64,
+    /// CPU time the sender's host spends on each network message past the post: the
+    /// sending thread's wake-up and its system calls.
+    pub net_send_cpu: f64,
+    /// CPU time the receiver's host spends on each network message: the progress thread's
+    /// wake-up, its reads, the notification and the waiter's wake-up call.
+    pub net_recv_cpu: f64,
     /// Bandwidth of one rank's stream to the network, each way (its sending thread out,
     /// its progress thread in).
     pub net_stream_bw: f64,
-    /// The stream bandwidth while the working set fits the cache, where the network's
-    /// bytes are copied by this machine's cores (`net_on_cpu`: loopback, veth).
-    pub net_stream_bw_cache: f64,
+    /// Bandwidth at which one core copies network bytes into the kernel or out of it, where
+    /// this machine's cores do (`net_on_cpu`): each side of a message spends its length at
+    /// this rate on a core of its host. Why apart from the stream: a stream also waits on
+    /// the kernel's window and wake-ups, and spends the cores of both sides.
+    pub net_copy_bw: f64,
     /// A host's link, each way (egress and ingress apart), shared by the host's ranks.
     pub nic_bw: f64,
     /// Network bytes are copied by this machine's own cores (TCP loopback, veth between
-    /// namespaces), so an oversubscribed host moves them proportionally slower.
+    /// namespaces) at `net_copy_bw`, so an oversubscribed host moves them slower.
     pub net_on_cpu: bool,
     /// CPU time to take one notification (wait returns, reset).
     pub recv_overhead: f64,
-    /// Extra latency of a wait that blocked on an oversubscribed host: the waiter yielded
-    /// its core and must be scheduled again.
+    /// CPU time of a wait that blocked on an oversubscribed host (where waits do not spin):
+    /// the waiter gave its core away and is switched back in.
     pub oversub_wake: f64,
-    /// Extra latency of a network message into an oversubscribed host: the thread that
-    /// takes it in (the waiter or the progress thread) must be scheduled first.
+    /// CPU time a network message adds on an oversubscribed host, where the threads that
+    /// carry it sleep between messages and are switched in for each.
     pub oversub_net_wake: f64,
     /// Reduction throughput of one core, bytes of result per second, working set in cache.
     pub reduce_bw_cache: f64,
@@ -80,31 +88,33 @@ impl Machine {
     /// This VM's shared-memory transport: one host of 2 cores (calibrated from `gaspi-p2p`,
     /// `reduce-kernel` and 2-rank `allreduce-sweep` runs; see `docs/allreduce.md`).
     pub fn shm() -> Machine {
-        // Refitted in session 11 on every 2- and 3-rank point and the netns points of
-        // docs/sim-validation.txt (the 4-rank points held out; benches/sim/fit.py, a
-        // coordinate search on the mean |log error|): the effective last-level cache is
-        // about 11 MiB, not the 32 the VM reports, and memory traffic is shared
-        // (docs/allreduce.md, "Simulator").
+        // Refitted in session 12 on every 2- and 3-rank point of docs/sim-validation.txt
+        // (7 rounds) and its netns points, the 4-rank points held out (benches/sim/fit.py,
+        // a coordinate search on the mean |log error|). The effective last-level cache is
+        // about 17 MiB, not the 32 the VM reports, and memory traffic is shared; a network
+        // message costs each side ~3 µs of CPU (docs/allreduce.md, "Simulator").
         Machine {
             name: "shm".into(),
             cores: 2,
             hosts_share_cores: true,
-            shm_alpha: 1.02 * US,
-            shm_copy_bw_cache: 15.9 * GB,
-            shm_copy_bw_mem: 5.6 * GB,
-            net_alpha: 13.2 * US,
+            shm_alpha: 0.54 * US,
+            shm_copy_bw_cache: 23.0 * GB,
+            shm_copy_bw_mem: 6.6 * GB,
+            net_alpha: 2.9 * US,
             net_post_overhead: 2.8 * US,
-            net_stream_bw: 2.26 * GB,
-            net_stream_bw_cache: 2.26 * GB,
+            net_send_cpu: 3.0 * US,
+            net_recv_cpu: 2.8 * US,
+            net_stream_bw: 2.47 * GB,
+            net_copy_bw: 2.84 * GB,
             nic_bw: 1e3 * GB,
             net_on_cpu: true,
-            recv_overhead: 0.19 * US,
-            oversub_wake: 4.6 * US,
-            oversub_net_wake: 4.7 * US,
-            reduce_bw_cache: 22.7 * GB,
-            reduce_bw_mem: 6.0 * GB,
-            cache_bytes: 11 << 20,
-            host_mem_bw: 41.6 * GB,
+            recv_overhead: 0.26 * US,
+            oversub_wake: 2.6 * US,
+            oversub_net_wake: 4.5 * US,
+            reduce_bw_cache: 14.7 * GB,
+            reduce_bw_mem: 8.7 * GB,
+            cache_bytes: 17 << 20,
+            host_mem_bw: 35.4 * GB,
         }
     }
 
@@ -130,7 +140,8 @@ impl Machine {
 
     /// The machine of the automatic-choice table: hosts of 8 cores with this VM's shared
     /// memory and reduction speeds per core, joined by a 10 Gbit/s link per host (a NIC
-    /// of its own, not copied by the host's cores) with 10 µs latency.
+    /// of its own, not copied by the host's cores) with 10 µs latency on the wire and in
+    /// the stacks, and this VM's CPU time per message on each side.
     pub fn cluster_10gbit() -> Machine {
         Machine {
             name: "cluster-10gbit".into(),
@@ -185,8 +196,10 @@ impl Machine {
             "shm_copy_bw_mem" => self.shm_copy_bw_mem = v,
             "net_alpha" => self.net_alpha = v,
             "net_post_overhead" => self.net_post_overhead = v,
+            "net_send_cpu" => self.net_send_cpu = v,
+            "net_recv_cpu" => self.net_recv_cpu = v,
             "net_stream_bw" => self.net_stream_bw = v,
-            "net_stream_bw_cache" => self.net_stream_bw_cache = v,
+            "net_copy_bw" => self.net_copy_bw = v,
             "nic_bw" => self.nic_bw = v,
             "net_on_cpu" => self.net_on_cpu = flag(v)?,
             "recv_overhead" => self.recv_overhead = v,
@@ -208,7 +221,7 @@ impl Machine {
             self.shm_copy_bw_cache,
             self.shm_copy_bw_mem,
             self.net_stream_bw,
-            self.net_stream_bw_cache,
+            self.net_copy_bw,
             self.nic_bw,
             self.reduce_bw_cache,
             self.reduce_bw_mem,
@@ -218,6 +231,8 @@ impl Machine {
             self.shm_alpha,
             self.net_alpha,
             self.net_post_overhead,
+            self.net_send_cpu,
+            self.net_recv_cpu,
             self.recv_overhead,
             self.oversub_wake,
             self.oversub_net_wake,

@@ -6,13 +6,15 @@
 //!
 //! - [`Machine`] (`machine.rs`): the model: shared-memory and network latency and
 //!   bandwidth, a host's link each way, reduction throughput, cache and memory bandwidth,
-//!   cores (oversubscription slows a rank's CPU work by ranks per core). Presets
-//!   calibrated on this project's VM.
+//!   cores, and the CPU time of messages and of waking a waiter. Presets calibrated on
+//!   this project's VM.
 //! - [`Cluster`] (`cluster.rs`): ranks, ranks per host, transport inside a host; from it
 //!   the layout and shape the runtime would build.
 //! - `program.rs`: every rank's plan, in a compact form, and the runtime's feasibility
 //!   checks (plus a memory bound on staging, [`STAGING_LIMIT`]).
 //! - `replay.rs`: the deterministic discrete-event replay of all ranks.
+//! - `cores.rs`: the hosts' cores, onto which the replay schedules CPU work as a
+//!   work-conserving kernel would, so that more ranks than cores queue for them.
 //! - [`predict`], [`best`], [`runtime_choice`] (`predict.rs`): the API.
 //!
 //! ```
@@ -27,6 +29,7 @@
 //! [`Options::pick`]: crate::Options
 
 mod cluster;
+mod cores;
 mod error;
 mod machine;
 mod predict;

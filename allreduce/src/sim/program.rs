@@ -44,6 +44,9 @@ pub(crate) enum Op {
 pub(crate) struct Program {
     /// Per rank, the schedules its runs cycle through.
     pub ranks: Vec<Vec<Vec<Op>>>,
+    /// The segment a rank works in (its vector and its staging), the largest of any rank's:
+    /// what the ranks of a host keep in its cache.
+    pub segment_bytes: usize,
 }
 
 impl Program {
@@ -131,6 +134,7 @@ pub(crate) fn build(
         HostMemory::Staged
     };
     let mut ranks = Vec::with_capacity(cluster.ranks);
+    let mut segment_bytes = 0;
     for me in 0..cluster.ranks {
         let shape = cluster.shape(me, bytes, elem);
         let plan = allreduce_plan(algorithm, &shape, &hosts, memory, &thresholds, false);
@@ -149,6 +153,8 @@ pub(crate) fn build(
                 return Err(infeasible("staging exceeds the simulator's memory bound"));
             }
         }
+        let segment = plan.schedules.iter().map(|s| s.segment_bytes).max();
+        segment_bytes = segment_bytes.max(segment.unwrap_or(0));
         let schedules = plan
             .schedules
             .iter()
@@ -156,5 +162,8 @@ pub(crate) fn build(
             .collect::<Result<Vec<_>, _>>()?;
         ranks.push(schedules);
     }
-    Ok(Program { ranks })
+    Ok(Program {
+        ranks,
+        segment_bytes,
+    })
 }

@@ -15,6 +15,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
 use super::cluster::Cluster;
+use super::cores::Cores;
 use super::error::SimError;
 use super::machine::Machine;
 use super::program::{Op, Program};
@@ -46,6 +47,8 @@ struct Rank {
     pc: usize,
     /// Notification it waits for, if blocked.
     waiting: Option<u32>,
+    /// It blocked on the notification it now takes (it was queued again at its arrival).
+    slept: bool,
     /// When every send posted so far is complete locally.
     sent_by: f64,
     /// Notifications arrived and not yet taken: arrival time by (dense) id, NaN if none.
@@ -58,7 +61,7 @@ struct Rank {
 /// The per-rank costs of the machine for this cluster and vector, fixed for a replay.
 struct Costs {
     /// More ranks than cores share the cores: a rank that blocks gives its core away and
-    /// pays `oversub_wake` to get one back.
+    /// spends `oversub_wake` to be switched back in.
     oversubscribed: bool,
     /// Seconds per byte of a copy, of a reduction and of a rank's network stream.
     copy: f64,
@@ -70,54 +73,21 @@ struct Costs {
 }
 
 impl Costs {
-    fn new(m: &Machine, c: &Cluster, bytes: usize) -> Costs {
+    fn new(m: &Machine, c: &Cluster, segment_bytes: usize) -> Costs {
         let k = c.per_host.max(1).min(c.ranks);
         let on_cores = if m.hosts_share_cores { c.ranks } else { k };
         // Why this working set: the ranks of a host (or of the one VM) read and write each
-        // other's segments through one cache, each its vector and as much in staging.
-        let set = 2.0 * on_cores as f64 * bytes as f64;
+        // other's segments (vector and staging) through one cache.
+        let set = on_cores as f64 * segment_bytes as f64;
         let fits = (m.cache_bytes as f64 / set.max(1.0)).min(1.0);
         let blend = |cache: f64, mem: f64| fits / cache + (1.0 - fits) / mem;
         Costs {
             oversubscribed: on_cores > m.cores,
             copy: blend(m.shm_copy_bw_cache, m.shm_copy_bw_mem),
             reduce: blend(m.reduce_bw_cache, m.reduce_bw_mem),
-            stream: if m.net_on_cpu {
-                blend(m.net_stream_bw_cache, m.net_stream_bw)
-            } else {
-                1.0 / m.net_stream_bw
-            },
+            stream: 1.0 / m.net_stream_bw,
             spill: 1.0 - fits,
         }
-    }
-}
-
-/// The cores ranks compute on: per pool (a host, or the one machine all hosts share), the
-/// time each core is next free. CPU work goes to the core that frees first, so ranks that
-/// wait give their core to those that work (time-sharing as the kernel does it, in the
-/// coarse grain of whole actions), instead of every rank being slowed alike.
-struct Cores {
-    free: Vec<Vec<f64>>,
-}
-
-impl Cores {
-    fn new(pools: usize, cores: usize) -> Cores {
-        Cores {
-            free: vec![vec![0.0; cores.max(1)]; pools],
-        }
-    }
-
-    /// Runs `seconds` of work on pool `pool`, ready at `ready`; returns when it ends.
-    fn run(&mut self, pool: usize, ready: f64, seconds: f64) -> f64 {
-        let cores = &mut self.free[pool];
-        let (i, &free) = cores
-            .iter()
-            .enumerate()
-            .min_by(|a, b| a.1.total_cmp(b.1))
-            .unwrap_or((0, &0.0));
-        let end = free.max(ready) + seconds;
-        cores[i] = end;
-        end
     }
 }
 
@@ -127,17 +97,15 @@ pub(crate) struct Timeline {
     pub ends: Vec<Vec<f64>>,
 }
 
-/// The replay of `runs` back-to-back runs of `program` on `machine` and `cluster`, for a
-/// vector of `bytes` (which decides whether the working set is in cache).
+/// The replay of `runs` back-to-back runs of `program` on `machine` and `cluster`.
 pub(crate) fn replay(
     program: &mut Program,
     machine: &Machine,
     cluster: &Cluster,
-    bytes: usize,
     runs: usize,
 ) -> Result<Timeline, SimError> {
     let n = cluster.ranks;
-    let costs = Costs::new(machine, cluster, bytes);
+    let costs = Costs::new(machine, cluster, program.segment_bytes);
     let ids = program.densify();
     let mut ranks: Vec<Rank> = ids
         .iter()
@@ -170,6 +138,7 @@ pub(crate) fn replay(
 
     while let Some(Reverse((At(t), r))) = heap.pop() {
         last = last.max(t);
+        cores.advance(t);
         ranks[r].now = ranks[r].now.max(t);
         loop {
             let me = &ranks[r];
@@ -215,13 +184,22 @@ pub(crate) fn replay(
                         (end, end, end)
                     } else {
                         let posted = cores.run(pool(r), now, machine.net_post_overhead);
-                        let mut end = posted;
+                        // On an oversubscribed host the threads that carry a message sleep
+                        // between messages, and each is switched in for it.
+                        let wake = if costs.oversubscribed {
+                            machine.oversub_net_wake
+                        } else {
+                            0.0
+                        };
+                        // The sending thread takes the message on.
+                        let out = cores.run(pool(r), posted, machine.net_send_cpu);
+                        let mut end = out;
                         if len > 0 {
                             let (hs, hd) = (cluster.host_of(r), cluster.host_of(to));
                             let stream = len as f64 * costs.stream;
                             let link = len as f64 / machine.nic_bw;
                             let mut take = |free: &mut f64, d: f64| {
-                                *free = free.max(posted) + d;
+                                *free = free.max(out) + d;
                                 end = end.max(*free);
                             };
                             take(&mut ranks[r].stream_out, stream);
@@ -235,18 +213,18 @@ pub(crate) fn replay(
                             if machine.net_on_cpu {
                                 // Loopback and veth bytes are copied by this machine's
                                 // cores, once into the kernel and once out of it.
-                                end = end.max(cores.run(pool(r), posted, stream));
-                                end = end.max(cores.run(pool(to), posted, stream));
+                                let copy = len as f64 / machine.net_copy_bw;
+                                end = end.max(cores.run(pool(r), out, copy));
+                                end = end.max(cores.run(pool(to), out, copy));
                             }
                         }
-                        // On an oversubscribed host the receiving thread must be
-                        // scheduled before it can take the frame in.
-                        let wake = if costs.oversubscribed {
-                            machine.oversub_net_wake
-                        } else {
-                            0.0
-                        };
-                        (end, end + machine.net_alpha + wake, posted)
+                        // The receiver's progress thread takes it in once it is there.
+                        let taken = cores.run(
+                            pool(to),
+                            end + machine.net_alpha,
+                            machine.net_recv_cpu + wake,
+                        );
+                        (end, taken, posted)
                     };
                     let me = &mut ranks[r];
                     me.sent_by = me.sent_by.max(done);
@@ -267,17 +245,20 @@ pub(crate) fn replay(
                     let at = std::mem::replace(&mut me.arrived[notif as usize], f64::NAN);
                     if at.is_nan() {
                         me.waiting = Some(notif);
+                        me.slept = true;
                         break;
                     }
                     // A rank that found its notification waiting never slept; one that
-                    // slept on an oversubscribed host must get a core back first.
-                    let wake = if at > me.now && costs.oversubscribed {
+                    // slept (it blocked, or the notification is still on its way) on an
+                    // oversubscribed host is switched back in.
+                    let slept = std::mem::take(&mut me.slept) || at > me.now;
+                    let wake = if slept && costs.oversubscribed {
                         machine.oversub_wake
                     } else {
                         0.0
                     };
-                    let ready = me.now.max(at) + wake;
-                    me.now = cores.run(pool(r), ready, machine.recv_overhead);
+                    let ready = me.now.max(at);
+                    me.now = cores.run(pool(r), ready, machine.recv_overhead + wake);
                 }
                 Op::Reduce { len }
                 | Op::ReadPeer {

@@ -55,7 +55,7 @@ struct Args {
     #[arg(long)]
     choice_table: bool,
     /// Compare with measurements: lines `machine ranks per_host shm|tcp algorithm bytes
-    /// measured_us` ('#' starts a comment)
+    /// measured_us [round_us,round_us,...]` ('#' starts a comment)
     #[arg(long)]
     validate: Option<String>,
     /// Overrides one parameter of the machine model, `NAME=VALUE` in the field's unit
@@ -202,12 +202,19 @@ fn choice_table(args: &Args, machine: &Machine) -> Result<(), String> {
     Ok(())
 }
 
-/// Predicted against measured for every line of `path`.
+/// Predicted against measured for every line of `path`. A line may end in every round's
+/// time (comma-separated); the comparison then also says how far the rounds spread and
+/// whether the prediction lies within them, so a miss can be told from a noisy point.
 fn validate(path: &str, elem: usize, params: &[String]) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    println!("machine ranks per_host transport algorithm bytes measured_us predicted_us error_%");
+    println!(
+        "machine ranks per_host transport algorithm bytes measured_us predicted_us error_% \
+         [rounds_spread_% in_rounds]"
+    );
     let mut worst = 0.0f64;
     let (mut points, mut within, mut sum) = (0usize, 0usize, 0.0f64);
+    // Points outside 25%, and those of them whose prediction lies within their rounds.
+    let (mut missed, mut missed_in_rounds) = (0usize, 0usize);
     for line in text
         .lines()
         .map(str::trim)
@@ -215,8 +222,10 @@ fn validate(path: &str, elem: usize, params: &[String]) -> Result<(), String> {
     {
         let f: Vec<&str> = line.split_whitespace().collect();
         let bad = || format!("{path}: cannot read line {line:?}");
-        let [m, n, k, t, a, b, us] = f[..] else {
-            return Err(bad());
+        let (m, n, k, t, a, b, us, rounds) = match f[..] {
+            [m, n, k, t, a, b, us] => (m, n, k, t, a, b, us, None),
+            [m, n, k, t, a, b, us, rounds] => (m, n, k, t, a, b, us, Some(rounds)),
+            _ => return Err(bad()),
         };
         let mut machine = Machine::preset(m).ok_or_else(bad)?;
         apply(&mut machine, params)?;
@@ -232,21 +241,46 @@ fn validate(path: &str, elem: usize, params: &[String]) -> Result<(), String> {
             .ok_or_else(bad)?;
         let bytes = parse_size(b)?;
         let measured: f64 = us.parse().map_err(|_| bad())?;
+        let rounds: Option<Vec<f64>> = rounds
+            .map(|r| r.split(',').map(str::parse).collect::<Result<_, _>>())
+            .transpose()
+            .map_err(|_| bad())?;
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        let bad_rounds = |r: &Vec<f64>| r.is_empty() || !r.iter().copied().all(positive);
+        if !positive(measured) || rounds.as_ref().is_some_and(bad_rounds) {
+            return Err(bad());
+        }
         let p = sim::predict(alg, &c, bytes, elem, &machine).map_err(|e| e.to_string())?;
-        let err = (p.seconds * 1e6 / measured - 1.0) * 100.0;
+        let predicted = p.seconds * 1e6;
+        let err = (predicted / measured - 1.0) * 100.0;
         worst = worst.max(err.abs());
         points += 1;
         within += usize::from(err.abs() <= 25.0);
         sum += err.abs();
-        println!(
-            "{m} {n} {k} {t} {a} {b} {measured:.1} {:.1} {err:+.0}",
-            p.seconds * 1e6
-        );
+        let mut row = format!("{m} {n} {k} {t} {a} {b} {measured:.1} {predicted:.1} {err:+.0}");
+        if let Some(rounds) = rounds {
+            let lo = rounds.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = rounds.iter().copied().fold(0.0, f64::max);
+            let inside = (lo..=hi).contains(&predicted);
+            if err.abs() > 25.0 {
+                missed += 1;
+                missed_in_rounds += usize::from(inside);
+            }
+            let spread = (hi - lo) / measured * 100.0;
+            row += &format!(" {spread:.0} {}", if inside { "yes" } else { "no" });
+        }
+        println!("{row}");
     }
     println!(
         "# {points} points: {within} within 25%, mean error {:.0}%, largest {worst:.0}%",
         sum / points.max(1) as f64
     );
+    if missed > 0 {
+        println!(
+            "# of the {missed} points outside 25% that list their rounds, {missed_in_rounds} \
+             are predicted within their rounds' range"
+        );
+    }
     Ok(())
 }
 

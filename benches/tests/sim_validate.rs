@@ -1,0 +1,93 @@
+//! `allreduce-sim --validate` compares the simulator with measurements: it reads the
+//! measured median and, where a line lists them, every round's time, and says how far the
+//! rounds spread and whether the prediction lies within them. A malformed line is an error
+//! naming the line, not a panic or a silent skip.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::{run_within, text};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `allreduce-sim --validate` on a file holding `lines`.
+fn validate(name: &str, lines: &str) -> Output {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let path = dir.join(format!("sim-validate-{name}-{}.txt", std::process::id()));
+    std::fs::write(&path, lines).unwrap();
+    let out = run_within(
+        Command::new(env!("CARGO_BIN_EXE_allreduce-sim"))
+            .arg("--validate")
+            .arg(&path),
+        LIMIT,
+    );
+    let _ = std::fs::remove_file(&path);
+    out
+}
+
+/// The predicted time (µs) that `--validate` printed for the only point of a file.
+fn predicted_us(stdout: &str) -> f64 {
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("shm "))
+        .expect("a row for the point");
+    row.split_whitespace().nth(7).unwrap().parse().unwrap()
+}
+
+#[test]
+fn rounds_give_their_spread_and_whether_the_prediction_lies_within_them() {
+    // The prediction of this point, from a line without rounds.
+    let out = validate("bare", "# a comment\nshm 2 2 shm ring 1M 100\n");
+    assert!(out.status.success(), "{out:?}");
+    let stdout = text(&out.stdout);
+    let p = predicted_us(&stdout);
+    assert!(p > 0.0, "{stdout}");
+    assert!(stdout.contains("# 1 points:"), "{stdout}");
+
+    // Rounds around the prediction, and a median far from it: a miss within its rounds.
+    let (lo, hi) = (p / 4.0, p * 4.0);
+    let median = p * 2.0;
+    let line = format!("shm 2 2 shm ring 1M {median} {lo},{median},{hi}\n");
+    let out = validate("inside", &line);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = text(&out.stdout);
+    let row = stdout.lines().find(|l| l.starts_with("shm ")).unwrap();
+    let f: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(f[8], "-50", "{row}");
+    let spread = (hi - lo) / median * 100.0;
+    assert_eq!(f[9], format!("{spread:.0}"), "{row}");
+    assert_eq!(f[10], "yes", "{row}");
+    assert!(
+        stdout.contains("of the 1 points outside 25% that list their rounds, 1 are predicted"),
+        "{stdout}"
+    );
+
+    // Rounds that all lie above the prediction: outside them.
+    let line = format!("shm 2 2 shm ring 1M {median} {median},{hi}\n");
+    let out = validate("outside", &line);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(" no\n"), "{stdout}");
+    assert!(stdout.contains("list their rounds, 0 are predicted"), "{stdout}");
+}
+
+#[test]
+fn malformed_lines_are_errors_naming_the_line() {
+    for (name, line) in [
+        ("words", "shm 2 2 shm ring 1M 100 1,x,3"),
+        ("negative", "shm 2 2 shm ring 1M 100 1,-2,3"),
+        ("zero", "shm 2 2 shm ring 1M 0"),
+        ("short", "shm 2 2 shm ring 1M"),
+        ("long", "shm 2 2 shm ring 1M 100 1,2 extra"),
+        ("machine", "nowhere 2 2 shm ring 1M 100"),
+    ] {
+        let out = validate(name, &format!("{line}\n"));
+        assert_eq!(out.status.code(), Some(1), "{name}: {out:?}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains("cannot read line"), "{name}: {stderr}");
+        assert!(stderr.contains(line), "{name}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+    }
+}
