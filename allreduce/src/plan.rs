@@ -88,22 +88,29 @@ pub(crate) fn allreduce_plan(
 }
 
 /// At most this many pieces per shard: each piece's allreduce between hosts has its own
-/// notification ids and pipeline fill, and at eight the first and last piece, whose
-/// intra-host work is not overlapped, are already under an eighth of the whole each.
-const HIERARCHICAL_MAX_PIECES: usize = 8;
+/// notification ids and pipeline fill, and at sixteen the first and last piece, whose
+/// intra-host work is not overlapped, are a sixteenth of the whole each.
+const HIERARCHICAL_MAX_PIECES: usize = 16;
 
-/// Pieces per shard of the hierarchical allreduce over `hosts`: pieces of the pipelining
-/// chunk (1 MiB across hosts), so that the link between hosts carries one piece while the
-/// host reduces the next (see `schedule/hierarchical.rs`), at most
-/// [`HIERARCHICAL_MAX_PIECES`]. From the group's layout and the options alone, the same on
-/// every rank; one on one host, where there is no link to overlap.
+/// Pieces of the hierarchical allreduce are this fraction of the pipelining chunk (256 KiB
+/// across hosts). Measured on 2 netns hosts of 3 ranks at 2 Gbit/s (docs/allreduce.md,
+/// session 12): against whole chunks and at most 8 pieces, 4 MiB took 17.9 ms instead of
+/// 19.4, 16 MiB 72.6 instead of 73.7 and 64 MiB 291 instead of 295; the simulator agrees.
+const HIERARCHICAL_PIECES_PER_CHUNK: usize = 4;
+
+/// Pieces per shard of the hierarchical allreduce over `hosts`: a quarter of the pipelining
+/// chunk each, so that the link between hosts carries one piece while the host reduces the
+/// next (see `schedule/hierarchical.rs`), at most [`HIERARCHICAL_MAX_PIECES`]. From the
+/// group's layout and the options alone, the same on every rank; one on one host, where
+/// there is no link to overlap.
 fn hierarchical_pieces(shape: &Shape, hosts: &[Vec<usize>]) -> usize {
     if hosts.len() < 2 {
         return 1;
     }
     let shards = hosts.iter().map(Vec::len).max().unwrap_or(1).max(1);
     let shard_bytes = shape.count.div_ceil(shards) * shape.elem;
-    (shard_bytes / shape.chunk_bytes.max(1)).clamp(1, HIERARCHICAL_MAX_PIECES)
+    let piece = (shape.chunk_bytes / HIERARCHICAL_PIECES_PER_CHUNK).max(1);
+    (shard_bytes / piece).clamp(1, HIERARCHICAL_MAX_PIECES)
 }
 
 /// The schedule of a flat `algorithm` (`parity` alternates recursive doubling's slots).

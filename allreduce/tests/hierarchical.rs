@@ -25,9 +25,9 @@ const OPS: [Reduction; 5] = [
 /// Nothing, fewer elements than shards, a few, and more than `small_max` bytes in every
 /// type (`Auto` goes hierarchical there).
 const COUNTS: [usize; 5] = [0, 1, 7, 1003, 300_007];
-/// Small enough that the big count's shards are cut into several pieces, each taking
-/// several ring chunks between hosts.
-const CHUNK: usize = 64 << 10;
+/// Small enough that the big count's shards are cut into the most pieces (16), each taking
+/// several ring chunks between hosts in the 8-byte types.
+const CHUNK: usize = 16 << 10;
 /// Every test's bound: ranks still running then are killed and the test fails.
 const TIMEOUT: Duration = Duration::from_secs(300);
 

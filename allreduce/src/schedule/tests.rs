@@ -495,7 +495,7 @@ fn hierarchical_pipelines_pieces_staged_and_shared() {
         let p = hosts.iter().map(Vec::len).sum();
         for count in COUNTS {
             for memories in [Memories::Staged, Memories::Shared, Memories::Mixed] {
-                for pieces in [1, 3, 8] {
+                for pieces in [1, 3, 8, 16] {
                     let name = format!("hierarchical {hosts:?} {memories:?} {pieces} pieces");
                     for (_, inter) in INTERS {
                         for op in [Reduction::Sum, Reduction::Avg] {
