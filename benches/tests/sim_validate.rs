@@ -70,7 +70,10 @@ fn rounds_give_their_spread_and_whether_the_prediction_lies_within_them() {
     let out = validate("outside", &line);
     let stdout = text(&out.stdout);
     assert!(stdout.contains(" no\n"), "{stdout}");
-    assert!(stdout.contains("list their rounds, 0 are predicted"), "{stdout}");
+    assert!(
+        stdout.contains("list their rounds, 0 are predicted"),
+        "{stdout}"
+    );
 }
 
 #[test]
