@@ -94,3 +94,41 @@ fn malformed_lines_are_errors_naming_the_line() {
         assert!(!stderr.contains("panicked"), "{name}: {stderr}");
     }
 }
+
+#[test]
+fn a_reader_that_stops_early_ends_the_program_quietly() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_allreduce-sim"))
+        .args(["--machine", "shm", "--ranks", "3", "-b", "4", "-e", "1G"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read the first line and go, as `| head -1` does.
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("# machine shm"), "{first}");
+    // Its standard error ends when it exits: the signal to wait for, with a deadline.
+    let mut stderr = child.stderr.take().unwrap();
+    let (done, exited) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr.read_to_end(&mut bytes);
+        let _ = done.send(bytes);
+    });
+    let Ok(stderr) = exited.recv_timeout(LIMIT) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("allreduce-sim went on writing to a closed pipe");
+    };
+    let status = child.wait().unwrap();
+    let stderr = text(&stderr);
+    assert!(status.success(), "{status:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -7,6 +7,7 @@
 //! allreduce-sim --validate docs/sim-validation.txt
 //! ```
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use allreduce::sim::{self, Cluster, Intra, Machine, Prediction};
@@ -65,6 +66,26 @@ struct Args {
     params: Vec<String>,
 }
 
+/// Why a mode failed: bad input (a message naming it), or standard output that could not be
+/// written (told apart so that a reader that stops early, as `head` does, ends the program
+/// quietly instead of a panic in `println!`).
+enum Failure {
+    Input(String),
+    Output(std::io::Error),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure::Input(message)
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Failure {
+        Failure::Output(e)
+    }
+}
+
 /// Short name of an algorithm, as `--algorithm` spells it.
 fn name(a: Algorithm) -> &'static str {
     match a {
@@ -113,7 +134,7 @@ fn sizes(min: usize, max: usize, factor: usize) -> Vec<usize> {
 }
 
 /// The table of every algorithm per size, best marked `*`, the runtime's choice `<`.
-fn per_algorithm(args: &Args, machine: &Machine) -> Result<(), String> {
+fn per_algorithm(out: &mut impl Write, args: &Args, machine: &Machine) -> Result<(), Failure> {
     let c = Cluster {
         ranks: args.ranks,
         per_host: args.per_host.unwrap_or(args.ranks),
@@ -122,19 +143,19 @@ fn per_algorithm(args: &Args, machine: &Machine) -> Result<(), String> {
             Transport::Tcp => Intra::Tcp,
         },
     };
-    println!(
+    writeln!(out,
         "# machine {}, {} ranks, {} per host ({} hosts), {:?} inside hosts; time us (busbw GB/s); * fastest Auto candidate, < runtime's choice",
         machine.name, c.ranks, c.per_host, c.hosts(), c.intra
-    );
-    print!("{:>6}", "size");
+    )?;
+    write!(out, "{:>6}", "size")?;
     for a in sim::ALL {
-        print!(" {:>22}", name(*a));
+        write!(out, " {:>22}", name(*a))?;
     }
-    println!();
+    writeln!(out)?;
     for bytes in sizes(args.min_bytes, args.max_bytes, args.factor) {
         let runtime = sim::runtime_choice(&c, bytes);
         let (best, _) = sim::best(&c, bytes, args.elem, machine).map_err(|e| e.to_string())?;
-        print!("{:>6}", size(bytes));
+        write!(out, "{:>6}", size(bytes))?;
         for a in sim::ALL {
             let cell = match sim::predict(*a, &c, bytes, args.elem, machine) {
                 Ok(Prediction { seconds, busbw, .. }) => {
@@ -147,11 +168,11 @@ fn per_algorithm(args: &Args, machine: &Machine) -> Result<(), String> {
                     format!("{:.1} ({:.2}){mark}", seconds * 1e6, busbw / 1e9)
                 }
                 Err(sim::SimError::Infeasible { .. }) => "-  ".into(),
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(e.to_string().into()),
             };
-            print!(" {cell:>22}");
+            write!(out, " {cell:>22}")?;
         }
-        println!();
+        writeln!(out)?;
     }
     Ok(())
 }
@@ -161,22 +182,25 @@ const TABLE_RANKS: &[usize] = &[2, 3, 4, 6, 8, 12, 16, 32, 48, 64, 128, 256, 512
 
 /// The automatic choice over n, k and sizes: the fastest algorithm's letter, followed by
 /// the runtime's in lower case where the runtime's is more than 5% slower.
-fn choice_table(args: &Args, machine: &Machine) -> Result<(), String> {
+fn choice_table(out: &mut impl Write, args: &Args, machine: &Machine) -> Result<(), Failure> {
     let sizes = sizes(4, 1 << 30, 4);
-    println!(
+    writeln!(out,
         "# machine {}: fastest of rd (D), Rabenseifner (B), ring (R), hierarchical (H), single-copy (S);",
         machine.name
-    );
-    println!("# a lower-case letter after it: the runtime's choice, where that is >5% slower");
+    )?;
+    writeln!(
+        out,
+        "# a lower-case letter after it: the runtime's choice, where that is >5% slower"
+    )?;
     for k in [1, 2, 4, 8] {
-        println!("\nk = {k} per host");
-        print!("{:>5} |", "n");
+        writeln!(out, "\nk = {k} per host")?;
+        write!(out, "{:>5} |", "n")?;
         for b in &sizes {
-            print!("{:>5}", size(*b));
+            write!(out, "{:>5}", size(*b))?;
         }
-        println!();
+        writeln!(out)?;
         for &n in TABLE_RANKS {
-            print!("{n:>5} |");
+            write!(out, "{n:>5} |")?;
             for &bytes in &sizes {
                 let c = Cluster::new(n, k);
                 let (best, all) =
@@ -194,9 +218,9 @@ fn choice_table(args: &Args, machine: &Machine) -> Result<(), String> {
                     Some(_) => format!("{}", letter(runtime)),
                     None => format!("{}?", letter(best.algorithm)),
                 };
-                print!("{cell:>5}");
+                write!(out, "{cell:>5}")?;
             }
-            println!();
+            writeln!(out)?;
         }
     }
     Ok(())
@@ -205,12 +229,18 @@ fn choice_table(args: &Args, machine: &Machine) -> Result<(), String> {
 /// Predicted against measured for every line of `path`. A line may end in every round's
 /// time (comma-separated); the comparison then also says how far the rounds spread and
 /// whether the prediction lies within them, so a miss can be told from a noisy point.
-fn validate(path: &str, elem: usize, params: &[String]) -> Result<(), String> {
+fn validate(
+    out: &mut impl Write,
+    path: &str,
+    elem: usize,
+    params: &[String],
+) -> Result<(), Failure> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    println!(
+    writeln!(
+        out,
         "machine ranks per_host transport algorithm bytes measured_us predicted_us error_% \
          [rounds_spread_% in_rounds]"
-    );
+    )?;
     let mut worst = 0.0f64;
     let (mut points, mut within, mut sum) = (0usize, 0usize, 0.0f64);
     // Points outside 25%, and those of them whose prediction lies within their rounds.
@@ -225,7 +255,7 @@ fn validate(path: &str, elem: usize, params: &[String]) -> Result<(), String> {
         let (m, n, k, t, a, b, us, rounds) = match f[..] {
             [m, n, k, t, a, b, us] => (m, n, k, t, a, b, us, None),
             [m, n, k, t, a, b, us, rounds] => (m, n, k, t, a, b, us, Some(rounds)),
-            _ => return Err(bad()),
+            _ => return Err(bad().into()),
         };
         let mut machine = Machine::preset(m).ok_or_else(bad)?;
         apply(&mut machine, params)?;
@@ -248,7 +278,7 @@ fn validate(path: &str, elem: usize, params: &[String]) -> Result<(), String> {
         let positive = |v: f64| v.is_finite() && v > 0.0;
         let bad_rounds = |r: &Vec<f64>| r.is_empty() || !r.iter().copied().all(positive);
         if !positive(measured) || rounds.as_ref().is_some_and(bad_rounds) {
-            return Err(bad());
+            return Err(bad().into());
         }
         let p = sim::predict(alg, &c, bytes, elem, &machine).map_err(|e| e.to_string())?;
         let predicted = p.seconds * 1e6;
@@ -269,17 +299,19 @@ fn validate(path: &str, elem: usize, params: &[String]) -> Result<(), String> {
             let spread = (hi - lo) / measured * 100.0;
             row += &format!(" {spread:.0} {}", if inside { "yes" } else { "no" });
         }
-        println!("{row}");
+        writeln!(out, "{row}")?;
     }
-    println!(
+    writeln!(
+        out,
         "# {points} points: {within} within 25%, mean error {:.0}%, largest {worst:.0}%",
         sum / points.max(1) as f64
-    );
+    )?;
     if missed > 0 {
-        println!(
+        writeln!(
+            out,
             "# of the {missed} points outside 25% that list their rounds, {missed_in_rounds} \
              are predicted within their rounds' range"
-        );
+        )?;
     }
     Ok(())
 }
@@ -309,16 +341,26 @@ fn main() -> ExitCode {
         eprintln!("allreduce-sim: {e}");
         return ExitCode::from(2);
     }
+    // Line-buffered, not block-buffered: the choice table's rows take minutes and show as
+    // they are done.
+    let mut out = std::io::stdout().lock();
     let r = if let Some(path) = &args.validate {
-        validate(path, args.elem, &args.params)
+        validate(&mut out, path, args.elem, &args.params)
     } else if args.choice_table {
-        choice_table(&args, &machine)
+        choice_table(&mut out, &args, &machine)
     } else {
-        per_algorithm(&args, &machine)
+        per_algorithm(&mut out, &args, &machine)
     };
+    let r = r.and_then(|()| out.flush().map_err(Failure::Output));
     match r {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        // The reader has gone (`| head`): what it wanted was written.
+        Err(Failure::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(Failure::Output(e)) => {
+            eprintln!("allreduce-sim: writing the output: {e}");
+            ExitCode::FAILURE
+        }
+        Err(Failure::Input(e)) => {
             eprintln!("allreduce-sim: {e}");
             ExitCode::FAILURE
         }
