@@ -138,6 +138,9 @@ pub(crate) fn build(
     for me in 0..cluster.ranks {
         let shape = cluster.shape(me, bytes, elem);
         let plan = allreduce_plan(algorithm, &shape, &hosts, memory, &thresholds, false);
+        let segment = plan.schedules.iter().map(|s| s.segment_bytes).max();
+        let segment = segment.unwrap_or(0);
+        segment_bytes = segment_bytes.max(segment);
         // The runtime's setup checks (`Collective::new`) and the memory bound, on rank 0
         // before any other rank's plan is built (they are the same on every rank).
         if me == 0 {
@@ -148,13 +151,10 @@ pub(crate) fn build(
             if notifs.unwrap_or(0) > NOTIF_LIMIT {
                 return Err(infeasible("more notifications than a segment offers"));
             }
-            let segment = plan.schedules.iter().map(|s| s.segment_bytes).max();
-            if segment.unwrap_or(0).saturating_sub(bytes) > STAGING_LIMIT {
+            if segment.saturating_sub(bytes) > STAGING_LIMIT {
                 return Err(infeasible("staging exceeds the simulator's memory bound"));
             }
         }
-        let segment = plan.schedules.iter().map(|s| s.segment_bytes).max();
-        segment_bytes = segment_bytes.max(segment.unwrap_or(0));
         let schedules = plan
             .schedules
             .iter()
