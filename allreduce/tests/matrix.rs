@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use allreduce::{bf16, f16, Algorithm, Allreduce, Options, Reduction};
-use common::{assert_same_everywhere, fingerprint, TestElem};
+use common::{assert_same_everywhere, check_output, fill_input, fingerprint, TestElem, PERIOD};
 use gaspi::{Context, Group, Timeout};
 
 const COUNTS: [usize; 6] = [0, 1, 7, 1000, 1003, (1 << 20) + 3];
@@ -25,28 +25,6 @@ const ALGORITHMS: [Algorithm; 4] = [
     Algorithm::OneShot,
 ];
 
-/// Rank `r`'s element `j` in run `run`: small values, and only 1s and 2s for PROD so that
-/// products stay exact even in half precision.
-fn input(op: Reduction, signed: bool, r: usize, j: usize, run: usize) -> i64 {
-    let h = (r * 7 + j * 13 + run * 5) % 17;
-    match op {
-        Reduction::Prod => 1 + (h % 2) as i64,
-        _ if signed => h as i64 - 8,
-        _ => h as i64,
-    }
-}
-
-fn reference(op: Reduction, signed: bool, p: usize, j: usize, run: usize) -> f64 {
-    let vals = (0..p).map(|r| input(op, signed, r, j, run));
-    match op {
-        Reduction::Sum => vals.sum::<i64>() as f64,
-        Reduction::Prod => vals.product::<i64>() as f64,
-        Reduction::Min => vals.min().unwrap() as f64,
-        Reduction::Max => vals.max().unwrap() as f64,
-        Reduction::Avg => vals.sum::<i64>() as f64 / p as f64,
-    }
-}
-
 fn check_type<T: TestElem>(ctx: &Arc<Context>, alg: Algorithm) {
     let p = ctx.num_ranks() as usize;
     let me = ctx.rank().0 as usize;
@@ -61,28 +39,17 @@ fn check_type<T: TestElem>(ctx: &Arc<Context>, alg: Algorithm) {
             let mut first = None;
             for _run in 0..2 {
                 // The second run repeats the first run's input: its bits must not change.
-                let gen = 0;
-                for (j, x) in ar.input_mut().unwrap().iter_mut().enumerate() {
-                    *x = T::from_small(input(op, T::SIGNED, me, j, gen));
-                }
+                fill_input(ar.input_mut().unwrap(), op, me);
                 ar.start().unwrap();
-                let out = ar.wait(Timeout::ms(60_000)).unwrap_or_else(|e| {
-                    panic!(
-                        "{} {alg:?} {op:?} n={count}: {e}",
-                        std::any::type_name::<T>()
-                    )
-                });
-                for (j, got) in out.iter().enumerate() {
-                    let want = reference(op, T::SIGNED, p, j, gen);
-                    let want = if T::TOL == 0.0 { want.trunc() } else { want };
-                    let got = got.to_f64();
-                    assert!(
-                        (got - want).abs() <= T::TOL * want.abs().max(1.0),
-                        "{} {alg:?} {op:?} p={p} n={count}: element {j} is {got}, want {want}",
-                        std::any::type_name::<T>()
-                    );
+                let name = std::any::type_name::<T>();
+                let out = ar
+                    .wait(Timeout::ms(60_000))
+                    .unwrap_or_else(|e| panic!("{name} {alg:?} {op:?} n={count}: {e}"));
+                if let Err(wrong) = check_output(out, op, p) {
+                    panic!("{name} {alg:?} {op:?} p={p} n={count}: {wrong}");
                 }
-                let fp = fingerprint(out);
+                // `check_output` showed that the rest repeats the first period bit for bit.
+                let fp = fingerprint(&out[..out.len().min(PERIOD)]);
                 assert_eq!(*first.get_or_insert(fp), fp, "run-to-run bits differ");
                 assert_same_everywhere(ctx, Group::ALL, fp, "allreduce result");
             }
@@ -137,3 +104,25 @@ cases!(
     shm_4 = (4, Shm),
     shm_5 = (5, Shm),
 );
+
+/// The check the cases rely on finds a wrong element wherever it lies, in the period it
+/// compares with the reference or past it.
+#[test]
+fn the_check_finds_a_wrong_element_anywhere() {
+    let (p, op, n) = (3, Reduction::Sum, 1000);
+    let mut out = vec![0f32; n];
+    let mut part = vec![0f32; n];
+    for r in 0..p {
+        fill_input(&mut part, op, r);
+        for (o, x) in out.iter_mut().zip(&part) {
+            *o += *x;
+        }
+    }
+    assert_eq!(check_output(&out, op, p), Ok(()));
+    for j in [3, PERIOD, 500, n - 1] {
+        let mut wrong = out.clone();
+        wrong[j] += 1.0;
+        let message = check_output(&wrong, op, p).unwrap_err();
+        assert!(message.starts_with(&format!("element {j} ")), "{message}");
+    }
+}

@@ -2,7 +2,10 @@
 
 #![allow(dead_code)]
 
-use allreduce::{bf16, f16, Element};
+use std::collections::hash_map::DefaultHasher;
+use std::hash::Hasher;
+
+use allreduce::{bf16, f16, Element, Reduction};
 use gaspi::{Context, Group, ReduceOp, Timeout};
 
 /// Test values: small integers, so sums, products and extremes are exact in every type.
@@ -41,13 +44,85 @@ test_elem!(i64, 0.0, true, |v| v, |x| x as f64);
 test_elem!(u32, 0.0, false, |v| v as u32, |x| x as f64);
 test_elem!(u64, 0.0, false, |v| v as u64, |x| x as f64);
 
-/// FNV-1a over the result's bytes.
+/// A hash of the result's bits, the same in every rank of one build: std's SipHash with
+/// fixed keys, which runs optimized even in the tests' unoptimized build (over megabyte
+/// results, a byte-by-byte loop compiled here took most of a test's time).
 pub fn fingerprint<T: Element>(data: &[T]) -> u64 {
-    bytemuck::cast_slice::<T, u8>(data)
-        .iter()
-        .fold(0xcbf29ce484222325u64, |h, b| {
-            (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
-        })
+    let mut hasher = DefaultHasher::new();
+    hasher.write(bytemuck::cast_slice::<T, u8>(data));
+    hasher.finish()
+}
+
+/// The test inputs repeat every `PERIOD` elements (see [`input`]).
+pub const PERIOD: usize = 17;
+
+/// Rank `r`'s element `j`: small values, and only 1s and 2s for PROD so that products stay
+/// exact even in half precision. Periodic in `j` with period [`PERIOD`].
+pub fn input(op: Reduction, signed: bool, r: usize, j: usize) -> i64 {
+    let h = (r * 7 + j * 13) % PERIOD;
+    match op {
+        Reduction::Prod => 1 + (h % 2) as i64,
+        _ if signed => h as i64 - 8,
+        _ => h as i64,
+    }
+}
+
+/// The exact result of `op` over `p` ranks' element `j`.
+pub fn reference(op: Reduction, signed: bool, p: usize, j: usize) -> f64 {
+    let vals = (0..p).map(|r| input(op, signed, r, j));
+    match op {
+        Reduction::Sum => vals.sum::<i64>() as f64,
+        Reduction::Prod => vals.product::<i64>() as f64,
+        Reduction::Min => vals.min().unwrap_or(0) as f64,
+        Reduction::Max => vals.max().unwrap_or(0) as f64,
+        Reduction::Avg => vals.sum::<i64>() as f64 / p as f64,
+    }
+}
+
+/// Fills `data` with rank `me`'s input for `op`: one period computed, then copied.
+pub fn fill_input<T: TestElem>(data: &mut [T], op: Reduction, me: usize) {
+    let period: Vec<T> = (0..PERIOD.min(data.len()))
+        .map(|j| T::from_small(input(op, T::SIGNED, me, j)))
+        .collect();
+    for part in data.chunks_mut(PERIOD) {
+        part.copy_from_slice(&period[..part.len()]);
+    }
+}
+
+/// Checks an allreduce's result `out` of `op` over `p` ranks (inputs from [`fill_input`]):
+/// the first period element by element against [`reference`] within `T`'s tolerance, and
+/// every later element bit for bit against its counterpart in the first period. The
+/// results repeat as the inputs do, bit for bit: sums, products and extremes of the small
+/// inputs are exact in every type, whatever the order of reduction, and AVG divides the
+/// exact sum once. (Compared as bytes, the check stays fast in the unoptimized build.)
+pub fn check_output<T: TestElem>(out: &[T], op: Reduction, p: usize) -> Result<(), String> {
+    for (j, got) in out.iter().take(PERIOD).enumerate() {
+        let want = reference(op, T::SIGNED, p, j);
+        let want = if T::TOL == 0.0 { want.trunc() } else { want };
+        let got = got.to_f64();
+        if (got - want).abs() > T::TOL * want.abs().max(1.0) {
+            return Err(format!("element {j} is {got}, want {want}"));
+        }
+    }
+    let bytes: &[u8] = bytemuck::cast_slice(out);
+    let period_bytes = PERIOD * std::mem::size_of::<T>();
+    let (first, rest) = bytes.split_at(period_bytes.min(bytes.len()));
+    for (i, part) in rest.chunks(period_bytes).enumerate() {
+        if part != &first[..part.len()] {
+            let at = part
+                .iter()
+                .zip(first)
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
+            let j = (i + 1) * PERIOD + at / std::mem::size_of::<T>();
+            let (got, want) = (out[j].to_f64(), out[j % PERIOD].to_f64());
+            return Err(format!(
+                "element {j} is {got}, but element {} (the same inputs) is {want}",
+                j % PERIOD
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Asserts that every member of `group` holds the same `value`.
