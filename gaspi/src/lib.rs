@@ -36,7 +36,7 @@
 //! [`Error::PeerFailed`] and is marked corrupt in [`Context::state_vec`].
 
 // The layers, lowest first; a file imports only from its own layer and those below
-// (checked by `tests/tests/layering.rs`; `docs/architecture.md` draws them).
+// (checked by `tests/tests/layering/`; `docs/architecture.md` draws them).
 //
 // Foundation: ids, errors, configuration, environment, clocks, counters.
 mod backoff;
