@@ -94,15 +94,15 @@ pub(crate) fn build(label: &str, read: &dyn Fn(&str) -> Option<String>) -> Resul
     let mut files = Vec::new();
     let mut parsed = Vec::new();
     let mut test_only = Vec::new();
-    // (file, module, whether its child modules live in its own folder: lib.rs, mod.rs, #[path])
-    let mut queue = VecDeque::from([("lib.rs".to_string(), Vec::<String>::new(), true)]);
-    while let Some((rel, module, owns_dir)) = queue.pop_front() {
+    // (file, module, whether its child modules live in its own folder (lib.rs, mod.rs,
+    // #[path]), whether it is a test module or inside one)
+    let mut queue = VecDeque::from([("lib.rs".to_string(), Vec::<String>::new(), true, false)]);
+    while let Some((rel, module, owns_dir, test)) = queue.pop_front() {
         let src = read(&rel).ok_or_else(|| format!("{label}/{rel}: cannot read"))?;
         let p = parse(&src);
-        if p.test_only {
-            test_only.push(rel);
-            continue;
-        }
+        // A test module's own modules (`tests/mod.rs` declaring `mod model;`) are test
+        // modules too: followed, so that they count as reached, but neither nodes nor edges.
+        let test = test || p.test_only;
         let dir = if owns_dir {
             parent(&rel).to_string()
         } else {
@@ -129,9 +129,10 @@ pub(crate) fn build(label: &str, read: &dyn Fn(&str) -> Option<String>) -> Resul
                     }
                 }
             };
-            match (found, m.test_only) {
-                (Some((f, _)), true) => test_only.push(f),
-                (Some((f, owns)), false) => queue.push_back((f, child_module, owns)),
+            match (found, test || m.test_only) {
+                (Some((f, owns)), child_test) => {
+                    queue.push_back((f, child_module, owns, child_test))
+                }
                 (None, true) => {}
                 (None, false) => {
                     return Err(format!(
@@ -140,6 +141,10 @@ pub(crate) fn build(label: &str, read: &dyn Fn(&str) -> Option<String>) -> Resul
                     ))
                 }
             }
+        }
+        if test {
+            test_only.push(rel);
+            continue;
         }
         files.push(FileNode { rel, module });
         parsed.push(p);

@@ -6,7 +6,8 @@
 //! - Nodes are the files of a crate's module tree, found by following `mod x;` from `lib.rs`
 //!   (`a.rs` and `a/mod.rs` are module `a`; `#[path]` is honoured). Binaries (`main.rs`,
 //!   `src/bin/`) are separate roots and are not part of a library's graph. A file declared
-//!   under `#[cfg(test)]` (`#[cfg(test)] mod tests;`) is a test module, not a node.
+//!   under `#[cfg(test)]` (`#[cfg(test)] mod tests;`) is a test module, not a node, and so
+//!   are the modules it declares (a test folder's `tests/mod.rs` and its files).
 //! - Edges are the paths a file names: `crate::x::y` anywhere in code (also `$crate::` in
 //!   macros), `super::x` and `self::x` (relative to the module the code is in, inline modules
 //!   included), `x::y` where `x` is a child module declared in the same file, and every leaf of

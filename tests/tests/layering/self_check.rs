@@ -210,6 +210,20 @@ fn test_modules_by_path_and_inner_cfg_test_files() {
     ]);
     assert!(edges(&g).is_empty());
     assert_eq!(g.test_only, ["a.rs"]);
+
+    // A test module split into a folder: its own modules are test modules too.
+    let g = graph(&[
+        ("lib.rs", "mod a;"),
+        ("a.rs", "#[cfg(test)]\nmod tests;"),
+        ("a/tests/mod.rs", "mod model;\nmod flat;"),
+        ("a/tests/model.rs", "use crate::a;"),
+        ("a/tests/flat.rs", "use super::model;"),
+    ]);
+    assert!(edges(&g).is_empty());
+    assert_eq!(
+        g.test_only,
+        ["a/tests/mod.rs", "a/tests/model.rs", "a/tests/flat.rs"]
+    );
 }
 
 #[test]
