@@ -1,4 +1,4 @@
-//! Helpers shared by the GASPI rule tests (`gaspi_rules_*.rs`).
+//! Helpers shared by the GASPI tests (`gaspi_rules_*.rs`, the fault and multi-host tests).
 
 #![allow(dead_code, unused_macros, unused_imports)]
 
@@ -81,6 +81,12 @@ pub fn create(ctx: &Context, seg: SegmentId, size: u64) -> Segment {
     let init = Alloc::Initialized;
     ctx.segment_create(seg, size, Group::ALL, T, init).unwrap();
     ctx.segment(seg).unwrap()
+}
+
+/// Creates segment [`S`] of 1 MiB on every rank, as the fault tests use it, and returns its id.
+pub fn setup(ctx: &Context) -> SegmentId {
+    create(ctx, S, MIB);
+    S
 }
 
 pub fn finish(ctx: Context) {
