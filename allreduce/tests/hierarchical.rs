@@ -12,7 +12,7 @@ use std::time::Duration;
 use allreduce::{bf16, f16, Algorithm, Allreduce, Options, Reduction, Thresholds};
 use common::{assert_same_everywhere, check_output, fill_input, fingerprint, TestElem, PERIOD};
 use gaspi::env::TransportChoice;
-use gaspi::testing::{is_rank_of, Job, TEST_CASE};
+use gaspi::testing::{is_rank_of, Job, TwoHosts, TEST_CASE};
 use gaspi::{Context, Group, Timeout};
 
 const OPS: [Reduction; 5] = [
@@ -113,62 +113,6 @@ fn rank_body(hosts: &[Vec<u16>]) {
     std::process::exit(0);
 }
 
-/// Network namespaces as hosts, joined by a veth pair (addresses 10.199.0.1 and .2).
-struct Netns {
-    names: [String; 2],
-}
-
-impl Netns {
-    fn create(tag: &str) -> Result<Netns, String> {
-        let id = std::process::id() % 100_000;
-        let names = [format!("tnt-h{tag}a{id}"), format!("tnt-h{tag}b{id}")];
-        let run = |args: &[&str]| -> Result<(), String> {
-            let out = std::process::Command::new("ip")
-                .args(args)
-                .output()
-                .map_err(|e| format!("ip: {e}"))?;
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "ip {}: {}",
-                    args.join(" "),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ))
-            }
-        };
-        // Dropped (and the namespaces deleted, the veth with them) on any failure below.
-        let ns = Netns {
-            names: names.clone(),
-        };
-        run(&["netns", "add", &names[0]])?;
-        run(&["netns", "add", &names[1]])?;
-        let (va, vb) = (format!("h{tag}a{id}"), format!("h{tag}b{id}"));
-        run(&["link", "add", &va, "type", "veth", "peer", "name", &vb])?;
-        run(&["link", "set", &va, "netns", &names[0]])?;
-        run(&["link", "set", &vb, "netns", &names[1]])?;
-        for (n, (dev, ip)) in names
-            .iter()
-            .zip([(&va, "10.199.0.1/24"), (&vb, "10.199.0.2/24")])
-        {
-            run(&["-n", n, "addr", "add", ip, "dev", dev])?;
-            run(&["-n", n, "link", "set", dev, "up"])?;
-            run(&["-n", n, "link", "set", "lo", "up"])?;
-        }
-        Ok(ns)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for n in &self.names {
-            let _ = std::process::Command::new("ip")
-                .args(["netns", "del", n])
-                .status();
-        }
-    }
-}
-
 /// Runs test `name` with rank `r` in namespace `placement[r]` (0 or 1) over the default
 /// transports (shared memory inside a namespace: the intra-host phases read peers in
 /// place); rank 0 must be in namespace 0, where the rendezvous listens.
@@ -187,8 +131,8 @@ fn across_namespaces_over(
     if is_rank_of(name) {
         rank_body(&hosts);
     }
-    let ns = match Netns::create(tag) {
-        Ok(ns) => ns,
+    let two_hosts = match TwoHosts::create(tag) {
+        Ok(hosts) => hosts,
         Err(why) => {
             println!("SKIPPED {name}: cannot create network namespaces here ({why})");
             return;
@@ -204,12 +148,7 @@ fn across_namespaces_over(
         "--test-threads=1".into(),
     ];
     job.env.push((TEST_CASE.into(), name.into()));
-    job.rendezvous_ip = "10.199.0.1".parse().expect("an address");
-    let names = ns.names.clone();
-    job.wrapper = Some(Arc::new(move |r| {
-        let n = &names[placement[r.index()]];
-        vec!["ip".into(), "netns".into(), "exec".into(), n.clone()]
-    }));
+    two_hosts.place(&mut job, |r| placement[r.index()]);
     job.timeout = TIMEOUT;
     job.run().assert_success();
 }

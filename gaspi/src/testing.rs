@@ -99,6 +99,78 @@ pub struct Job {
     pub rank_env: Vec<(Rank, String, String)>,
 }
 
+/// Two network namespaces joined by a veth pair: two hosts on one machine, host `h` at
+/// [`TwoHosts::ADDRESSES`]`[h]`, for tests of what crosses hosts (root needed). Deleted, and
+/// the veth with them, when dropped.
+pub struct TwoHosts {
+    names: [String; 2],
+}
+
+impl TwoHosts {
+    /// The hosts' addresses (each namespace has its own network, so concurrent pairs do not
+    /// collide).
+    pub const ADDRESSES: [&'static str; 2] = ["10.199.0.1", "10.199.0.2"];
+
+    /// Creates the pair, named after `tag` (a few characters telling concurrent tests of
+    /// one binary apart) and this process; the error names the `ip` command that failed.
+    pub fn create(tag: &str) -> Result<TwoHosts, String> {
+        let id = std::process::id() % 100_000;
+        let names = [format!("tnt-{tag}a{id}"), format!("tnt-{tag}b{id}")];
+        let run = |args: &[&str]| -> Result<(), String> {
+            let out = Command::new("ip")
+                .args(args)
+                .output()
+                .map_err(|e| format!("ip: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "ip {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        // Dropped (and the namespaces deleted) on any failure below.
+        let hosts = TwoHosts {
+            names: names.clone(),
+        };
+        run(&["netns", "add", &names[0]])?;
+        run(&["netns", "add", &names[1]])?;
+        let veth = [format!("v{tag}a{id}"), format!("v{tag}b{id}")];
+        run(&[
+            "link", "add", &veth[0], "type", "veth", "peer", "name", &veth[1],
+        ])?;
+        for h in 0..2 {
+            run(&["link", "set", &veth[h], "netns", &names[h]])?;
+            let address = format!("{}/24", Self::ADDRESSES[h]);
+            run(&["-n", &names[h], "addr", "add", &address, "dev", &veth[h]])?;
+            run(&["-n", &names[h], "link", "set", &veth[h], "up"])?;
+            run(&["-n", &names[h], "link", "set", "lo", "up"])?;
+        }
+        Ok(hosts)
+    }
+
+    /// Runs `job`'s rank `r` on host `host_of(r)` (0 or 1), the rendezvous on host 0 (where
+    /// rank 0 must be).
+    pub fn place(&self, job: &mut Job, host_of: impl Fn(Rank) -> usize + Send + Sync + 'static) {
+        let names = self.names.clone();
+        job.rendezvous_ip = IpAddr::V4(Self::ADDRESSES[0].parse().unwrap_or(Ipv4Addr::LOCALHOST));
+        job.wrapper = Some(Arc::new(move |r| {
+            let name = &names[host_of(r).min(1)];
+            vec!["ip".into(), "netns".into(), "exec".into(), name.clone()]
+        }));
+    }
+}
+
+impl Drop for TwoHosts {
+    fn drop(&mut self) {
+        for name in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+        }
+    }
+}
+
 /// The first port of this host's ephemeral range (`ip_local_port_range`), from which the
 /// kernel takes the local ports of outgoing connections; Linux's default 32768 if unreadable.
 pub fn ephemeral_port_start() -> u16 {

@@ -2,67 +2,11 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::{setup, T};
-use gaspi::testing::{is_rank_of, Job};
+use gaspi::testing::{is_rank_of, Job, TwoHosts};
 use gaspi::*;
-
-/// Network namespaces as hosts, joined by a veth pair.
-struct Netns {
-    names: [String; 2],
-}
-
-impl Netns {
-    fn create() -> Result<Netns, String> {
-        let id = std::process::id() % 100_000;
-        let names = [format!("tnt-a{id}"), format!("tnt-b{id}")];
-        let run = |args: &[&str]| -> Result<(), String> {
-            let out = std::process::Command::new("ip")
-                .args(args)
-                .output()
-                .map_err(|e| format!("ip: {e}"))?;
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "ip {}: {}",
-                    args.join(" "),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ))
-            }
-        };
-        let ns = Netns {
-            names: names.clone(),
-        };
-        run(&["netns", "add", &names[0]])?;
-        run(&["netns", "add", &names[1]])?;
-        let (va, vb) = (format!("tva{id}"), format!("tvb{id}"));
-        run(&["link", "add", &va, "type", "veth", "peer", "name", &vb])?;
-        run(&["link", "set", &va, "netns", &names[0]])?;
-        run(&["link", "set", &vb, "netns", &names[1]])?;
-        for (n, (dev, ip)) in names
-            .iter()
-            .zip([(&va, "10.199.0.1/24"), (&vb, "10.199.0.2/24")])
-        {
-            run(&["-n", n, "addr", "add", ip, "dev", dev])?;
-            run(&["-n", n, "link", "set", dev, "up"])?;
-            run(&["-n", n, "link", "set", "lo", "up"])?;
-        }
-        Ok(ns)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for n in &self.names {
-            let _ = std::process::Command::new("ip")
-                .args(["netns", "del", n])
-                .status();
-        }
-    }
-}
 
 /// Four ranks, two per namespace: each namespace is a host of the topology, auto picks
 /// shared memory inside a namespace and TCP across the veth link; a ring exchange and the collectives work over both.
@@ -116,8 +60,8 @@ fn multi_host_over_veth() {
         ctx.term(T).unwrap();
         std::process::exit(0);
     }
-    let ns = match Netns::create() {
-        Ok(ns) => ns,
+    let hosts = match TwoHosts::create("m") {
+        Ok(hosts) => hosts,
         Err(why) => {
             println!("SKIPPED multi_host_over_veth: cannot create network namespaces here ({why})");
             return;
@@ -128,16 +72,7 @@ fn multi_host_over_veth() {
     job.args = vec!["--exact".into(), NAME.into(), "--nocapture".into()];
     job.env
         .push((gaspi::testing::TEST_CASE.into(), NAME.into()));
-    job.rendezvous_ip = "10.199.0.1".parse().unwrap();
-    let names = ns.names.clone();
-    job.wrapper = Some(Arc::new(move |r| {
-        vec![
-            "ip".into(),
-            "netns".into(),
-            "exec".into(),
-            names[r.index() / 2].clone(),
-        ]
-    }));
+    hosts.place(&mut job, |r| r.index() / 2);
     job.timeout = Duration::from_secs(60);
     job.run().assert_success();
 }
