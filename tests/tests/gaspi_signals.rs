@@ -45,6 +45,12 @@ fn signalled_rank(name: &str, nranks: u16, net: Net, victim: u16, sig: Signal) {
         Duration::from_secs(60),
         |job| job.env.extend(extra),
     ) else {
+        // The test is about the default disposition. One inherited as "ignore" (a shell's
+        // `nohup` ignores SIGHUP for everything it starts) stays ignored by design (see
+        // `ignored_signals_stay_ignored`), and the victim would never die.
+        let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+        // SAFETY: the default disposition runs no code of ours.
+        unsafe { nix::sys::signal::sigaction(sig, &default) }.unwrap();
         let ctx = Context::init().unwrap();
         let seg = SegmentId(0);
         for s in 0..2 {
