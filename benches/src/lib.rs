@@ -9,6 +9,16 @@
 //!
 //! Multi-rank benchmarks start their peer ranks through [`gaspi::testing::Job`] when no
 //! launcher started them: the process re-executes itself as every rank, and rank 0 reports.
+//!
+//! Sizes on their command lines are written as nccl-tests writes them:
+//!
+//! ```
+//! use tarantella_benches::parse_size;
+//!
+//! assert_eq!(parse_size("64M"), Ok(64 << 20));
+//! assert_eq!(parse_size("4k"), Ok(4096));
+//! assert!(parse_size("1.5G").is_err());
+//! ```
 
 pub mod sweep;
 

@@ -3,6 +3,19 @@
 //! Each test starts real rank processes (by re-running its own test binary through
 //! [`gaspi::testing::spmd`]) over TCP and over shared memory, with 2 to 5 ranks, and is bounded
 //! in time: a job that does not finish is killed and the test fails with every rank's output.
+//!
+//! A test names the network its ranks use; each [`Net`] is a transport and the environment
+//! that selects it:
+//!
+//! ```
+//! use gaspi::env::TransportChoice;
+//! use tarantella_tests::Net;
+//!
+//! assert_eq!(Net::Shm.transport(), TransportChoice::Shm);
+//! // The verbs code path runs on the fake device, which the ranks' environment selects.
+//! assert_eq!(Net::FakeVerbs.transport(), TransportChoice::Verbs);
+//! assert_eq!(Net::FakeVerbs.env(), [("GASPI_IB_DEVICE".to_string(), "fake".to_string())]);
+//! ```
 
 use std::time::Duration;
 
