@@ -109,7 +109,8 @@ pub struct TwoHosts {
 impl TwoHosts {
     /// The hosts' addresses (each namespace has its own network, so concurrent pairs do not
     /// collide).
-    pub const ADDRESSES: [&'static str; 2] = ["10.199.0.1", "10.199.0.2"];
+    pub const ADDRESSES: [Ipv4Addr; 2] =
+        [Ipv4Addr::new(10, 199, 0, 1), Ipv4Addr::new(10, 199, 0, 2)];
 
     /// Creates the pair, named after `tag` (a few characters telling concurrent tests of
     /// one binary apart) and this process; the error names the `ip` command that failed.
@@ -151,13 +152,16 @@ impl TwoHosts {
         Ok(hosts)
     }
 
-    /// Runs `job`'s rank `r` on host `host_of(r)` (0 or 1), the rendezvous on host 0 (where
-    /// rank 0 must be).
+    /// Runs `job`'s rank `r` on host `host_of(r)` (0 or 1; anything else is a bug of the
+    /// test, which panics), the rendezvous on host 0 (where rank 0 must be).
     pub fn place(&self, job: &mut Job, host_of: impl Fn(Rank) -> usize + Send + Sync + 'static) {
         let names = self.names.clone();
-        job.rendezvous_ip = IpAddr::V4(Self::ADDRESSES[0].parse().unwrap_or(Ipv4Addr::LOCALHOST));
+        job.rendezvous_ip = IpAddr::V4(Self::ADDRESSES[0]);
         job.wrapper = Some(Arc::new(move |r| {
-            let name = &names[host_of(r).min(1)];
+            let h = host_of(r);
+            let name = names
+                .get(h)
+                .unwrap_or_else(|| panic!("rank {r} placed on host {h} of two"));
             vec!["ip".into(), "netns".into(), "exec".into(), name.clone()]
         }));
     }
