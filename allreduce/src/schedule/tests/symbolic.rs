@@ -48,34 +48,26 @@ pub(super) fn symbolic_results(scheds: &[Schedule], count: usize) -> Vec<Vec<Str
                         dst,
                         len,
                         src_first,
-                    } => {
-                        for w in 0..words(len) {
-                            let (s, d) = (&mem[i][words(src) + w], &mem[i][words(dst) + w]);
-                            let e = if src_first {
-                                format!("({s}∘{d})")
-                            } else {
-                                format!("({d}∘{s})")
-                            };
-                            mem[i][words(dst) + w] = e;
-                        }
-                    }
+                    } => fold(
+                        &mut mem,
+                        (i, words(src)),
+                        (i, words(dst)),
+                        words(len),
+                        src_first,
+                    ),
                     Action::ReduceFrom {
                         from,
                         src,
                         dst,
                         len,
                         src_first,
-                    } => {
-                        for w in 0..words(len) {
-                            let (s, d) = (&mem[from][words(src) + w], &mem[i][words(dst) + w]);
-                            let e = if src_first {
-                                format!("({s}∘{d})")
-                            } else {
-                                format!("({d}∘{s})")
-                            };
-                            mem[i][words(dst) + w] = e;
-                        }
-                    }
+                    } => fold(
+                        &mut mem,
+                        (from, words(src)),
+                        (i, words(dst)),
+                        words(len),
+                        src_first,
+                    ),
                     Action::CopyFrom {
                         from,
                         src,
@@ -99,5 +91,25 @@ pub(super) fn symbolic_results(scheds: &[Schedule], count: usize) -> Vec<Vec<Str
             return mem.into_iter().map(|m| m[..count].to_vec()).collect();
         }
         assert!(moved, "deadlock: every rank waits");
+    }
+}
+
+/// Folds `n` words of rank `src.0`'s segment from word `src.1` into rank `dst.0`'s from word
+/// `dst.1`, as `(source∘destination)` if `src_first`, else the other way round.
+fn fold(
+    mem: &mut [Vec<String>],
+    src: (usize, usize),
+    dst: (usize, usize),
+    n: usize,
+    src_first: bool,
+) {
+    for w in 0..n {
+        let (s, d) = (&mem[src.0][src.1 + w], &mem[dst.0][dst.1 + w]);
+        let folded = if src_first {
+            format!("({s}∘{d})")
+        } else {
+            format!("({d}∘{s})")
+        };
+        mem[dst.0][dst.1 + w] = folded;
     }
 }
