@@ -3,7 +3,7 @@
 # by a veth pair whose ends `tc tbf` limits to RATE. `tarantella` starts K ranks per host
 # across them (its ssh replaced by `ip netns exec` in the namespace holding the address), and
 # `allreduce-sweep` times the flat ring and the hierarchical allreduce in alternating rounds.
-# Needs root (ip netns, tc) and release builds of tarantella and allreduce-sweep.
+# Needs root (ip netns, tc); builds tarantella and allreduce-sweep (release) first.
 #   benches/netns/run.sh [K=2] [RATE=2gbit] [ROUNDS=5] [SIZES="-b 16M -e 64M -f 4"]
 # ALGS (default "ring hierarchical") lists what each round runs, in order; an entry
 # ALG@SWEEP runs another allreduce-sweep binary (a baseline build) with --algorithm ALG.
@@ -13,8 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 K=${1:-2}; RATE=${2:-2gbit}; ROUNDS=${3:-5}; SIZES=${4:-"-b 16M -e 64M -f 4"}
-[ -x target/release/tarantella ] && [ -x target/release/allreduce-sweep ] ||
-  cargo build --release -p tarantella-launcher -p tarantella-benches
+# Always brought up to date (a no-op when it is): a stale build measures old code silently.
+cargo build --release -p tarantella-launcher -p tarantella-benches --bin tarantella \
+  --bin allreduce-sweep
 id=$$; A=tnt-bench-a$id; B=tnt-bench-b$id; work=$(mktemp -d)
 cleanup() { ip netns del "$A" 2>/dev/null || true; ip netns del "$B" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT

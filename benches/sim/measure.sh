@@ -6,14 +6,14 @@
 # can say how far a point's own rounds spread.
 #   benches/sim/measure.sh [OUT=target/sim-measured.txt] [ROUNDS=3] [RANKS="2 3 4"]
 # Then: target/release/allreduce-sim --validate OUT
-# Needs release builds of allreduce-sweep and allreduce-sim (built here if missing). The
+# Builds allreduce-sweep and allreduce-sim (release) first. The
 # netns points (two namespaces as hosts) come from benches/netns/run.sh, which needs root.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-target/sim-measured.txt}; ROUNDS=${2:-3}; RANKS=${3:-"2 3 4"}
 SIZES=(-b 4K -e 64M -f 4)
-[ -x target/release/allreduce-sweep ] && [ -x target/release/allreduce-sim ] ||
-  cargo build --release -p tarantella-benches --bin allreduce-sweep --bin allreduce-sim
+# Always brought up to date (a no-op when it is): a stale build measures old code silently.
+cargo build --release -p tarantella-benches --bin allreduce-sweep --bin allreduce-sim
 raw=$(mktemp); trap 'rm -f "$raw"' EXIT
 configs=()
 for n in $RANKS; do
