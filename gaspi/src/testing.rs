@@ -104,6 +104,9 @@ pub struct Job {
 /// the veth with them, when dropped.
 pub struct TwoHosts {
     names: [String; 2],
+    /// The first end of the veth pair: gone with its namespace once moved there, deleted
+    /// on drop if creation failed before.
+    veth: String,
 }
 
 impl TwoHosts {
@@ -132,13 +135,14 @@ impl TwoHosts {
                 ))
             }
         };
-        // Dropped (and the namespaces deleted) on any failure below.
+        let veth = [format!("v{tag}a{id}"), format!("v{tag}b{id}")];
+        // Dropped (and the namespaces and the veth deleted) on any failure below.
         let hosts = TwoHosts {
             names: names.clone(),
+            veth: veth[0].clone(),
         };
         run(&["netns", "add", &names[0]])?;
         run(&["netns", "add", &names[1]])?;
-        let veth = [format!("v{tag}a{id}"), format!("v{tag}b{id}")];
         run(&[
             "link", "add", &veth[0], "type", "veth", "peer", "name", &veth[1],
         ])?;
@@ -150,6 +154,11 @@ impl TwoHosts {
             run(&["-n", &names[h], "link", "set", "lo", "up"])?;
         }
         Ok(hosts)
+    }
+
+    /// The namespace of host `h` (0 or 1), for `ip netns exec`.
+    pub fn name(&self, h: usize) -> &str {
+        &self.names[h]
     }
 
     /// Runs `job`'s rank `r` on host `host_of(r)` (0 or 1; anything else is a bug of the
@@ -170,8 +179,11 @@ impl TwoHosts {
 impl Drop for TwoHosts {
     fn drop(&mut self) {
         for name in &self.names {
-            let _ = Command::new("ip").args(["netns", "del", name]).status();
+            let _ = Command::new("ip").args(["netns", "del", name]).output();
         }
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.veth])
+            .output();
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::sshd::*;
 use common::*;
+use gaspi::testing::TwoHosts;
 use nix::sys::signal::Signal;
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -174,76 +175,28 @@ fn ssh_ranks_stop_when_tarantella_dies_and_cleanup_removes_shm() {
     assert!(shm_files(&id).is_empty());
 }
 
-/// Two network namespaces joined by a veth pair, an sshd in each; deleted on drop.
+/// Two network namespaces joined by a veth pair, an sshd in each; deleted on drop (the
+/// sshds first: fields drop in order).
 struct Namespaces {
-    names: [String; 2],
-    /// One end of the veth pair (gone with its namespace; deleted here if never moved).
-    veth: String,
     sshds: Vec<Sshd>,
+    hosts: TwoHosts,
 }
 
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        self.sshds.clear();
-        for n in &self.names {
-            let _ = Command::new("ip").args(["netns", "del", n]).output();
-        }
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.veth])
-            .output();
-    }
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip: {e}"))?;
-    out.status.success().then_some(()).ok_or_else(|| {
-        format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )
-    })
-}
-
-fn namespaces(dir: &TempDir, addrs: [&str; 2]) -> Result<Namespaces, String> {
+fn namespaces(dir: &TempDir) -> Result<Namespaces, String> {
     if !nix::unistd::geteuid().is_root() {
         return Err("network namespaces need root".into());
     }
-    let pid = std::process::id();
-    let mut ns = Namespaces {
-        names: [format!("tnt{pid}a"), format!("tnt{pid}b")],
-        veth: format!("tv{pid}a"),
-        sshds: Vec::new(),
-    };
-    for n in &ns.names {
-        ip(&["netns", "add", n])?;
+    let hosts = TwoHosts::create("s")?;
+    let mut sshds = Vec::new();
+    for (h, addr) in TwoHosts::ADDRESSES.iter().enumerate() {
+        sshds.push(start_sshd(
+            dir.path(),
+            &addr.to_string(),
+            2222,
+            Some(hosts.name(h)),
+        )?);
     }
-    let veth = [format!("tv{pid}a"), format!("tv{pid}b")];
-    ip(&[
-        "link", "add", &veth[0], "type", "veth", "peer", "name", &veth[1],
-    ])?;
-    for i in 0..2 {
-        ip(&["link", "set", &veth[i], "netns", &ns.names[i]])?;
-        ip(&[
-            "-n",
-            &ns.names[i],
-            "addr",
-            "add",
-            &format!("{}/24", addrs[i]),
-            "dev",
-            &veth[i],
-        ])?;
-        ip(&["-n", &ns.names[i], "link", "set", &veth[i], "up"])?;
-        ip(&["-n", &ns.names[i], "link", "set", "lo", "up"])?;
-    }
-    for (addr, name) in addrs.iter().zip(ns.names.clone()) {
-        ns.sshds
-            .push(start_sshd(dir.path(), addr, 2222, Some(&name))?);
-    }
-    Ok(ns)
+    Ok(Namespaces { sshds, hosts })
 }
 
 #[test]
@@ -253,10 +206,8 @@ fn ranks_in_two_network_namespaces() {
         println!("SKIPPED: {SSHD} is not installed (apt-get install openssh-server)");
         return;
     }
-    let pid = std::process::id();
-    let (x, y) = (100 + pid % 100, (pid / 100) % 250);
-    let addrs = [format!("10.{x}.{y}.1"), format!("10.{x}.{y}.2")];
-    let ns = match namespaces(&dir, [&addrs[0], &addrs[1]]) {
+    let addrs = TwoHosts::ADDRESSES.map(|a| a.to_string());
+    let ns = match namespaces(&dir) {
         Ok(ns) => ns,
         Err(why) => {
             println!("SKIPPED: network namespaces not available: {why}");
@@ -269,7 +220,7 @@ fn ranks_in_two_network_namespaces() {
     );
     let run = TempDir::new("netnsrun");
     let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", &ns.names[0], TARANTELLA])
+    cmd.args(["netns", "exec", ns.hosts.name(0), TARANTELLA])
         .env(tnt_env::RUN_DIR, run.path())
         .env(tnt_env::SSH, &ns.sshds[0].ssh)
         .env_remove("SLURM_JOB_ID")
