@@ -1,7 +1,7 @@
 //! Programs started by another launcher than ours: srun's and torchrun's variables form one
-//! job, a program run directly in a Slurm batch script is one rank (not rank 0 of the
-//! allocation), and `mpirun` with more than one process is refused instead of giving N
-//! 1-rank jobs.
+//! job (torchrun's workers under srun too), a program run directly in a Slurm batch script
+//! is one rank (not rank 0 of the allocation), and `mpirun` with more than one process is
+//! refused instead of giving N 1-rank jobs.
 
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -72,32 +72,80 @@ fn three_ranks_formed_one_job(outs: &[Output]) {
     }
 }
 
+/// A torchrun job of `n` workers on this host: `MASTER_PORT` is the port below a free one
+/// (our rendezvous is `MASTER_PORT + 1`; torchrun's agent holds `MASTER_PORT` itself), and
+/// the job id our runtime derives from it, whose shared-memory files the test removes.
+struct TorchrunJob {
+    n: u16,
+    master_port: u16,
+    run_id: String,
+}
+
+impl TorchrunJob {
+    fn new(n: u16, name: &str) -> Self {
+        let free = gaspi::testing::free_port("127.0.0.1".parse().unwrap());
+        let run_id = format!("{name}-{}", std::process::id());
+        TorchrunJob {
+            n,
+            master_port: free - 1,
+            run_id,
+        }
+    }
+
+    /// What torchrun's agent sets for worker `rank`.
+    fn worker(&self, rank: u16) -> Vec<(&'static str, String)> {
+        vec![
+            ("RANK", rank.to_string()),
+            ("WORLD_SIZE", self.n.to_string()),
+            ("LOCAL_RANK", rank.to_string()),
+            ("LOCAL_WORLD_SIZE", self.n.to_string()),
+            ("MASTER_ADDR", "127.0.0.1".to_string()),
+            ("MASTER_PORT", self.master_port.to_string()),
+            ("TORCHELASTIC_RUN_ID", self.run_id.clone()),
+        ]
+    }
+
+    fn remove_shm_files(&self) {
+        gaspi::env::remove_job_shm_files(&format!("torchrun-{}.{}", self.run_id, self.master_port));
+    }
+}
+
 #[test]
 fn torchrun_variables_alone_form_one_job() {
-    const N: u16 = 3;
-    // Our rendezvous is MASTER_PORT + 1 (torchrun's agent holds MASTER_PORT itself), so
-    // pick a free port and hand torchrun's the one below it.
-    let free = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let run_id = format!("foreign-test-{}", std::process::id());
-    let children = (0..N)
+    let job = TorchrunJob::new(3, "foreign-test");
+    let children = (0..job.n)
+        .map(|rank| hello_ring(&job.worker(rank)))
+        .collect();
+    let outs = outputs(children);
+    job.remove_shm_files();
+    three_ranks_formed_one_job(&outs);
+}
+
+#[test]
+fn torchruns_workers_under_srun_form_one_job() {
+    let job = TorchrunJob::new(3, "foreign-srun-test");
+    // `srun -n 1 torchrun --nproc-per-node 3 hello_ring`: the three workers inherit the one
+    // Slurm task's variables (task 0 of 1). Taken as the job, they would make three 1-rank
+    // jobs.
+    let slurm_task = [
+        ("SLURM_PROCID", "0"),
+        ("SLURM_LOCALID", "0"),
+        ("SLURM_NODEID", "0"),
+        ("SLURM_NTASKS", "1"),
+        ("SLURM_STEP_TASKS_PER_NODE", "1"),
+        ("SLURM_STEP_NODELIST", "127.0.0.1"),
+        ("SLURM_JOB_ID", "1"),
+        ("SLURM_STEP_ID", "0"),
+    ];
+    let children = (0..job.n)
         .map(|rank| {
-            hello_ring(&[
-                ("RANK", rank.to_string()),
-                ("WORLD_SIZE", N.to_string()),
-                ("LOCAL_RANK", rank.to_string()),
-                ("LOCAL_WORLD_SIZE", N.to_string()),
-                ("MASTER_ADDR", "127.0.0.1".to_string()),
-                ("MASTER_PORT", (free - 1).to_string()),
-                ("TORCHELASTIC_RUN_ID", run_id.clone()),
-            ])
+            let mut vars = job.worker(rank);
+            vars.extend(slurm_task.iter().map(|(k, v)| (*k, v.to_string())));
+            hello_ring(&vars)
         })
         .collect();
     let outs = outputs(children);
-    gaspi::env::remove_job_shm_files(&format!("torchrun-{run_id}.{}", free - 1));
+    job.remove_shm_files();
     three_ranks_formed_one_job(&outs);
 }
 

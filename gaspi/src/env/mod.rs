@@ -23,13 +23,16 @@
 //! | started by | recognised by | what happens |
 //! |---|---|---|
 //! | `tarantella` or by hand | `GASPI_NRANKS` or `GASPI_MFILE` set | the `GASPI_*` variables above |
+//! | `torchrun` (also under `srun`) | `RANK`, `WORLD_SIZE` and `TORCHELASTIC_RUN_ID` | rank and size from torchrun (below) |
 //! | `srun` | `SLURM_PROCID`, `SLURM_NTASKS` and a step id | rank and size from Slurm (below) |
-//! | `torchrun` | `RANK` and `WORLD_SIZE` | rank and size from torchrun (below) |
+//! | a script, by hand | `RANK` and `WORLD_SIZE` | as from torchrun |
 //! | `mpirun`/`mpiexec` | `OMPI_COMM_WORLD_SIZE` or `PMI_SIZE` above 1 | init fails, naming `tarantella -n N` and `srun` |
 //! | nothing | none of these | a 1-rank job |
 //!
 //! Our launcher exports torchrun's names too (for the program's own `torch.distributed`),
-//! which is why `GASPI_*` wins. Individual `GASPI_RENDEZVOUS`, `GASPI_JOB_ID`,
+//! which is why `GASPI_*` wins. torchrun's agent comes before Slurm because it is the inner
+//! launcher: under `srun torchrun --nproc-per-node K` every worker inherits its agent's
+//! `SLURM_PROCID` and `SLURM_NTASKS`, which count agents, not workers. Individual `GASPI_RENDEZVOUS`, `GASPI_JOB_ID`,
 //! `GASPI_JOB_TOKEN` still override what Slurm or torchrun imply.
 //!
 //! - Slurm: only in the tasks of a job step, which have a step id (`SLURM_STEP_ID`, or
@@ -194,14 +197,8 @@ impl JobEnv {
             None => None,
         };
         let (rank, nranks, local_rank, local_nranks, mut rendezvous, mut job_id);
-        // Precedence: the explicit GASPI_* description (what our launcher sets; it also
-        // exports torchrun's names for the program) > Slurm > torchrun > refusing mpirun >
-        // a single process.
         let explicit = get(NRANKS).is_some() || mfile.is_some();
-        let foreign = match slurm::placement(&get, explicit)? {
-            Some(p) => Some(p),
-            None => torchrun::placement(&get, explicit)?,
-        };
+        let foreign = foreign_placement(&get, explicit)?;
         if foreign.is_none() && !explicit {
             mpi::refuse_mpi_launch(&get)?;
         }
@@ -354,6 +351,29 @@ impl JobEnv {
             v.push((HEARTBEAT_TIMEOUT_MS, ms.to_string()));
         }
         v
+    }
+}
+
+/// The job as another launcher describes it, the innermost first; `None` where none does
+/// (or where the explicit `GASPI_*` description, `explicit`, is given: what our launcher sets,
+/// and it exports torchrun's names for the program too).
+///
+/// Precedence: torchrun's agent (its workers under `srun torchrun` inherit Slurm's per-agent
+/// variables) > a Slurm step > `RANK`/`WORLD_SIZE` set by hand (a script under `srun` that
+/// exports them from Slurm's agrees with Slurm anyway). The caller then refuses `mpirun`, or
+/// runs a single process.
+fn foreign_placement(
+    get: &impl Fn(&str) -> Option<String>,
+    explicit: bool,
+) -> Result<Option<Placement>> {
+    if torchrun::started_by_agent(get) {
+        if let Some(p) = torchrun::placement(get, explicit)? {
+            return Ok(Some(p));
+        }
+    }
+    match slurm::placement(get, explicit)? {
+        Some(p) => Ok(Some(p)),
+        None => torchrun::placement(get, explicit),
     }
 }
 

@@ -312,18 +312,64 @@ fn gaspi_variables_win_over_slurm_and_torchrun() {
     assert_eq!(e.job_id, "local");
 }
 
-#[test]
-fn slurm_wins_over_torchrun_and_torchrun_over_mpirun() {
-    let mut vars = torchrun_vars("1", "4");
-    vars.extend([
-        ("SLURM_PROCID", "5".to_string()),
-        ("SLURM_NTASKS", "8".to_string()),
+/// What Slurm gives each task of a 2-node `srun --ntasks-per-node 1` step, which every
+/// process that task starts inherits.
+fn slurm_task_vars(task: u16) -> Vec<(&'static str, String)> {
+    vec![
+        ("SLURM_PROCID", task.to_string()),
+        ("SLURM_LOCALID", "0".to_string()),
+        ("SLURM_NTASKS", "2".to_string()),
+        ("SLURM_STEP_TASKS_PER_NODE", "1(x2)".to_string()),
         ("SLURM_STEP_ID", "0".to_string()),
-        ("SLURM_STEP_NODELIST", "node1".to_string()),
-    ]);
+        ("SLURM_STEP_NODELIST", "node[1-2]".to_string()),
+        ("SLURM_JOB_ID", "77".to_string()),
+    ]
+}
+
+#[test]
+fn torchruns_workers_under_srun_take_torchruns_job() {
+    // `srun -N 2 --ntasks-per-node 1 torchrun --nnodes 2 --nproc-per-node 2 ...`: one agent
+    // per Slurm task, two workers per agent. Slurm's variables count the agents (2); the
+    // job has 4 workers.
+    for rank in 0..4u16 {
+        let mut vars = slurm_task_vars(rank / 2);
+        vars.extend(torchrun_vars(&rank.to_string(), "4"));
+        let e = env_owned(&vars).unwrap();
+        assert_eq!(
+            (e.rank, e.nranks, e.local_rank, e.local_nranks),
+            (Rank(rank), 4, rank % 2, 2),
+            "worker {rank}"
+        );
+        assert_eq!(e.rendezvous.as_deref(), Some("head:29501"));
+        assert_eq!(e.job_id, "torchrun-run_7.29500");
+    }
+}
+
+#[test]
+fn slurm_wins_over_rank_variables_set_by_hand() {
+    // A script under srun that exports `RANK`/`WORLD_SIZE` for torch.distributed itself (no
+    // torchrun agent, so no TORCHELASTIC_RUN_ID): Slurm's step describes the job.
+    let mut vars = slurm_task_vars(1);
+    vars.extend(
+        torchrun_vars("1", "2")
+            .into_iter()
+            .filter(|(k, _)| *k != "TORCHELASTIC_RUN_ID"),
+    );
     let e = env_owned(&vars).unwrap();
-    assert_eq!((e.rank, e.nranks), (Rank(5), 8));
-    assert!(e.job_id.starts_with("slurm-"));
+    assert_eq!((e.rank, e.nranks), (Rank(1), 2));
+    assert_eq!(e.job_id, "slurm-77.0");
+    // Outside a Slurm step, the same variables alone describe the job, and an agent without
+    // `RANK`/`WORLD_SIZE` leaves it to Slurm.
+    let mut vars = torchrun_vars("1", "4");
+    vars.retain(|(k, _)| *k != "TORCHELASTIC_RUN_ID");
+    assert_eq!(env_owned(&vars).unwrap().nranks, 4);
+    let mut vars = slurm_task_vars(1);
+    vars.push(("TORCHELASTIC_RUN_ID", "none".to_string()));
+    assert_eq!(env_owned(&vars).unwrap().job_id, "slurm-77.0");
+}
+
+#[test]
+fn torchrun_wins_over_mpirun() {
     let mut vars = torchrun_vars("1", "4");
     vars.push(("OMPI_COMM_WORLD_SIZE", "4".to_string()));
     let e = env_owned(&vars).unwrap();

@@ -23,6 +23,17 @@ pub const MASTER_PORT: &str = "MASTER_PORT";
 /// torchrun's run id (`--rdzv-id`): part of the job id, `none` when unset.
 pub const RUN_ID: &str = "TORCHELASTIC_RUN_ID";
 
+/// Whether torchrun's agent started this process: it sets [`RUN_ID`] for every worker (its
+/// default run id is `none`), while a script that exports `RANK` and `WORLD_SIZE` by hand
+/// (for `torch.distributed`'s `env://`) usually does not.
+///
+/// The agent is then the innermost launcher, so its variables describe the job over Slurm's:
+/// under `srun torchrun --nproc-per-node K`, every worker inherits its agent's Slurm task
+/// (`SLURM_PROCID` of `SLURM_NTASKS` agents), which counts agents, not workers.
+pub(super) fn started_by_agent(get: &impl Fn(&str) -> Option<String>) -> bool {
+    get(RUN_ID).is_some()
+}
+
 /// The port of our rendezvous next to torchrun's: its agent (or the program's own
 /// `torch.distributed` store) already listens on `MASTER_PORT`, so we take the one above
 /// it, or the one below when `MASTER_PORT` is the last port.
