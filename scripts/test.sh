@@ -17,4 +17,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo publish --workspace --dry-run --no-verify --allow-dirty --quiet
 # Multi-process tests start up to 5 rank processes each; two test threads keep a 2-core
 # machine busy without starving the ranks.
+# Tests that need a binary `cargo test` builds only for its own package's tests (`tarantella`
+# for the C and fault-matrix tests) build it with this run's own selection, so that cargo
+# reuses this run's units instead of resolving one package's features and compiling its tree
+# again (`gaspi::testing::cargo_build`).
+export TNT_TEST_CARGO_SELECTION="--workspace --bins --tests"
 cargo test --workspace -- --test-threads=2

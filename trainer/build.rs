@@ -30,6 +30,11 @@ fn main() {
         .cpp(true)
         .pic(true)
         .warnings(false)
+        // Line tables only: full debug info of libtorch's templates tripled the compile time
+        // (each build of this crate runs this, twice in CI: once for clippy), and a backtrace
+        // through the shim needs only lines.
+        .debug(false)
+        .flag("-g1")
         .include(&include)
         .include(include.join("torch/csrc/api/include"))
         .flag("-std=c++17")

@@ -370,17 +370,10 @@ fn print_table(cells: &[Cell], verdicts: &[Option<Verdict>]) -> String {
 /// does not depend on the launcher's, so cargo does not build it for this test alone).
 fn tarantella() -> PathBuf {
     let target = target_dir();
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.args(["build", "-p", "tarantella-launcher", "--bin", "tarantella"])
-        .env("CARGO_TARGET_DIR", target.parent().expect("target dir"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-    if target.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let status = cmd.status().expect("cargo runs");
-    assert!(
-        status.success(),
-        "cargo build -p tarantella-launcher --bin tarantella failed"
+    gaspi::testing::cargo_build(
+        env!("CARGO"),
+        &target,
+        &["-p", "tarantella-launcher", "--bin", "tarantella"],
     );
     target.join("tarantella")
 }

@@ -8,11 +8,13 @@
 #include <memory>
 
 #include <ATen/autocast_mode.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Event.h>
 #include <c10/core/Stream.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
-#include <torch/torch.h>
+#include <c10/util/Exception.h>
 
 #include "guarded.h"
 

@@ -325,15 +325,10 @@ fn tarantella() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
         let dir = common::profile_dir();
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-p", "tarantella-launcher", "--bin", "tarantella"]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("cargo runs");
-        assert!(
-            status.success(),
-            "cargo build -p tarantella-launcher --bin tarantella failed"
+        rt::testing::cargo_build(
+            env!("CARGO"),
+            &dir,
+            &["-p", "tarantella-launcher", "--bin", "tarantella"],
         );
         let exe = dir.join("tarantella");
         assert!(exe.is_file(), "{} was not built", exe.display());
