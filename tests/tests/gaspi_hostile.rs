@@ -126,6 +126,15 @@ fn wrong_token_client_is_dropped() {
 /// The test `name` as a job of `nranks` in which rank 1 presents a different job token:
 /// each rank runs `Context::init` and exits 3 with its error on stderr if init fails.
 fn job_with_a_wrong_token_on_rank_1(name: &str, nranks: u16) -> gaspi::testing::JobOutcome {
+    job_with_a_wrong_token_on_rank_1_and(name, nranks, |_| {})
+}
+
+/// [`job_with_a_wrong_token_on_rank_1`], with `adjust` applied to the job before it runs.
+fn job_with_a_wrong_token_on_rank_1_and(
+    name: &str,
+    nranks: u16,
+    adjust: impl FnOnce(&mut Job),
+) -> gaspi::testing::JobOutcome {
     if is_rank_of(name) {
         match Context::init() {
             Ok(_) => std::process::exit(0),
@@ -148,6 +157,7 @@ fn job_with_a_wrong_token_on_rank_1(name: &str, nranks: u16) -> gaspi::testing::
         JobToken([9; 16]).to_hex(),
     ));
     job.timeout = Duration::from_secs(30);
+    adjust(&mut job);
     let out = job.run();
     assert!(!out.timed_out, "{}", out.report());
     out
@@ -181,9 +191,21 @@ fn init_rejects_wrong_token() {
 /// job up, rank 2, which had joined and waits for the table, hears which rank never came,
 /// instead of finding its connection closed, so its error (what the launcher's blame reads
 /// when rank 2 is the first to exit) names rank 1.
+///
+/// Rank 2's own init timeout is 200 ms shorter than rank 0's, so its deadline passes first,
+/// as it can by a few milliseconds when ranks start together on a busy host (this test
+/// failed that way once with equal timeouts): a rank that has joined waits a little past its
+/// own deadline for rank 0's verdict.
 #[test]
 fn ranks_that_joined_hear_which_rank_did_not() {
-    let out = job_with_a_wrong_token_on_rank_1("ranks_that_joined_hear_which_rank_did_not", 3);
+    let out = job_with_a_wrong_token_on_rank_1_and(
+        "ranks_that_joined_hear_which_rank_did_not",
+        3,
+        |job| {
+            job.rank_env
+                .push((Rank(2), gaspi::env::INIT_TIMEOUT_MS.into(), "1800".into()));
+        },
+    );
     assert!(
         out.ranks[2].stderr.contains("ranks [1] did not join"),
         "{}",

@@ -164,7 +164,8 @@ pub struct JobEnv {
     /// shared-memory files in `/dev/shm` (and what [`remove_job_shm_files`] cleans up).
     pub job_id: String,
     /// How long init waits for the rendezvous and the peers, in milliseconds
-    /// (`GASPI_INIT_TIMEOUT_MS`, default 30 000).
+    /// (`GASPI_INIT_TIMEOUT_MS`, default 30 000). A rank that has joined waits up to a
+    /// quarter more (at most 1 s) for rank 0's verdict, which names the ranks that never came.
     pub init_timeout_ms: u64,
     /// Which transport carries data to each peer (`GASPI_TRANSPORT`, default
     /// [`TransportChoice::Auto`]).

@@ -125,6 +125,21 @@ fn timeout_error(env: &JobEnv, what: &str) -> Error {
     ))
 }
 
+/// How long a rank that has joined waits for rank 0's verdict (the table, or why the job was
+/// given up): its own deadline, plus a quarter of the init timeout (at most 1 s).
+///
+/// Rank 0 was listening when this rank connected, so it started first, and with the same
+/// timeout its deadline passes first, but only by the time between the two starts: a few
+/// milliseconds under a launcher. Without the grace, a busy host let the joined rank's own
+/// timeout win that race, and it reported a bare timeout instead of which ranks never came.
+fn verdict_deadline(own: Deadline, init_timeout: Duration) -> Deadline {
+    let grace = (init_timeout / 4).min(Duration::from_secs(1));
+    match own.remaining() {
+        Some(left) => Deadline::after(left + grace),
+        None => Deadline::NEVER,
+    }
+}
+
 fn join(
     env: &JobEnv,
     verbs: &VerbsHello,
@@ -165,10 +180,12 @@ fn join(
         w.bytes(verbs.for_peer(r));
     }
     send_frame(&stream, &w.finish())?;
-    let reply = recv_frame(&stream, deadline).map_err(|e| match e {
-        Error::Timeout => timeout_error(env, "the job did not assemble"),
-        other => other,
-    })?;
+    let init_timeout = Duration::from_millis(env.init_timeout_ms);
+    let reply =
+        recv_frame(&stream, verdict_deadline(deadline, init_timeout)).map_err(|e| match e {
+            Error::Timeout => timeout_error(env, "the job did not assemble"),
+            other => other,
+        })?;
     if reply.starts_with(MAGIC_ABANDON) {
         // Say what rank 0 saw (which ranks never came), so that whoever reads this rank's
         // failure, the launcher's blame included, learns the cause, not a closed socket.
