@@ -1,7 +1,6 @@
 //! A job of N rank processes on this host (or placed on test hosts): started with the job
 //! environment, waited for with a deadline, and each rank's exit and output reported.
 
-use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -230,19 +229,18 @@ impl Job {
     }
 }
 
-fn collect(rank: Rank, mut child: Child) -> RankOutcome {
+/// Waits for `child` to exit, reading its output (std reads both pipes at once, so a rank
+/// that fills one is never blocked on it).
+fn collect(rank: Rank, child: Child) -> RankOutcome {
     let pid = child.id();
-    let mut out = child.stdout.take().expect("piped");
-    let mut err = child.stderr.take().expect("piped");
-    let t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let mut stdout = String::new();
-    let _ = out.read_to_string(&mut stdout);
-    let stderr = t.join().unwrap_or_default();
-    let status = child.wait().ok();
+    let (status, stdout, stderr) = match child.wait_with_output() {
+        Ok(o) => (
+            Some(o.status),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        ),
+        Err(_) => (None, String::new(), String::new()),
+    };
     RankOutcome {
         rank,
         pid,

@@ -3,7 +3,6 @@
 
 #![allow(dead_code)]
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, OnceLock};
@@ -196,21 +195,19 @@ pub fn run_all(cmds: Vec<Command>, timeout: Duration) -> Vec<Proc> {
         .collect()
 }
 
-fn collect(mut child: Child) -> Proc {
-    let mut o = child.stdout.take().expect("piped");
-    let mut e = child.stderr.take().expect("piped");
-    let t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = e.read_to_string(&mut s);
-        s
-    });
-    let mut stdout = String::new();
-    let _ = o.read_to_string(&mut stdout);
-    let stderr = t.join().unwrap_or_default();
-    Proc {
-        status: child.wait().ok(),
-        stdout,
-        stderr,
+/// Waits for `child` to exit, reading its output (std reads both pipes at once).
+fn collect(child: Child) -> Proc {
+    match child.wait_with_output() {
+        Ok(o) => Proc {
+            status: Some(o.status),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        },
+        Err(_) => Proc {
+            status: None,
+            stdout: String::new(),
+            stderr: String::new(),
+        },
     }
 }
 
