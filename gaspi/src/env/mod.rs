@@ -32,8 +32,9 @@
 //! Our launcher exports torchrun's names too (for the program's own `torch.distributed`),
 //! which is why `GASPI_*` wins. torchrun's agent comes before Slurm because it is the inner
 //! launcher: under `srun torchrun --nproc-per-node K` every worker inherits its agent's
-//! `SLURM_PROCID` and `SLURM_NTASKS`, which count agents, not workers. Individual `GASPI_RENDEZVOUS`, `GASPI_JOB_ID`,
-//! `GASPI_JOB_TOKEN` still override what Slurm or torchrun imply.
+//! `SLURM_PROCID` and `SLURM_NTASKS`, which count agents, not workers. Individual
+//! `GASPI_RENDEZVOUS`, `GASPI_JOB_ID`, `GASPI_JOB_TOKEN` still override what Slurm or
+//! torchrun imply.
 //!
 //! - Slurm: only in the tasks of a job step, which have a step id (`SLURM_STEP_ID`, or
 //!   `SLURM_STEPID`): a batch script has `SLURM_PROCID=0` and the allocation's
@@ -355,14 +356,11 @@ impl JobEnv {
     }
 }
 
-/// The job as another launcher describes it, the innermost first; `None` where none does
-/// (or where the explicit `GASPI_*` description, `explicit`, is given: what our launcher sets,
-/// and it exports torchrun's names for the program too).
-///
-/// Precedence: torchrun's agent (its workers under `srun torchrun` inherit Slurm's per-agent
-/// variables) > a Slurm step > `RANK`/`WORLD_SIZE` set by hand (a script under `srun` that
-/// exports them from Slurm's agrees with Slurm anyway). The caller then refuses `mpirun`, or
-/// runs a single process.
+/// The job as another launcher describes it; `None` where none does, or where the explicit
+/// `GASPI_*` description (`explicit`) is given. Precedence, innermost launcher first:
+/// torchrun's agent > a Slurm step > `RANK`/`WORLD_SIZE` set by hand (a script under `srun`
+/// that exports them from Slurm's agrees with Slurm anyway). The caller then refuses
+/// `mpirun`, or runs a single process.
 fn foreign_placement(
     get: &impl Fn(&str) -> Option<String>,
     explicit: bool,
