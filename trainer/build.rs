@@ -1,7 +1,8 @@
-//! Builds the C++ shim (autograd hooks; device streams, events and autocast) against the
-//! libtorch that `torch-sys` found, links libtorch's CUDA library where it has one, and gives
-//! the binaries an rpath to that libtorch so they run without `LD_LIBRARY_PATH` (on another
-//! machine, `LD_LIBRARY_PATH` pointing at a torch of the same version overrides it).
+//! Builds the C++ shim (autograd hooks; device streams, events and autocast; multi-tensor
+//! operations) against the libtorch that `torch-sys` found, links libtorch's CUDA library where
+//! it has one, and gives the binaries an rpath to that libtorch so they run without
+//! `LD_LIBRARY_PATH` (on another machine, `LD_LIBRARY_PATH` pointing at a torch of the same
+//! version overrides it).
 
 use std::env;
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use std::path::PathBuf;
 fn main() {
     println!("cargo:rerun-if-changed=csrc/hooks.cpp");
     println!("cargo:rerun-if-changed=csrc/streams.cpp");
+    println!("cargo:rerun-if-changed=csrc/multi_tensor.cpp");
     println!("cargo:rerun-if-changed=csrc/guarded.h");
     // torch-sys has `links = "tch"` and prints `cargo:libtorch_lib=<dir>`.
     let lib_dir = match env::var("DEP_TCH_LIBTORCH_LIB") {
@@ -42,6 +44,7 @@ fn main() {
         .flag("-DGLOG_USE_GLOG_EXPORT")
         .file("csrc/hooks.cpp")
         .file("csrc/streams.cpp")
+        .file("csrc/multi_tensor.cpp")
         .compile("tnt_hooks");
     // torch-sys names libtorch_cuda, but nothing references its symbols, so the linker's
     // --as-needed would drop it, and with it the registration of the CUDA device (libtorch

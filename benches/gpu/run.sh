@@ -8,42 +8,67 @@
 # BIN_DIR holds `tarantella` and `train` built here (default target/release). On a machine
 # whose torch differs from the one the binaries were built against, point LD_LIBRARY_PATH at a
 # torch 2.11 lib/ directory (see README.md, "GPUs"). PYTHON (default python3) must import
-# torch and torchvision. Not part of the test path.
-set -euo pipefail
+# torch and torchvision. STEPS timed steps per run (default 30, after 3 warm-up steps), BATCH
+# the global batch (default 128), ROWS which rows (below). Each row runs on its own: one that fails prints FAILED and
+# its output's end, and the table goes on. Not part of the test path.
+set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:-target/release}
 PY=${PYTHON:-python3}
 STEPS=${STEPS:-30}
 B=${BATCH:-128}
+RUN_LIMIT=${RUN_LIMIT:-240}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
-ours() { # ranks amp...
+# One row of ours: ranks, then extra train flags.
+ours() {
   local n=$1; shift
-  local out
-  out=$("$BIN/tarantella" -n "$n" -- "$BIN/train" --model resnet50 --device cuda \
-    --batch-size "$B" --samples $((B * (STEPS + 3))) --max-steps $((STEPS + 3)) \
-    --fusion-threshold 4096 --profile --no-progress "$@" 2>&1) || { echo "$out" >&2; return 1; }
-  local line
+  local out line
+  if ! out=$(timeout "$RUN_LIMIT" "$BIN/tarantella" -n "$n" -- "$BIN/train" --model resnet50 \
+    --device cuda --batch-size "$B" --samples $((B * (STEPS + 3))) --max-steps $((STEPS + 3)) \
+    --fusion-threshold 4096 --profile --no-progress "$@" 2>&1); then
+    echo "ours ranks=$n $* FAILED"; tail -n 15 <<<"$out" | sed 's/^/    /'; return 0
+  fi
+  # profile: median over K steps: step S ms, compute C ms, exposed comm E ms (P% of step),
+  # optimizer O ms, GPU memory M2 MiB after step 2, ME MiB at the end
   line=$(grep '^profile' <<<"$out" | tail -1)
-  # profile: median over K steps: step S ms, compute C ms, exposed comm E ms, ...
-  local step exposed
-  step=$(sed -E 's/.*step ([0-9.]+) ms.*/\1/' <<<"$line")
-  exposed=$(sed -E 's/.*exposed comm ([0-9.]+) ms.*/\1/' <<<"$line")
-  awk -v n="$n" -v b="$B" -v s="$step" -v e="$exposed" -v amp="$*" 'BEGIN {
-    printf "ours ranks=%d %s B=%d images/s=%.1f step_ms=%.2f exposed_comm_ms=%.2f (%.1f%%)\n",
-      n, amp, b, b / s * 1e3, s, e, 100 * e / s }'
+  awk -v n="$n" -v b="$B" -v flags="$*" -v line="$line" 'BEGIN {
+    match(line, /step [0-9.]+ ms/); s = substr(line, RSTART + 5, RLENGTH - 8)
+    match(line, /exposed comm [0-9.]+ ms/); e = substr(line, RSTART + 13, RLENGTH - 16)
+    match(line, /compute [0-9.]+ ms/); c = substr(line, RSTART + 8, RLENGTH - 11)
+    match(line, /optimizer [0-9.]+ ms/); o = substr(line, RSTART + 10, RLENGTH - 13)
+    m2 = "?"; me = "?"
+    if (match(line, /memory [0-9]+ MiB after/)) m2 = substr(line, RSTART + 7, RLENGTH - 17)
+    if (match(line, /[0-9]+ MiB at the end/)) me = substr(line, RSTART, RLENGTH - 15)
+    if (s == "" || s == 0) { printf "ours ranks=%d %s: no profile line\n", n, flags; exit }
+    printf "ours ranks=%d %s B=%d images/s=%.1f step_ms=%.2f exposed_comm_ms=%.2f (%.1f%%) compute_ms=%.2f optimizer_ms=%.2f mem_step2_mib=%s mem_end_mib=%s\n",
+      n, flags, b, b / s * 1e3, s, e, 100 * e / s, c, o, m2, me }'
 }
 
+peer() {
+  local out
+  if ! out=$(timeout "$RUN_LIMIT" "$PY" benches/gpu/ddp_resnet50.py --batch-size "$B" \
+    --steps "$STEPS" "$@" 2>&1); then
+    echo "peer $* FAILED"; tail -n 15 <<<"$out" | sed 's/^/    /'; return 0
+  fi
+  grep '^peer' <<<"$out"
+}
+
+# ROWS picks rows (default all): plain ours1 ours2 ours2-bf16 gloo nccl.
+ROWS=${ROWS:-plain ours1 ours2 ours2-bf16 gloo nccl}
 for amp in "" "--amp bf16"; do
-  pyamp=""
-  [ -n "$amp" ] && pyamp="--amp"
-  $PY benches/gpu/ddp_resnet50.py --mode plain --batch-size "$B" --steps "$STEPS" $pyamp
-  # shellcheck disable=SC2086
-  ours 1 $amp
-  # shellcheck disable=SC2086
-  ours 2 $amp
-  # shellcheck disable=SC2086
-  ours 2 $amp --grad-dtype bf16
-  $PY benches/gpu/ddp_resnet50.py --mode ddp-gloo --ranks 2 --batch-size "$B" --steps "$STEPS" $pyamp
-  $PY benches/gpu/ddp_resnet50.py --mode ddp-nccl --batch-size "$B" --steps "$STEPS" $pyamp
+  pyamp=()
+  [ -n "$amp" ] && pyamp=(--amp)
+  for row in $ROWS; do
+    # shellcheck disable=SC2086
+    case $row in
+      plain) peer --mode plain "${pyamp[@]}" ;;
+      ours1) ours 1 $amp ;;
+      ours2) ours 2 $amp ;;
+      ours2-bf16) ours 2 $amp --grad-dtype bf16 ;;
+      gloo) peer --mode ddp-gloo --ranks 2 "${pyamp[@]}" ;;
+      nccl) peer --mode ddp-nccl "${pyamp[@]}" ;;
+      *) echo "unknown row $row" >&2; exit 2 ;;
+    esac
+  done
 done

@@ -30,6 +30,12 @@ pub struct DdpConfig {
     /// Stage CPU gradients through a separate flat buffer as GPU gradients are (hooks pack,
     /// copies in and out): the device path's logic, exercised on machines without a GPU.
     pub device_staging_on_cpu: bool,
+    /// For step timing on a GPU (`train --profile`): wait for the GPU to finish backward
+    /// before noting its end, and for the summed gradients to be back in `.grad` before
+    /// noting the reduction's end. Without it both are host times, and the GPU's backward,
+    /// still running after `backward` returned, would count as exposed communication. The
+    /// waits block only the step's thread: every bucket's copy is queued before them.
+    pub time_device_work: bool,
 }
 
 impl Default for DdpConfig {
@@ -40,6 +46,7 @@ impl Default for DdpConfig {
             rebuild_buckets: true,
             grad_dtype: GradDtype::F32,
             device_staging_on_cpu: false,
+            time_device_work: false,
         }
     }
 }
@@ -152,6 +159,7 @@ impl DataParallel {
         let step = self.step + 1;
         self.state.begin_step(step);
         loss.f_backward()?;
+        self.wait_for_device_when_timing()?;
         let backward_returned_ns = now_ns();
         let hooks = self.state.end_step();
         let started = if self.config.overlap {
@@ -167,6 +175,7 @@ impl DataParallel {
         if let Some(staging) = self.reducer.staging() {
             staging.finish()?;
         }
+        self.wait_for_device_when_timing()?;
         debug_assert_eq!(times.start_ns.len(), self.state.num_buckets());
         trace.bucket_start_ns = times.start_ns;
         trace.bucket_done_ns = times.done_ns;
@@ -177,6 +186,17 @@ impl DataParallel {
             self.rebuild_from_observed_order()?;
         }
         Ok(trace)
+    }
+
+    /// With [`DdpConfig::time_device_work`] on a GPU: blocks until the work queued so far on
+    /// the compute stream has run.
+    fn wait_for_device_when_timing(&self) -> Result<()> {
+        match self.device {
+            Device::Cuda(i) if self.config.time_device_work => {
+                crate::stream::Stream::current(i)?.synchronize()
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Collective: re-lays the buckets out in rank 0's observed ready order (if it differs)

@@ -29,7 +29,7 @@ use crate::device;
 use crate::error::{Error, Result};
 use crate::metrics::{EpochMetrics, MetricsCsv};
 use crate::optim::Optimizer;
-use crate::profile::ProfileSummary;
+use crate::profile::{DeviceMemory, ProfileSummary};
 use crate::progress::EpochProgress;
 use crate::schedule::Schedule;
 use crate::shard::{epoch_permutation, local_batches, micro_batch_range};
@@ -132,6 +132,7 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
         device,
     };
     let mut all_times = Vec::new();
+    let mut device_after_step_2 = None;
     tracing::info!(
         ranks = p,
         micro_batch = micro,
@@ -160,12 +161,16 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
         for group in &groups {
             if cfg.max_steps.is_some_and(|max| step >= max) {
                 bar.finish();
+                all_times.append(&mut times);
                 break 'epochs;
             }
             opt.set_lr(schedule.lr(step));
             let done = stepper.run(&mut ddp, &mut opt, group)?;
             step += 1;
             times.push(done.times);
+            if cfg.profile && step == 2 {
+                device_after_step_2 = Some(crate::stream::device_allocated_bytes(device)?);
+            }
             // [loss sum, correct, samples] of this optimizer step, over all ranks.
             let mut m = done.sums;
             comm.sum_f64(&mut m)?;
@@ -218,6 +223,16 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     summary.steps = step;
     if cfg.profile {
         summary.profile = ProfileSummary::from_steps(&all_times, 2);
+        if let (Some(p), Some(after_step_2), true) = (
+            summary.profile.as_mut(),
+            device_after_step_2,
+            device.is_cuda(),
+        ) {
+            p.device_bytes = Some(DeviceMemory {
+                after_step_2,
+                at_end: crate::stream::device_allocated_bytes(device)?,
+            });
+        }
         if let Some(p) = &summary.profile {
             if master {
                 println!("{p}");

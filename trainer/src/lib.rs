@@ -55,6 +55,7 @@ pub mod idx;
 pub mod manifest;
 pub mod metrics;
 pub mod models;
+mod multi_tensor;
 pub mod optim;
 mod pinned;
 pub mod profile;
@@ -78,12 +79,14 @@ pub use optim::{Optimizer, OptimizerKind};
 
 /// Cross-entropy of `logits` `[n, classes]` against `labels` `[n]` as the global-batch loss:
 /// the **sum** over the `n` local samples divided by `global_batch`. Returns the loss tensor
-/// (to call backward on) and the local sum as a number (for metrics).
+/// (to call backward on) and the local sum, detached, for metrics: it stays on the logits'
+/// device until read, so that reading it does not make the host wait for the GPU's forward
+/// before backward is queued.
 pub fn global_batch_loss(
     logits: &tch::Tensor,
     labels: &tch::Tensor,
     global_batch: usize,
-) -> Result<(tch::Tensor, f64)> {
+) -> Result<(tch::Tensor, tch::Tensor)> {
     if global_batch == 0 {
         return Err(Error::Config(
             "the global batch size must be positive".into(),
@@ -95,7 +98,7 @@ pub fn global_batch_loss(
         tch::Reduction::Sum,
         -100,
     )?;
-    let local_sum = sum.f_double_value(&[])?;
+    let local_sum = sum.f_detach()?;
     Ok((sum / global_batch as f64, local_sum))
 }
 
@@ -109,7 +112,7 @@ mod tests {
         let labels = tch::Tensor::from_slice(&[0i64, 1]);
         let (loss, sum) = global_batch_loss(&logits, &labels, 8).unwrap();
         let ln2 = std::f64::consts::LN_2;
-        assert!((sum - 2.0 * ln2).abs() < 1e-6);
+        assert!((sum.double_value(&[]) - 2.0 * ln2).abs() < 1e-6);
         assert!((loss.double_value(&[]) - 2.0 * ln2 / 8.0).abs() < 1e-6);
         assert!(global_batch_loss(&logits, &labels, 0).is_err());
     }

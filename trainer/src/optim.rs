@@ -5,6 +5,7 @@
 use tch::{Kind, Tensor};
 
 use crate::error::{Error, Result};
+use crate::multi_tensor;
 
 /// Which update rule, with its hyper-parameters.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -79,6 +80,15 @@ impl OptimizerKind {
     }
 }
 
+/// Adam's and AdamW's hyperparameters (as in [`OptimizerKind`]).
+#[derive(Clone, Copy)]
+struct AdamHyper {
+    beta1: f64,
+    beta2: f64,
+    eps: f64,
+    weight_decay: f64,
+}
+
 /// Updates parameters from their `.grad`.
 pub struct Optimizer {
     kind: OptimizerKind,
@@ -128,16 +138,74 @@ impl Optimizer {
         self.steps = steps;
     }
 
-    /// One update from the current gradients.
+    /// One update from the current gradients (parameters without a gradient are left alone).
     pub fn step(&mut self) -> Result<()> {
         self.steps += 1;
+        match self.kind {
+            OptimizerKind::Sgd {
+                momentum,
+                weight_decay,
+            } => self.sgd_step(momentum, weight_decay),
+            OptimizerKind::Adam {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+            } => self.adam_step(
+                AdamHyper {
+                    beta1,
+                    beta2,
+                    eps,
+                    weight_decay,
+                },
+                false,
+            ),
+            OptimizerKind::AdamW {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+            } => self.adam_step(
+                AdamHyper {
+                    beta1,
+                    beta2,
+                    eps,
+                    weight_decay,
+                },
+                true,
+            ),
+        }
+    }
+
+    /// SGD over every parameter at once (multi-tensor ops: on a GPU a few kernel launches per
+    /// step instead of three per parameter).
+    fn sgd_step(&mut self, momentum: f64, weight_decay: f64) -> Result<()> {
+        let (mut params, mut grads, mut momenta) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, p) in self.params.iter().enumerate() {
+            let g = p.grad();
+            if !g.defined() {
+                continue;
+            }
+            params.push(p.shallow_clone());
+            grads.push(g);
+            if momentum != 0.0 {
+                momenta.push(self.state[0][i].shallow_clone());
+            }
+        }
+        multi_tensor::sgd_step(&params, &grads, &momenta, self.lr, momentum, weight_decay)
+    }
+
+    /// Adam (`decoupled` false: weight decay as L2 in the gradient) and AdamW (decoupled
+    /// weight decay), parameter by parameter.
+    fn adam_step(&mut self, h: AdamHyper, decoupled: bool) -> Result<()> {
         let (lr, t) = (self.lr, self.steps as f64);
-        let kind = self.kind;
-        let params = &self.params;
-        let state = &mut self.state;
-        // In place, no temporaries the size of the model: `p.addcmul_(d, -lr)` is
-        // `p -= lr * d` with the scalar as a 0-dim tensor broadcast by libtorch.
-        let neg_lr = Tensor::from(-lr as f32);
+        let AdamHyper {
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+        } = h;
+        let (params, state) = (&self.params, &mut self.state);
         tch::no_grad(|| -> Result<()> {
             for (i, p) in params.iter().enumerate() {
                 let g = p.grad();
@@ -145,60 +213,27 @@ impl Optimizer {
                     continue;
                 }
                 let mut p = p.shallow_clone();
-                match kind {
-                    OptimizerKind::Sgd {
-                        momentum,
-                        weight_decay,
-                    } => {
-                        let d = if weight_decay != 0.0 {
-                            g.f_add(&(&p * weight_decay))?
-                        } else {
-                            g
-                        };
-                        if momentum != 0.0 {
-                            let buf = &mut state[0][i];
-                            let _ = buf.f_mul_scalar_(momentum)?.f_add_(&d)?;
-                            let _ = p.f_addcmul_(buf, &neg_lr)?;
-                        } else {
-                            let _ = p.f_addcmul_(&d, &neg_lr)?;
-                        }
-                    }
-                    OptimizerKind::Adam {
-                        beta1,
-                        beta2,
-                        eps,
-                        weight_decay,
-                    }
-                    | OptimizerKind::AdamW {
-                        beta1,
-                        beta2,
-                        eps,
-                        weight_decay,
-                    } => {
-                        let decoupled = matches!(kind, OptimizerKind::AdamW { .. });
-                        let g = if weight_decay != 0.0 && !decoupled {
-                            g.f_add(&(&p * weight_decay))?
-                        } else {
-                            g
-                        };
-                        if weight_decay != 0.0 && decoupled {
-                            let _ = p.f_mul_scalar_(1.0 - lr * weight_decay)?;
-                        }
-                        let (m_slot, v_slot) = state.split_at_mut(1);
-                        let m = &mut m_slot[0][i];
-                        let v = &mut v_slot[0][i];
-                        // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2
-                        let _ = m.f_lerp_(&g, 1.0 - beta1)?;
-                        let _ = v
-                            .f_mul_scalar_(beta2)?
-                            .f_addcmul_(&g, &(&g * (1.0 - beta2)))?;
-                        let bc1 = 1.0 - beta1.powf(t);
-                        let bc2 = 1.0 - beta2.powf(t);
-                        // p -= lr / bc1 * m / (sqrt(v / bc2) + eps)
-                        let denom = (&*v / bc2).f_sqrt()?.f_add_scalar(eps)?;
-                        let _ = p.f_addcdiv_(&(&*m * (-lr / bc1)), &denom)?;
-                    }
+                let g = if weight_decay != 0.0 && !decoupled {
+                    g.f_add(&(&p * weight_decay))?
+                } else {
+                    g
+                };
+                if weight_decay != 0.0 && decoupled {
+                    let _ = p.f_mul_scalar_(1.0 - lr * weight_decay)?;
                 }
+                let (m_slot, v_slot) = state.split_at_mut(1);
+                let m = &mut m_slot[0][i];
+                let v = &mut v_slot[0][i];
+                // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2
+                let _ = m.f_lerp_(&g, 1.0 - beta1)?;
+                let _ = v
+                    .f_mul_scalar_(beta2)?
+                    .f_addcmul_(&g, &(&g * (1.0 - beta2)))?;
+                let bc1 = 1.0 - beta1.powf(t);
+                let bc2 = 1.0 - beta2.powf(t);
+                // p -= lr / bc1 * m / (sqrt(v / bc2) + eps)
+                let denom = (&*v / bc2).f_sqrt()?.f_add_scalar(eps)?;
+                let _ = p.f_addcdiv_(&(&*m * (-lr / bc1)), &denom)?;
             }
             Ok(())
         })

@@ -22,6 +22,18 @@ pub struct ProfileSummary {
     pub steps: usize,
     /// Each timing's median.
     pub median: StepTimes,
+    /// On a GPU: bytes the caching allocator had handed out after step 2 and after the last
+    /// step (equal when nothing leaks).
+    pub device_bytes: Option<DeviceMemory>,
+}
+
+/// GPU memory in use by the rank (libtorch's caching allocator, bytes handed out).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceMemory {
+    /// After the second step (parameters, gradients, optimizer state, staging buffers).
+    pub after_step_2: u64,
+    /// After the last step.
+    pub at_end: u64,
 }
 
 impl ProfileSummary {
@@ -44,6 +56,7 @@ impl ProfileSummary {
                 optimizer_ms: med(|s| s.optimizer_ms),
                 step_ms: med(|s| s.step_ms),
             },
+            device_bytes: None,
         })
     }
 }
@@ -61,7 +74,17 @@ impl fmt::Display for ProfileSummary {
             "profile: median over {} steps: step {:.3} ms, compute {:.3} ms, exposed comm {:.3} ms \
              ({share:.1}% of step), optimizer {:.3} ms",
             self.steps, m.step_ms, m.compute_ms, m.exposed_comm_ms, m.optimizer_ms
-        )
+        )?;
+        if let Some(mem) = self.device_bytes {
+            let mib = |b: u64| b as f64 / (1 << 20) as f64;
+            write!(
+                f,
+                ", GPU memory {:.0} MiB after step 2, {:.0} MiB at the end",
+                mib(mem.after_step_2),
+                mib(mem.at_end)
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -94,5 +117,16 @@ mod tests {
         assert_eq!(p.median.step_ms, 3.0);
         assert!(ProfileSummary::from_steps(&[], 0).is_none());
         assert!(p.to_string().contains("exposed comm 0.200 ms"));
+        assert!(!p.to_string().contains("GPU memory"));
+        let with_gpu = ProfileSummary {
+            device_bytes: Some(DeviceMemory {
+                after_step_2: 3 << 20,
+                at_end: 3 << 20,
+            }),
+            ..p
+        };
+        assert!(with_gpu
+            .to_string()
+            .ends_with("GPU memory 3 MiB after step 2, 3 MiB at the end"));
     }
 }

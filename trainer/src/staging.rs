@@ -26,6 +26,7 @@ use tch::{Device, Tensor};
 
 use crate::comm::BucketAllreduce;
 use crate::error::{Error, Result};
+use crate::multi_tensor::foreach_copy;
 use crate::pinned::PageLocked;
 use crate::stream::{copy_async, set_current_device, Event, Stream};
 
@@ -245,11 +246,7 @@ impl Staging {
         let mut bucket = self.bucket(b);
         let bucket = &mut *bucket;
         let Some(flat) = &bucket.flat else {
-            for m in &bucket.members {
-                let grad = grad_of(m)?;
-                copy_async(&flat_view(&bucket.host, m)?, &grad.f_reshape([-1])?)?;
-            }
-            return Ok(());
+            return pack(&bucket.members, &bucket.host, None);
         };
         let copy_stream = self.copy_stream();
         for m in &bucket.members {
@@ -259,15 +256,7 @@ impl Staging {
             m.grad_ready.block(copy_stream)?;
         }
         let _on_copy_stream = copy_stream.map(Stream::make_current).transpose()?;
-        for m in &bucket.members {
-            let grad = grad_of(m)?;
-            if let Some(stream) = copy_stream {
-                // The gradient is read on the copy stream: its memory must not be reused
-                // before that read is done, whatever the compute stream does meanwhile.
-                stream.record_tensor(&grad)?;
-            }
-            copy_async(&flat_view(flat, m)?, &grad.f_reshape([-1])?)?;
-        }
+        pack(&bucket.members, flat, copy_stream)?;
         copy_async(&bucket.host, flat)?;
         bucket.sent.record(copy_stream)
     }
@@ -326,11 +315,31 @@ impl Drop for Staging {
     }
 }
 
-/// Writes each member's range of `from` into its gradient (converting the dtype).
-fn unpack(members: &[Member], from: &Tensor) -> Result<()> {
+/// Copies each member's gradient into its range of `to` (converting the dtype), all in one
+/// multi-tensor copy on the current stream. Gradients read on `copy_stream` are recorded on
+/// it: their memory must not be reused before that read is done, whatever the compute stream
+/// does meanwhile.
+fn pack(members: &[Member], to: &Tensor, copy_stream: Option<&Stream>) -> Result<()> {
+    let (mut ranges, mut grads) = (Vec::new(), Vec::new());
     for m in members {
         let grad = grad_of(m)?;
-        copy_async(&grad, &flat_view(from, m)?.f_view(grad.size().as_slice())?)?;
+        if let Some(stream) = copy_stream {
+            stream.record_tensor(&grad)?;
+        }
+        ranges.push(flat_view(to, m)?);
+        grads.push(grad.f_reshape([-1])?);
     }
-    Ok(())
+    foreach_copy(&ranges, &grads)
+}
+
+/// Writes each member's range of `from` into its gradient (converting the dtype), in one
+/// multi-tensor copy.
+fn unpack(members: &[Member], from: &Tensor) -> Result<()> {
+    let (mut grads, mut ranges) = (Vec::new(), Vec::new());
+    for m in members {
+        let grad = grad_of(m)?;
+        ranges.push(flat_view(from, m)?.f_view(grad.size().as_slice())?);
+        grads.push(grad);
+    }
+    foreach_copy(&grads, &ranges)
 }

@@ -160,7 +160,8 @@ struct Args {
     #[arg(long)]
     no_bucket_rebuild: bool,
     /// Step timings on the master rank (compute, exposed communication, optimizer): medians
-    /// per epoch and over the run (stdout).
+    /// per epoch and over the run (stdout). On a GPU each step waits for the GPU at the end
+    /// of backward and of the reduction, so the times are the GPU's.
     #[arg(long)]
     profile: bool,
     /// Stop after this many steps in total.
@@ -354,6 +355,7 @@ fn run(args: Args) -> trainer::Result<()> {
             rebuild_buckets: !args.no_bucket_rebuild,
             grad_dtype: args.grad_dtype,
             device_staging_on_cpu: args.debug_device_staging,
+            time_device_work: args.profile,
         },
         device: args.device,
         amp_bf16: matches!(args.amp, Some(AmpArg::Bf16)),

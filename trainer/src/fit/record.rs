@@ -45,7 +45,7 @@ impl StepRecorder {
             self.out,
             "step={step} loss={:e} accuracy={:e} checksum={checksum:016x} hooks={} \
              first_hook_ns={} last_hook_ns={} backward_end_ns={} ready_ns={} start_ns={} \
-             done_ns={} device_bytes={device_bytes}",
+             done_ns={} backward_returned_ns={} device_bytes={device_bytes}",
             summary.last_loss,
             summary.last_accuracy,
             join(&trace.hook_counts),
@@ -55,6 +55,7 @@ impl StepRecorder {
             join(&trace.bucket_ready_ns),
             join(&trace.bucket_start_ns),
             join(&trace.bucket_done_ns),
+            trace.backward_returned_ns,
         )
         .map_err(|e| Error::io(&self.path, e))
     }

@@ -3,7 +3,7 @@
 //! accumulation over `--grad-accum` micro-steps, clipping, the update, and the step's timings.
 
 use tch::nn::ModuleT;
-use tch::Device;
+use tch::{Device, Kind, Tensor};
 
 use super::accumulate::GradAccumulator;
 use super::config::TrainConfig;
@@ -83,12 +83,15 @@ impl<'a> Stepper<'a> {
             if cfg.grad_accum > 1 {
                 self.accum.add(ddp.params(), micro_step == 0)?;
             }
-            let correct = tch::no_grad(|| -> Result<f64> {
-                Ok(logits
+            // One read of the GPU per micro-step, after backward is queued.
+            let [loss_sum, correct] = tch::no_grad(|| -> Result<[f64; 2]> {
+                let correct = logits
                     .f_argmax(-1, false)?
                     .f_eq_tensor(&y)?
-                    .f_sum(tch::Kind::Float)?
-                    .f_double_value(&[])?)
+                    .f_sum(Kind::Double)?;
+                let both = Tensor::f_stack(&[loss_sum.f_to_kind(Kind::Double)?, correct], 0)?;
+                let both = Vec::<f64>::try_from(both.f_to_device(Device::Cpu)?)?;
+                Ok([both[0], both[1]])
             })?;
             sums[0] += loss_sum;
             sums[1] += correct;
