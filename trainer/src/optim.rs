@@ -151,29 +151,22 @@ impl Optimizer {
                 beta2,
                 eps,
                 weight_decay,
-            } => self.adam_step(
-                AdamHyper {
-                    beta1,
-                    beta2,
-                    eps,
-                    weight_decay,
-                },
-                false,
-            ),
-            OptimizerKind::AdamW {
+            }
+            | OptimizerKind::AdamW {
                 beta1,
                 beta2,
                 eps,
                 weight_decay,
-            } => self.adam_step(
-                AdamHyper {
+            } => {
+                let decoupled = matches!(self.kind, OptimizerKind::AdamW { .. });
+                let hyper = AdamHyper {
                     beta1,
                     beta2,
                     eps,
                     weight_decay,
-                },
-                true,
-            ),
+                };
+                self.adam_step(hyper, decoupled)
+            }
         }
     }
 
