@@ -1,6 +1,6 @@
 //! Calls into the C++ hook shim (`csrc/hooks.cpp`); with `stream` (device streams, events,
-//! copies), `pinned` (page-locking) and `staging` (tensors over segment memory), the crate's
-//! only `unsafe` code.
+//! copies), `multi_tensor` (lists of tensors), `pinned` (page-locking) and `staging` (tensors
+//! over segment memory), the crate's only `unsafe` code.
 
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};

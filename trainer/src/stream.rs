@@ -1,5 +1,5 @@
 //! CUDA streams and events, and autocast, through the C++ shim (`csrc/streams.cpp`, libtorch's
-//! device-generic c10 API). The only other `unsafe` module besides `ffi` and `pinned`: every
+//! device-generic c10 API). One of the crate's few `unsafe` modules (see `ffi`): every
 //! handle here is owned, freed once on drop, and used only through these wrappers.
 
 use std::ffi::{c_char, c_int, c_void};
