@@ -10,9 +10,16 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <cmath>
+
 #include <ATen/ops/_foreach_add.h>
+#include <ATen/ops/_foreach_addcdiv.h>
+#include <ATen/ops/_foreach_addcmul.h>
 #include <ATen/ops/_foreach_copy.h>
+#include <ATen/ops/_foreach_div.h>
+#include <ATen/ops/_foreach_lerp.h>
 #include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_foreach_sqrt.h>
 #include <c10/util/Exception.h>
 
 #include "guarded.h"
@@ -65,6 +72,50 @@ int tnt_sgd_step(void* const* params, void* const* grads, void* const* momenta, 
     } else {
       at::_foreach_add_(p, d, -lr);
     }
+  });
+}
+
+// One Adam or AdamW update; the layout of `trainer::multi_tensor::AdamUpdate`.
+struct TntAdamUpdate {
+  double lr;
+  double beta1;
+  double beta2;
+  double eps;
+  double weight_decay;
+  // The update's number, from 1 (bias correction).
+  double step;
+  // 0: Adam, weight decay as L2 in the gradient; 1: AdamW, decoupled weight decay.
+  int decoupled;
+};
+
+// Adam (Kingma & Ba) and AdamW (Loshchilov & Hutter), PyTorch's formula without amsgrad:
+//   g += weight_decay * p (Adam)   or   p *= 1 - lr * weight_decay (AdamW)
+//   m = lerp(m, g, 1 - beta1);  v = beta2 * v + (1 - beta2) * g^2
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v / (1 - beta2^t)) + eps)
+int tnt_adam_step(void* const* params, void* const* grads, void* const* exp_avgs,
+                  void* const* exp_avg_sqs, size_t n, const TntAdamUpdate* u, char** error) {
+  return guarded(error, [&] {
+    at::NoGradGuard no_grad;
+    auto p = tensor_list(params, n);
+    auto g = tensor_list(grads, n);
+    auto m = tensor_list(exp_avgs, n);
+    auto v = tensor_list(exp_avg_sqs, n);
+    if (u->weight_decay != 0.0) {
+      if (u->decoupled != 0) {
+        at::_foreach_mul_(p, 1.0 - u->lr * u->weight_decay);
+      } else {
+        g = at::_foreach_add(g, p, u->weight_decay);
+      }
+    }
+    at::_foreach_lerp_(m, g, 1.0 - u->beta1);
+    at::_foreach_mul_(v, u->beta2);
+    at::_foreach_addcmul_(v, g, g, 1.0 - u->beta2);
+    double bc1 = 1.0 - std::pow(u->beta1, u->step);
+    double bc2 = 1.0 - std::pow(u->beta2, u->step);
+    auto denom = at::_foreach_div(v, bc2);
+    at::_foreach_sqrt_(denom);
+    at::_foreach_add_(denom, u->eps);
+    at::_foreach_addcdiv_(p, m, denom, -u->lr / bc1);
   });
 }
 

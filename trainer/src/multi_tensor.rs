@@ -1,7 +1,7 @@
 //! Multi-tensor operations through the C++ shim (`csrc/multi_tensor.cpp`, libtorch's
 //! `_foreach_*` ops): one call for a list of tensors, a few kernel launches on a GPU instead of
-//! one or more per tensor. Used where a step touches every parameter: the optimizer update and
-//! the packing and unpacking of gradient buckets.
+//! one or more per tensor. Used where a step touches every parameter: the optimizer updates (SGD,
+//! Adam, AdamW) and the packing and unpacking of gradient buckets.
 
 use std::ffi::{c_char, c_int, c_void};
 
@@ -27,6 +27,30 @@ extern "C" {
         weight_decay: f64,
         error: *mut *mut c_char,
     ) -> c_int;
+    fn tnt_adam_step(
+        params: *const *mut c_void,
+        grads: *const *mut c_void,
+        exp_avgs: *const *mut c_void,
+        exp_avg_sqs: *const *mut c_void,
+        n: usize,
+        update: *const AdamUpdate,
+        error: *mut *mut c_char,
+    ) -> c_int;
+}
+
+/// One Adam or AdamW update (the shim's `TntAdamUpdate`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AdamUpdate {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    /// The update's number, from 1 (bias correction).
+    pub step: f64,
+    /// 0: Adam, weight decay as L2 in the gradient; 1: AdamW, decoupled weight decay.
+    pub decoupled: c_int,
 }
 
 fn handles(tensors: &[Tensor]) -> Vec<*mut c_void> {
@@ -91,6 +115,40 @@ pub(crate) fn sgd_step(
             lr,
             momentum,
             weight_decay,
+            &mut error,
+        )
+    };
+    shim_result(status, error).map_err(libtorch_error)
+}
+
+/// The Adam or AdamW update of `params` from `grads` (PyTorch's formula without amsgrad, see
+/// `csrc/multi_tensor.cpp`), with one first- and second-moment buffer per parameter.
+pub(crate) fn adam_step(
+    params: &[Tensor],
+    grads: &[Tensor],
+    exp_avgs: &[Tensor],
+    exp_avg_sqs: &[Tensor],
+    update: &AdamUpdate,
+) -> Result<()> {
+    check_lengths("Adam gradients", params.len(), grads.len())?;
+    check_lengths("Adam first moments", params.len(), exp_avgs.len())?;
+    check_lengths("Adam second moments", params.len(), exp_avg_sqs.len())?;
+    if params.is_empty() {
+        return Ok(());
+    }
+    let (p, g) = (handles(params), handles(grads));
+    let (m, v) = (handles(exp_avgs), handles(exp_avg_sqs));
+    let mut error = std::ptr::null_mut();
+    // SAFETY: as in `foreach_copy`, four lists of `p.len()` handles (checked above); `update`
+    // is a live `#[repr(C)]` value of the shim's layout, read during the call only.
+    let status = unsafe {
+        tnt_adam_step(
+            p.as_ptr(),
+            g.as_ptr(),
+            m.as_ptr(),
+            v.as_ptr(),
+            p.len(),
+            update,
             &mut error,
         )
     };

@@ -5,7 +5,7 @@
 use tch::{Kind, Tensor};
 
 use crate::error::{Error, Result};
-use crate::multi_tensor;
+use crate::multi_tensor::{self, AdamUpdate};
 
 /// Which update rule, with its hyper-parameters.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -80,15 +80,6 @@ impl OptimizerKind {
     }
 }
 
-/// Adam's and AdamW's hyperparameters (as in [`OptimizerKind`]).
-#[derive(Clone, Copy)]
-struct AdamHyper {
-    beta1: f64,
-    beta2: f64,
-    eps: f64,
-    weight_decay: f64,
-}
-
 /// Updates parameters from their `.grad`.
 pub struct Optimizer {
     kind: OptimizerKind,
@@ -159,19 +150,22 @@ impl Optimizer {
                 weight_decay,
             } => {
                 let decoupled = matches!(self.kind, OptimizerKind::AdamW { .. });
-                let hyper = AdamHyper {
+                let update = AdamUpdate {
+                    lr: self.lr,
                     beta1,
                     beta2,
                     eps,
                     weight_decay,
+                    step: self.steps as f64,
+                    decoupled: decoupled.into(),
                 };
-                self.adam_step(hyper, decoupled)
+                self.adam_step(&update)
             }
         }
     }
 
     /// SGD over every parameter at once (multi-tensor ops: on a GPU a few kernel launches per
-    /// step instead of three per parameter).
+    /// step instead of one or more per parameter and operation).
     fn sgd_step(&mut self, momentum: f64, weight_decay: f64) -> Result<()> {
         let (mut params, mut grads, mut momenta) = (Vec::new(), Vec::new(), Vec::new());
         for (i, p) in self.params.iter().enumerate() {
@@ -188,48 +182,21 @@ impl Optimizer {
         multi_tensor::sgd_step(&params, &grads, &momenta, self.lr, momentum, weight_decay)
     }
 
-    /// Adam (`decoupled` false: weight decay as L2 in the gradient) and AdamW (decoupled
-    /// weight decay), parameter by parameter.
-    fn adam_step(&mut self, h: AdamHyper, decoupled: bool) -> Result<()> {
-        let (lr, t) = (self.lr, self.steps as f64);
-        let AdamHyper {
-            beta1,
-            beta2,
-            eps,
-            weight_decay,
-        } = h;
-        let (params, state) = (&self.params, &mut self.state);
-        tch::no_grad(|| -> Result<()> {
-            for (i, p) in params.iter().enumerate() {
-                let g = p.grad();
-                if !g.defined() {
-                    continue;
-                }
-                let mut p = p.shallow_clone();
-                let g = if weight_decay != 0.0 && !decoupled {
-                    g.f_add(&(&p * weight_decay))?
-                } else {
-                    g
-                };
-                if weight_decay != 0.0 && decoupled {
-                    let _ = p.f_mul_scalar_(1.0 - lr * weight_decay)?;
-                }
-                let (m_slot, v_slot) = state.split_at_mut(1);
-                let m = &mut m_slot[0][i];
-                let v = &mut v_slot[0][i];
-                // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2
-                let _ = m.f_lerp_(&g, 1.0 - beta1)?;
-                let _ = v
-                    .f_mul_scalar_(beta2)?
-                    .f_addcmul_(&g, &(&g * (1.0 - beta2)))?;
-                let bc1 = 1.0 - beta1.powf(t);
-                let bc2 = 1.0 - beta2.powf(t);
-                // p -= lr / bc1 * m / (sqrt(v / bc2) + eps)
-                let denom = (&*v / bc2).f_sqrt()?.f_add_scalar(eps)?;
-                let _ = p.f_addcdiv_(&(&*m * (-lr / bc1)), &denom)?;
+    /// Adam or AdamW over every parameter at once (multi-tensor ops).
+    fn adam_step(&mut self, update: &AdamUpdate) -> Result<()> {
+        let mut lists: [Vec<Tensor>; 4] = Default::default();
+        for (i, p) in self.params.iter().enumerate() {
+            let g = p.grad();
+            if !g.defined() {
+                continue;
             }
-            Ok(())
-        })
+            lists[0].push(p.shallow_clone());
+            lists[1].push(g);
+            lists[2].push(self.state[0][i].shallow_clone());
+            lists[3].push(self.state[1][i].shallow_clone());
+        }
+        let [params, grads, exp_avgs, exp_avg_sqs] = &lists;
+        multi_tensor::adam_step(params, grads, exp_avgs, exp_avg_sqs, update)
     }
 
     /// The state tensors with stable names, for checkpoints.
@@ -314,6 +281,57 @@ mod tests {
         let p = Tensor::from_slice(&[value]).set_requires_grad(true);
         (&p * f64::from(grad)).sum(Kind::Float).backward();
         p
+    }
+
+    /// Adam by the formula, in f64, one scalar parameter with a constant gradient.
+    fn adam_reference(p0: f64, g: f64, lr: f64, wd: f64, decoupled: bool, steps: u32) -> f64 {
+        let (b1, b2, eps) = (0.9f64, 0.999f64, 1e-8);
+        let (mut p, mut m, mut v) = (p0, 0.0, 0.0);
+        for t in 1..=steps {
+            let g = if decoupled { g } else { g + wd * p };
+            if decoupled {
+                p *= 1.0 - lr * wd;
+            }
+            m = b1 * m + (1.0 - b1) * g;
+            v = b2 * v + (1.0 - b2) * g * g;
+            let (bc1, bc2) = (1.0 - b1.powi(t as i32), 1.0 - b2.powi(t as i32));
+            p -= lr / bc1 * m / ((v / bc2).sqrt() + eps);
+        }
+        p
+    }
+
+    #[test]
+    fn adam_and_adamw_follow_the_formula_per_parameter_and_skip_those_without_gradients() {
+        let (lr, wd) = (0.05, 0.2);
+        for decoupled in [false, true] {
+            let kind = if decoupled {
+                OptimizerKind::AdamW {
+                    beta1: 0.9,
+                    beta2: 0.999,
+                    eps: 1e-8,
+                    weight_decay: wd,
+                }
+            } else {
+                OptimizerKind::Adam {
+                    beta1: 0.9,
+                    beta2: 0.999,
+                    eps: 1e-8,
+                    weight_decay: wd,
+                }
+            };
+            let (a, b) = (param(1.0, 2.0), param(-3.0, 0.5));
+            let frozen = Tensor::from_slice(&[7.0f32]).set_requires_grad(true);
+            let params = [a.shallow_clone(), frozen.shallow_clone(), b.shallow_clone()];
+            let mut opt = Optimizer::new(kind, &params, lr).unwrap();
+            for _ in 0..3 {
+                opt.step().unwrap();
+            }
+            let want_a = adam_reference(1.0, 2.0, lr, wd, decoupled, 3);
+            let want_b = adam_reference(-3.0, 0.5, lr, wd, decoupled, 3);
+            assert!((a.double_value(&[0]) - want_a).abs() < 1e-5, "{kind:?}");
+            assert!((b.double_value(&[0]) - want_b).abs() < 1e-5, "{kind:?}");
+            assert_eq!(frozen.double_value(&[0]), 7.0, "{kind:?}");
+        }
     }
 
     #[test]
