@@ -32,11 +32,6 @@ impl Drop for Scratch {
 }
 
 /// Runs `train <args>` on `n` ranks; at most 120 s, then every rank is killed.
-///
-/// The job runner picks a free port for the rendezvous and releases it before rank 0 binds
-/// it, so a concurrently starting process can take it first. Only that bootstrap failure
-/// (rank 0 reports "Address already in use" for `GASPI_RENDEZVOUS`) is retried, at most
-/// twice, with a new port; every other outcome is returned as it is.
 pub fn run_train(n: u16, args: &[&str]) -> JobOutcome {
     run_train_env(n, args, &[])
 }
@@ -52,18 +47,7 @@ pub fn run_train_env(n: u16, args: &[&str], env: &[(&str, &str)]) -> JobOutcome 
     job.args = args.iter().map(|s| s.to_string()).collect();
     job.args.push("--no-progress".into());
     job.timeout = Duration::from_secs(120);
-    let mut outcome = job.run();
-    for _ in 0..2 {
-        let port_taken = outcome.ranks.first().is_some_and(|r| {
-            r.stderr.contains("cannot listen at GASPI_RENDEZVOUS")
-                && r.stderr.contains("Address already in use")
-        });
-        if !port_taken {
-            break;
-        }
-        outcome = job.run();
-    }
-    outcome
+    job.run()
 }
 
 /// Like [`run_train`], and asserts that every rank succeeded.
