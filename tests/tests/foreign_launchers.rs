@@ -4,8 +4,7 @@
 //! refused instead of giving N 1-rank jobs.
 
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Longer than the runtime's default 30 s init timeout, so a hang is the runtime's to report.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -24,32 +23,16 @@ fn hello_ring(vars: &[(&str, String)]) -> Child {
 
 /// The outputs of `children`, in order; kills all of them if they are not done by `DEADLINE`.
 fn outputs(children: Vec<Child>) -> Vec<Output> {
-    let pids: Vec<u32> = children.iter().map(Child::id).collect();
-    let (tx, rx) = mpsc::channel();
-    for (i, child) in children.into_iter().enumerate() {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let _ = tx.send((i, child.wait_with_output()));
-        });
-    }
-    let start = Instant::now();
-    let mut done: Vec<Option<Output>> = pids.iter().map(|_| None).collect();
-    for _ in 0..pids.len() {
-        let left = DEADLINE.saturating_sub(start.elapsed());
-        match rx.recv_timeout(left) {
-            Ok((i, out)) => done[i] = Some(out.expect("wait for hello_ring")),
-            Err(_) => {
-                for pid in &pids {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(*pid as i32),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
-                panic!("hello_ring ranks did not finish in {DEADLINE:?}");
-            }
-        }
-    }
-    done.into_iter().map(Option::unwrap).collect()
+    let waited = gaspi::testing::wait_all(children, DEADLINE);
+    assert!(
+        !waited.timed_out,
+        "hello_ring ranks did not finish in {DEADLINE:?}"
+    );
+    waited
+        .outputs
+        .into_iter()
+        .map(|o| o.expect("wait for hello_ring"))
+        .collect()
 }
 
 fn text(bytes: &[u8]) -> String {

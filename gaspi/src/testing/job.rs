@@ -2,12 +2,14 @@
 //! environment, waited for with a deadline, and each rank's exit and output reported.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{mpsc, Arc};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::ports::free_port;
+use super::processes::wait_all;
 use crate::env::{JobEnv, JobToken, TransportChoice};
 use crate::types::Rank;
 
@@ -158,8 +160,7 @@ impl Job {
         let token = JobToken::random().expect("randomness");
         let job_id = format!("test{}x{}", std::process::id(), port);
         let vars = self.rank_vars(port, token, &job_id);
-        let (tx, rx) = mpsc::channel();
-        let mut pids = Vec::new();
+        let mut children = Vec::new();
         for (r, v) in (0..self.nranks).map(Rank).zip(vars) {
             let mut cmd = match self.wrapper.as_ref().map(|w| w(r)) {
                 Some(prefix) if !prefix.is_empty() => {
@@ -177,50 +178,19 @@ impl Job {
             let child = cmd
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.program.display()));
-            pids.push(child.id());
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                let outcome = collect(r, child);
-                let _ = tx.send(outcome);
-            });
+            children.push(child);
         }
-        drop(tx);
-        let deadline = start + self.timeout;
-        let mut ranks = Vec::new();
-        let mut timed_out = false;
-        while ranks.len() < pids.len() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(o) => ranks.push(o),
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    timed_out = true;
-                    for pid in &pids {
-                        let _ = nix::sys::signal::kill(
-                            nix::unistd::Pid::from_raw(*pid as i32),
-                            nix::sys::signal::Signal::SIGKILL,
-                        );
-                    }
-                    // The killed ranks report in now; collect them (bounded by the kill).
-                    while let Ok(o) = rx.recv_timeout(Duration::from_secs(10)) {
-                        ranks.push(o);
-                    }
-                    break;
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            }
-        }
-        ranks.sort_by_key(|r| r.rank);
+        let pids: Vec<u32> = children.iter().map(Child::id).collect();
+        let waited = wait_all(children, self.timeout);
+        let timed_out = waited.timed_out;
+        let ranks = pids
+            .into_iter()
+            .zip(waited.outputs)
+            .enumerate()
+            .map(|(r, (pid, output))| rank_outcome(Rank(r as u16), pid, output, timed_out))
+            .collect();
         // Ranks that were killed or failed leave their segment files behind.
         crate::env::remove_job_shm_files(&job_id);
-        if timed_out {
-            for r in &mut ranks {
-                if r.status
-                    .is_some_and(|s| std::os::unix::process::ExitStatusExt::signal(&s) == Some(9))
-                {
-                    r.status = None;
-                }
-            }
-        }
         JobOutcome {
             ranks,
             timed_out,
@@ -229,23 +199,24 @@ impl Job {
     }
 }
 
-/// Waits for `child` to exit, reading its output (std reads both pipes at once, so a rank
-/// that fills one is never blocked on it).
-fn collect(rank: Rank, child: Child) -> RankOutcome {
-    let pid = child.id();
-    let (status, stdout, stderr) = match child.wait_with_output() {
-        Ok(o) => (
-            Some(o.status),
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        ),
-        Err(_) => (None, String::new(), String::new()),
+/// One rank's outcome from its output (`None`: it could not be waited for). After the
+/// deadline passed, a rank that died of the kill reports no status: it did not exit.
+fn rank_outcome(rank: Rank, pid: u32, output: Option<Output>, timed_out: bool) -> RankOutcome {
+    let Some(o) = output else {
+        return RankOutcome {
+            rank,
+            pid,
+            status: None,
+            stdout: String::new(),
+            stderr: String::new(),
+        };
     };
+    let killed = timed_out && o.status.signal() == Some(9);
     RankOutcome {
         rank,
         pid,
-        status,
-        stdout,
-        stderr,
+        status: (!killed).then_some(o.status),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
     }
 }

@@ -15,11 +15,13 @@ use crate::{Config, Context};
 mod cargo;
 mod job;
 mod ports;
+mod processes;
 mod two_hosts;
 
 pub use cargo::{cargo_build, CARGO_SELECTION};
 pub use job::{Job, JobOutcome, RankOutcome};
 pub use ports::{ephemeral_port_start, free_port};
+pub use processes::{wait_all, WaitOutcome};
 pub use two_hosts::TwoHosts;
 
 /// Environment variable naming the test case a child process runs.

@@ -4,9 +4,9 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{mpsc, OnceLock};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
 
 /// The SONAME of libgaspi.so (`build.rs`, `install.sh`).
 pub const SONAME: &str = "libgaspi.so.1";
@@ -135,80 +135,34 @@ pub struct Proc {
 /// Starts every command, waits for all of them at most `timeout` (then kills the rest),
 /// and returns their outcomes in order.
 pub fn run_all(cmds: Vec<Command>, timeout: Duration) -> Vec<Proc> {
-    let deadline = Instant::now() + timeout;
-    let (tx, rx) = mpsc::channel();
-    let mut pids = Vec::new();
-    for (i, mut cmd) in cmds.into_iter().enumerate() {
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        pids.push(child.id());
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let _ = tx.send((i, collect(child)));
-        });
-    }
-    drop(tx);
-    let mut out: Vec<Option<Proc>> = pids.iter().map(|_| None).collect();
-    let mut left = pids.len();
-    let mut killed = false;
-    while left > 0 {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(if killed {
-            Duration::from_secs(10)
-        } else {
-            wait
-        }) {
-            Ok((i, p)) => {
-                out[i] = Some(p);
-                left -= 1;
-            }
-            Err(_) if !killed => {
-                killed = true;
-                for (i, pid) in pids.iter().enumerate() {
-                    if out[i].is_none() {
-                        let _ = nix::sys::signal::kill(
-                            nix::unistd::Pid::from_raw(*pid as i32),
-                            nix::sys::signal::Signal::SIGKILL,
-                        );
-                    }
-                }
-            }
-            Err(_) => break,
-        }
-    }
-    out.into_iter()
-        .map(|p| {
-            let mut p = p.unwrap_or(Proc {
+    let children = cmds
+        .into_iter()
+        .map(|mut cmd| {
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    let waited = rt::testing::wait_all(children, timeout);
+    waited
+        .outputs
+        .into_iter()
+        .map(|output| match output {
+            Some(o) => Proc {
+                // After the deadline, a process that did not succeed was the kill's.
+                status: (!waited.timed_out || o.status.success()).then_some(o.status),
+                stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+            },
+            None => Proc {
                 status: None,
                 stdout: String::new(),
                 stderr: String::new(),
-            });
-            if killed && p.status.is_some_and(|s| !s.success()) {
-                p.status = None;
-            }
-            p
+            },
         })
         .collect()
-}
-
-/// Waits for `child` to exit, reading its output (std reads both pipes at once).
-fn collect(child: Child) -> Proc {
-    match child.wait_with_output() {
-        Ok(o) => Proc {
-            status: Some(o.status),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        },
-        Err(_) => Proc {
-            status: None,
-            stdout: String::new(),
-            stderr: String::new(),
-        },
-    }
 }
 
 /// A readable account of every process, for failure messages.
