@@ -237,3 +237,31 @@ fn full_size_models_train_a_step_on_two_ranks_with_bf16_gradients() {
     assert_eq!(code(&out, 0), Some(1), "{}", out.report());
     assert!(out.ranks[0].stderr.contains("--dataset synthetic"));
 }
+
+#[test]
+fn profile_reports_the_steps_of_a_run_that_max_steps_ends_inside_an_epoch() {
+    // 64 samples at batch 8 make 8 steps an epoch; --max-steps 5 ends the run in the first.
+    let args = [
+        "--model",
+        "mlp",
+        "--batch-size",
+        "8",
+        "--samples",
+        "64",
+        "--max-steps",
+        "5",
+        "--profile",
+    ];
+    let out = train_ok(2, &args);
+    let stdout = &out.ranks[0].stdout;
+    // The first 2 steps are warm-up: the medians are over the other 3.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("profile: median over 3 steps: step ")),
+        "{}",
+        out.report()
+    );
+    // No GPU memory on the CPU.
+    assert!(!stdout.contains("GPU memory"), "{}", out.report());
+}
