@@ -9,9 +9,10 @@
 #
 # BIN_DIR is what benches/gpu/prepare.sh made: `tarantella`, `train` and the `gpu_path` test
 # binary, built in release and stripped, and `checkout`, the path they were built in. The test
-# binary runs `train` from that path (`<checkout>/target/release/train`), so this script puts
-# BIN_DIR's `train` there, and links the checkout's path to this one where the two differ. TORCH_LIB (default: the GPU machine's torch 2.11) is the libtorch the binaries
-# load. Logs go to LOG_DIR; the table is printed last.
+# binary runs `train` from that path (`<checkout>/target/release/train`): on another machine
+# this script links that path to this checkout (where nothing is there) and puts BIN_DIR's
+# `train` there. TORCH_LIB (default: the GPU machine's torch 2.11) is the libtorch the
+# binaries load. Logs go to LOG_DIR; the table is printed last.
 set -uo pipefail
 BIN=$(realpath "$1")
 LOG=$(realpath "$2")
@@ -29,11 +30,11 @@ if ldd "$BIN/train" | grep -q "not found"; then
 fi
 
 checkout=$(cat "$BIN/checkout")
-if [ -n "$checkout" ] && [ "$checkout" != "$PWD" ] && [ ! -e "$checkout" ]; then
-  mkdir -p "$(dirname "$checkout")" && ln -s "$PWD" "$checkout"
+if [ "$checkout" != "$PWD" ]; then
+  [ -e "$checkout" ] || { mkdir -p "$(dirname "$checkout")" && ln -s "$PWD" "$checkout"; }
+  mkdir -p "$checkout/target/release"
+  cp "$BIN/train" "$BIN/tarantella" "$checkout/target/release/"
 fi
-mkdir -p target/release
-cp "$BIN/train" "$BIN/tarantella" target/release/
 
 stamp "smoke: 1 and 2 ranks, MLP on cuda"
 for n in 1 2; do

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds what benches/gpu/device.sh runs on a GPU machine, against this checkout's torch (the
 # GPU machine's must be the same version, 2.11): the release `train` and `tarantella`, and the
-# CUDA-gated tests (`gpu_path`), stripped into BIN_DIR (about 60 MiB less than unstripped), with
-# the checkout's path in BIN_DIR/checkout.
+# CUDA-gated tests (`gpu_path`), stripped into BIN_DIR (about 7 MiB instead of 150), with the
+# checkout's path in BIN_DIR/checkout.
 #
 #   benches/gpu/prepare.sh BIN_DIR
 set -euo pipefail
+OUTDIR=$(realpath -m "$1")
 cd "$(dirname "$0")/../.."
-OUTDIR=$1
 # shellcheck source=../../scripts/torch-env.sh
 source scripts/torch-env.sh
 cargo build --release -p tarantella-trainer -p tarantella-launcher --bins
