@@ -61,6 +61,13 @@ fn libtorch_error(message: String) -> Error {
     Error::Torch(tch::TchError::Torch(message))
 }
 
+/// Runs one shim call with its error out-parameter and turns a failure into a libtorch error.
+fn shim_call(call: impl FnOnce(*mut *mut c_char) -> c_int) -> Result<()> {
+    let mut error = std::ptr::null_mut();
+    let status = call(&mut error);
+    shim_result(status, error).map_err(libtorch_error)
+}
+
 fn check_lengths(what: &str, a: usize, b: usize) -> Result<()> {
     if a == b {
         return Ok(());
@@ -78,11 +85,9 @@ pub(crate) fn foreach_copy(dst: &[Tensor], src: &[Tensor]) -> Result<()> {
         return Ok(());
     }
     let (d, s) = (handles(dst), handles(src));
-    let mut error = std::ptr::null_mut();
     // SAFETY: `d` and `s` hold `dst.len()` live `at::Tensor*` each (the slices outlive the
     // call); the shim catches every exception (mismatched shapes or devices).
-    let status = unsafe { tnt_foreach_copy(d.as_ptr(), s.as_ptr(), d.len(), &mut error) };
-    shim_result(status, error).map_err(libtorch_error)
+    shim_call(|error| unsafe { tnt_foreach_copy(d.as_ptr(), s.as_ptr(), d.len(), error) })
 }
 
 /// The SGD update of `params` from `grads` (PyTorch's formula, see `csrc/multi_tensor.cpp`);
@@ -103,10 +108,9 @@ pub(crate) fn sgd_step(
         return Ok(());
     }
     let (p, g, m) = (handles(params), handles(grads), handles(momenta));
-    let mut error = std::ptr::null_mut();
     // SAFETY: as in `foreach_copy`; `m` is read only when momentum is non-zero, and then holds
     // as many handles as `p` (checked above).
-    let status = unsafe {
+    shim_call(|error| unsafe {
         tnt_sgd_step(
             p.as_ptr(),
             g.as_ptr(),
@@ -115,10 +119,9 @@ pub(crate) fn sgd_step(
             lr,
             momentum,
             weight_decay,
-            &mut error,
+            error,
         )
-    };
-    shim_result(status, error).map_err(libtorch_error)
+    })
 }
 
 /// The Adam or AdamW update of `params` from `grads` (PyTorch's formula without amsgrad, see
@@ -138,10 +141,9 @@ pub(crate) fn adam_step(
     }
     let (p, g) = (handles(params), handles(grads));
     let (m, v) = (handles(exp_avgs), handles(exp_avg_sqs));
-    let mut error = std::ptr::null_mut();
     // SAFETY: as in `foreach_copy`, four lists of `p.len()` handles (checked above); `update`
     // is a live `#[repr(C)]` value of the shim's layout, read during the call only.
-    let status = unsafe {
+    shim_call(|error| unsafe {
         tnt_adam_step(
             p.as_ptr(),
             g.as_ptr(),
@@ -149,8 +151,7 @@ pub(crate) fn adam_step(
             v.as_ptr(),
             p.len(),
             update,
-            &mut error,
+            error,
         )
-    };
-    shim_result(status, error).map_err(libtorch_error)
+    })
 }
