@@ -1,5 +1,6 @@
 /* Open MPI peer for allreduce-sweep: MPI_Allreduce f32 SUM, in place, nccl-tests table.
  * Build: mpicc -O2 -o mpi_allreduce mpi_allreduce.c
+ * Args:  [MAX_BYTES [MIN_BYTES]]: sizes MIN, 4*MIN, ... up to MAX (default 4 KiB to 64 MiB)
  * Run:   mpirun -np 2 --mca btl self,vader ./mpi_allreduce   (shared memory)
  *        mpirun -np 2 --mca btl self,tcp --mca btl_tcp_if_include lo ./mpi_allreduce (TCP)
  * Times: max over ranks of each rank's median batch, as allreduce-sweep reports. */
@@ -19,6 +20,11 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     size_t min = 4096, max = 64u << 20, budget = 256u << 20;
     if (argc > 1) max = strtoull(argv[1], NULL, 0);
+    if (argc > 2) min = strtoull(argv[2], NULL, 0);
+    if (min < 4 || max < min) {
+        if (rank == 0) fprintf(stderr, "sizes: need 4 <= MIN_BYTES <= MAX_BYTES\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     enum { BATCHES = 5 };
     float *buf = malloc(max);
     if (rank == 0)
