@@ -43,6 +43,7 @@ def timed_steps(model, opt, x, y, global_batch, steps, amp, sync_ctx):
 
 def worker(rank, world, args, port, results):
     torch.cuda.set_device(0)
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     if args.mode != "plain":
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = str(port)
@@ -81,6 +82,8 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--amp", action="store_true", help="bf16 autocast")
     ap.add_argument("--bucket-cap-mb", type=float, default=25)
+    ap.add_argument("--cudnn-benchmark", action="store_true",
+                    help="cuDNN times each convolution's algorithms and keeps the fastest")
     args = ap.parse_args()
     world = 1 if args.mode in ("plain", "ddp-nccl") else args.ranks
     ctx = mp.get_context("spawn")
@@ -93,7 +96,8 @@ def main():
     for p in procs:
         p.join()
     exposed = max(step - local, 0.0) if args.mode != "plain" else 0.0
-    print(f"peer mode={args.mode}{' amp=bf16' if args.amp else ''} ranks={world} "
+    print(f"peer mode={args.mode}{' amp=bf16' if args.amp else ''}"
+          f"{' cudnn-benchmark' if args.cudnn_benchmark else ''} ranks={world} "
           f"B={args.batch_size} images/s={args.batch_size / step * 1e3:.1f} "
           f"step_ms={step:.2f} exposed_comm_ms={exposed:.2f} "
           f"mem_step2_mib={mem2:.0f} mem_end_mib={mem_end:.0f}")

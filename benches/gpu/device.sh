@@ -5,7 +5,8 @@
 #   benches/gpu/device.sh BIN_DIR LOG_DIR [tests|bench|all]
 #
 # MPS_ROWS (e.g. "plain ours2 gloo"), where set, runs those benchmark rows again under CUDA's
-# Multi-Process Service.
+# Multi-Process Service; CUDNN_ROWS runs its rows again with cuDNN's autotuning
+# (CUDNN_BENCHMARK=1 of benches/gpu/run.sh), ours and the peers alike.
 #
 # BIN_DIR is what benches/gpu/prepare.sh made: `tarantella`, `train` and the `gpu_path` test
 # binary, built in release and stripped, and `checkout`, the path they were built in. The test
@@ -57,6 +58,11 @@ fi
 if [ "$WHAT" != tests ]; then
   stamp "benchmark"
   benches/gpu/run.sh "$BIN" 2>&1 | tee "$LOG/bench.log"
+  if [ -n "${CUDNN_ROWS:-}" ]; then
+    stamp "benchmark with cuDNN autotuning: $CUDNN_ROWS"
+    CUDNN_BENCHMARK=1 ROWS=$CUDNN_ROWS benches/gpu/run.sh "$BIN" 2>&1 | sed 's/^/cudnn /' |
+      tee "$LOG/bench-cudnn.log"
+  fi
   # Two ranks on one GPU time-slice it; under MPS their kernels share it instead. The daemon
   # lives in this script's own directories and is stopped before the script ends.
   if [ -n "${MPS_ROWS:-}" ] && command -v nvidia-cuda-mps-control >/dev/null; then

@@ -9,8 +9,10 @@
 # whose torch differs from the one the binaries were built against, point LD_LIBRARY_PATH at a
 # torch 2.11 lib/ directory (see README.md, "GPUs"). PYTHON (default python3) must import
 # torch and torchvision. STEPS timed steps per run (default 30, after 3 warm-up steps), BATCH
-# the global batch (default 128), ROWS which rows (below). Each row runs on its own: one that fails prints FAILED and
-# its output's end, and the table goes on. Not part of the test path.
+# the global batch (default 128), ROWS which rows (below). CUDNN_BENCHMARK=1 runs every row,
+# ours and the peers alike, with cuDNN's autotuning (`--cudnn-benchmark`, PyTorch's
+# `cudnn.benchmark`). Each row runs on its own: one that fails prints FAILED and its output's
+# end, and the table goes on. Not part of the test path.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:-target/release}
@@ -18,6 +20,8 @@ PY=${PYTHON:-python3}
 STEPS=${STEPS:-30}
 B=${BATCH:-128}
 RUN_LIMIT=${RUN_LIMIT:-240}
+tune=()
+[ "${CUDNN_BENCHMARK:-0}" = 1 ] && tune=(--cudnn-benchmark)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
 # One row of ours: ranks, then extra train flags.
@@ -26,13 +30,13 @@ ours() {
   local out line
   if ! out=$(timeout "$RUN_LIMIT" "$BIN/tarantella" -n "$n" -- "$BIN/train" --model resnet50 \
     --device cuda --batch-size "$B" --samples $((B * (STEPS + 3))) --max-steps $((STEPS + 3)) \
-    --fusion-threshold 4096 --profile --no-progress "$@" 2>&1); then
+    --fusion-threshold 4096 --profile --no-progress "${tune[@]}" "$@" 2>&1); then
     echo "ours ranks=$n $* FAILED"; tail -n 15 <<<"$out" | sed 's/^/    /'; return 0
   fi
   # profile: median over K steps: step S ms, compute C ms, exposed comm E ms (P% of step),
   # optimizer O ms, GPU memory M2 MiB after step 2, ME MiB at the end
   line=$(grep '^profile' <<<"$out" | tail -1)
-  awk -v n="$n" -v b="$B" -v flags="$*" -v line="$line" 'BEGIN {
+  awk -v n="$n" -v b="$B" -v flags="${tune[*]} $*" -v line="$line" 'BEGIN {
     match(line, /step [0-9.]+ ms/); s = substr(line, RSTART + 5, RLENGTH - 8)
     match(line, /exposed comm [0-9.]+ ms/); e = substr(line, RSTART + 13, RLENGTH - 16)
     match(line, /compute [0-9.]+ ms/); c = substr(line, RSTART + 8, RLENGTH - 11)
@@ -48,7 +52,7 @@ ours() {
 peer() {
   local out
   if ! out=$(timeout "$RUN_LIMIT" "$PY" benches/gpu/ddp_resnet50.py --batch-size "$B" \
-    --steps "$STEPS" "$@" 2>&1); then
+    --steps "$STEPS" "${tune[@]}" "$@" 2>&1); then
     echo "peer $* FAILED"; tail -n 15 <<<"$out" | sed 's/^/    /'; return 0
   fi
   grep '^peer' <<<"$out"

@@ -66,6 +66,12 @@ fn select_device(comm: &Comm, cfg: &TrainConfig) -> Result<tch::Device> {
         if cfg.amp_bf16 && device == tch::Device::Cpu {
             tracing::warn!("--amp bf16 on the CPU: autocast to bf16 works there but is slow");
         }
+        if cfg.cudnn_benchmark && device == tch::Device::Cpu {
+            tracing::warn!("--cudnn-benchmark on the CPU: no effect (cuDNN is the GPU's)");
+        }
+    }
+    if cfg.cudnn_benchmark && device.is_cuda() {
+        tch::Cuda::cudnn_set_benchmark(true);
     }
     Ok(device)
 }

@@ -105,12 +105,22 @@ fn cuda_without_a_gpu_is_a_clear_error_and_auto_uses_the_cpu() {
     }
     let out = run_train_env(
         2,
-        &["--device", "auto", "--max-steps", "2", "--samples", "128"],
+        &[
+            "--device",
+            "auto",
+            "--max-steps",
+            "2",
+            "--samples",
+            "128",
+            "--cudnn-benchmark",
+        ],
         &[(tnt_env::LOG, "info")],
     );
     out.assert_success();
+    let err = &out.ranks[0].stderr;
+    assert!(err.contains("training on the CPU"), "{}", out.report());
     assert!(
-        out.ranks[0].stderr.contains("training on the CPU"),
+        err.contains("--cudnn-benchmark on the CPU: no effect"),
         "{}",
         out.report()
     );

@@ -149,6 +149,10 @@ struct Args {
     /// Mixed precision: forward and loss under autocast (bf16); master weights stay f32.
     #[arg(long, value_enum)]
     amp: Option<AmpArg>,
+    /// Let cuDNN time each convolution's algorithms on first use and keep the fastest
+    /// (PyTorch's `cudnn.benchmark`); GPU only, the first steps are slower.
+    #[arg(long)]
+    cudnn_benchmark: bool,
     /// Stage CPU gradients the way GPU gradients are (a flat buffer packed by the hooks,
     /// copied in and out): tests the GPU path's logic on machines without a GPU.
     #[arg(long, hide = true)]
@@ -359,6 +363,7 @@ fn run(args: Args) -> trainer::Result<()> {
         },
         device: args.device,
         amp_bf16: matches!(args.amp, Some(AmpArg::Bf16)),
+        cudnn_benchmark: args.cudnn_benchmark,
         profile: args.profile,
         max_steps: args.max_steps,
         record: args.record,

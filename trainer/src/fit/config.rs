@@ -85,6 +85,10 @@ pub struct TrainConfig {
     pub device: DeviceArg,
     /// Mixed precision: forward and loss under autocast to bf16 (weights stay f32).
     pub amp_bf16: bool,
+    /// cuDNN times the candidate algorithms of each convolution shape on its first use and
+    /// keeps the fastest (`torch.backends.cudnn.benchmark`; TensorFlow, under Keras, does
+    /// this by default). On a GPU only; the first steps are slower.
+    pub cudnn_benchmark: bool,
     /// Time every step and print medians (compute, exposed communication, optimizer).
     pub profile: bool,
     /// Stop after this many optimizer steps in total (for tests and benchmarks).
