@@ -68,7 +68,8 @@ bytes() { numfmt --from=iec "$1"; }
 read -r min max < <(set -- $SIZES; while [ $# -gt 0 ]; do
   case "$1" in -b) b=$2;; -e) e=$2;; esac; shift; done; echo "$(bytes "$b") $(bytes "$e")")
 # Open MPI's peer: the stand-in ssh starts its daemon in the second namespace; the 4 or 6
-# ranks share 2 cores, so they yield when idle, as ours do when oversubscribed.
+# ranks share 2 cores, so they yield when idle, as ours do when oversubscribed. It times the
+# sizes SIZES' -b, 4 times that, and so on up to its -e.
 openmpi() {
   timeout 300 ip netns exec "$A" unshare --uts bash -c "hostname tnt-a; \
     $ompi/bin/mpirun --allow-run-as-root -H 10.198.0.1:$K,10.198.0.2:$K -np $((2 * K)) \
