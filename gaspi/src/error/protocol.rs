@@ -62,6 +62,8 @@ pub(crate) enum ProtocolError {
     UnalignedAtomic(u64),
     #[error("response to unknown read {0}")]
     UnknownRead(u64),
+    #[error("an answer to request {req}, which went to rank {to}")]
+    ForeignAnswer { req: u64, to: Rank },
     #[error("read response of {got} bytes, expected {expected}")]
     ReadLength { got: u64, expected: u64 },
     #[error("{what} of {len} bytes exceeds the maximum of {max}")]

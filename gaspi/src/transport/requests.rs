@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ProtocolError, Result};
 use crate::types::{Deadline, Rank, SegmentId};
 
 #[derive(Default)]
@@ -38,12 +38,30 @@ impl RpcTable {
         (id, slot)
     }
 
-    /// Delivers the answer to request `id` (ignored if the caller gave up).
-    pub fn complete(&self, id: u64, value: Result<u64>) {
-        if let Some((_, slot)) = self.slots.lock().remove(&id) {
+    /// Delivers `from`'s answer to request `id` (ignored if the caller gave up). Request ids
+    /// are not secret, so an answer from a rank the request did not go to is refused, and the
+    /// request stays open for the answer of the rank it went to.
+    pub fn complete(
+        &self,
+        id: u64,
+        from: Rank,
+        value: Result<u64>,
+    ) -> std::result::Result<(), ProtocolError> {
+        let slot = {
+            let mut slots = self.slots.lock();
+            match slots.get(&id) {
+                None => return Ok(()),
+                Some((to, _)) if *to != from => {
+                    return Err(ProtocolError::ForeignAnswer { req: id, to: *to })
+                }
+                Some(_) => slots.remove(&id).map(|(_, slot)| slot),
+            }
+        };
+        if let Some(slot) = slot {
             *slot.value.lock() = Some(value);
             slot.cv.notify_all();
         }
+        Ok(())
     }
 
     /// Fails every request waiting on `rank`.
@@ -134,5 +152,34 @@ impl UnackedSends {
 
     pub fn keep(&self, rank: Rank, u: Unacked) {
         self.0.lock().insert(rank, u);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Deadline;
+
+    #[test]
+    fn only_the_rank_a_request_went_to_answers_it() {
+        let table = RpcTable::default();
+        let (id, slot) = table.begin(Rank(1));
+        assert_eq!(
+            table.complete(id, Rank(2), Ok(666)),
+            Err(ProtocolError::ForeignAnswer {
+                req: id,
+                to: Rank(1)
+            })
+        );
+        // Still open: the real answer lands.
+        assert_eq!(table.complete(id, Rank(1), Ok(7)), Ok(()));
+        assert_eq!(
+            table
+                .wait(id, &slot, Deadline::after(std::time::Duration::ZERO))
+                .ok(),
+            Some(7)
+        );
+        // An answer to a request nobody waits for any more is ignored, from anyone.
+        assert_eq!(table.complete(id, Rank(2), Ok(8)), Ok(()));
     }
 }

@@ -116,15 +116,7 @@ impl FrameHandler for Pair {
                 Ok(None)
             }
             FrameKind::ReadResp => {
-                let read = self
-                    .take_read(h.req)
-                    .ok_or(ProtocolError::UnknownRead(h.req))?;
-                if read.len as u64 != h.len {
-                    return Err(ProtocolError::ReadLength {
-                        got: h.len,
-                        expected: read.len as u64,
-                    });
-                }
+                let read = self.reads.answer(h.req, h.len)?;
                 let sink = Sink::Segment {
                     mem: read.mem.clone(),
                     off: read.off,
@@ -150,7 +142,9 @@ impl FrameHandler for Pair {
                 Ok(None)
             }
             FrameKind::AtomicResp => {
-                self.endpoint.requests.complete(h.req, Ok(h.word));
+                self.endpoint
+                    .requests
+                    .complete(h.req, self.peer, Ok(h.word))?;
                 Ok(None)
             }
             FrameKind::Ack => {
@@ -163,7 +157,7 @@ impl FrameHandler for Pair {
                         code,
                     })
                 };
-                self.endpoint.requests.complete(h.req, v);
+                self.endpoint.requests.complete(h.req, self.peer, v)?;
                 Ok(None)
             }
             FrameKind::Passive => {

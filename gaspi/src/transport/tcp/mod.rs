@@ -233,9 +233,11 @@ impl TcpTransport {
         let (req, slot) = self.endpoint.requests.begin(rank);
         h.req = req;
         if let Err(e) = pair.post(h, payload, None) {
-            self.endpoint
+            // The request's own rank: never refused.
+            let _ = self
+                .endpoint
                 .requests
-                .complete(req, Err(Error::PeerFailed { rank }));
+                .complete(req, rank, Err(Error::PeerFailed { rank }));
             return Err(e);
         }
         Ok((req, slot))
@@ -342,7 +344,7 @@ impl Transport for TcpTransport {
         if let Some(q) = q {
             q.begin_async();
         }
-        pair.add_read(
+        pair.reads.add(
             req,
             PendingRead {
                 mem: x.local.clone(),
@@ -359,7 +361,7 @@ impl Transport for TcpTransport {
         h.req = req;
         if let Err(e) = pair.post(h, Payload::None, None) {
             // Undo unless the failure path already completed it.
-            if let Some(r) = pair.take_read(req) {
+            if let Some(r) = pair.reads.cancel(req) {
                 if let Some(q) = r.done {
                     q.complete(None);
                 }

@@ -2,7 +2,6 @@
 //! receive state, the reads waiting for their responses, and the link's life: open, the peer
 //! said goodbye, this rank is leaving, failed. What incoming frames do is in `execute`.
 
-use std::collections::HashMap;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,7 +13,7 @@ use crate::error::{Error, ProtocolError, Result};
 use crate::transport::completion::QueueState;
 use crate::transport::tcp::endpoint::Endpoint;
 use crate::transport::tcp::handshake::Link;
-use crate::transport::tcp::receive::{PendingRead, RecvState};
+use crate::transport::tcp::receive::{PendingRead, PendingReads, RecvState};
 use crate::transport::tcp::send::{Outbox, Payload};
 use crate::transport::tcp::socket::readable_now;
 use crate::types::Rank;
@@ -33,7 +32,7 @@ pub(crate) struct Pair {
     /// The progress thread's epoll (the incoming connection is in it).
     rx_epoll: Arc<Epoll>,
     recv: Mutex<RecvState>,
-    reads: Mutex<HashMap<u64, PendingRead>>,
+    pub(super) reads: PendingReads,
     closed: AtomicBool,
     /// The peer said goodbye: its EOF is not a failure.
     pub(super) bye: AtomicBool,
@@ -63,7 +62,7 @@ impl Pair {
             endpoint,
             rx_epoll,
             recv: Mutex::default(),
-            reads: Mutex::default(),
+            reads: PendingReads::default(),
             closed: AtomicBool::new(false),
             bye: AtomicBool::new(false),
             violated: AtomicBool::new(false),
@@ -118,14 +117,6 @@ impl Pair {
     /// True when nothing is left to send (used by `term` to let goodbyes drain).
     pub fn send_idle(&self) -> bool {
         self.outbox.is_idle()
-    }
-
-    pub fn add_read(&self, req: u64, r: PendingRead) {
-        self.reads.lock().insert(req, r);
-    }
-
-    pub fn take_read(&self, req: u64) -> Option<PendingRead> {
-        self.reads.lock().remove(&req)
     }
 
     /// Progress thread, on `EPOLLIN`: consumes everything readable; the bytes read.
@@ -202,7 +193,7 @@ impl Pair {
         let _ = self.rx.shutdown(std::net::Shutdown::Both);
         let _ = self.outbox.tx.shutdown(std::net::Shutdown::Both);
         self.outbox.drain();
-        let mut reads: Vec<PendingRead> = self.reads.lock().drain().map(|(_, r)| r).collect();
+        let mut reads: Vec<PendingRead> = self.reads.drain();
         if let Some(read) = self.recv.lock().take_current_read() {
             reads.push(read);
         }

@@ -4,9 +4,12 @@
 //! `execute`). The bytes come from a [`ByteSource`], so the machine is tested on in-memory
 //! streams.
 
+use std::collections::hash_map::{Entry, HashMap};
 use std::io::{ErrorKind, Read};
 use std::net::TcpStream;
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use crate::error::ProtocolError;
 use crate::memory::segment_memory::SegmentMemory;
@@ -51,6 +54,43 @@ pub(crate) struct PendingRead {
     pub len: usize,
     pub notify: Option<u32>,
     pub done: Option<Arc<QueueState>>,
+}
+
+/// The reads a link asked its peer for, by request id, until their responses arrive.
+#[derive(Default)]
+pub(crate) struct PendingReads(Mutex<HashMap<u64, PendingRead>>);
+
+impl PendingReads {
+    pub fn add(&self, req: u64, read: PendingRead) {
+        self.0.lock().insert(req, read);
+    }
+
+    /// Takes back read `req`, unanswered (its request could not be sent).
+    pub fn cancel(&self, req: u64) -> Option<PendingRead> {
+        self.0.lock().remove(&req)
+    }
+
+    /// The read that a response of `len` bytes to request `req` answers. A response of the
+    /// wrong length leaves the read in place: the peer is dropped for it, and dropping it
+    /// completes every read still here with the failure ([`drain`](Self::drain)); taken out,
+    /// the read's queue would never complete and a `wait` on it would sleep for ever.
+    pub fn answer(&self, req: u64, len: u64) -> Result<PendingRead, ProtocolError> {
+        match self.0.lock().entry(req) {
+            Entry::Vacant(_) => Err(ProtocolError::UnknownRead(req)),
+            Entry::Occupied(read) if read.get().len as u64 != len => {
+                Err(ProtocolError::ReadLength {
+                    got: len,
+                    expected: read.get().len as u64,
+                })
+            }
+            Entry::Occupied(read) => Ok(read.remove()),
+        }
+    }
+
+    /// Every read still waiting (the link failed).
+    pub fn drain(&self) -> Vec<PendingRead> {
+        self.0.lock().drain().map(|(_, r)| r).collect()
+    }
 }
 
 /// Where a frame's payload goes.
@@ -328,6 +368,35 @@ mod tests {
             seen: RefCell::default(),
             goodbye: Cell::new(false),
         }
+    }
+
+    #[test]
+    fn a_read_answered_with_the_wrong_length_stays_for_the_failure_to_complete() {
+        let reads = PendingReads::default();
+        let read = |len| PendingRead {
+            mem: Arc::new(SegmentMemory::anonymous(1 << 12, 1).unwrap()),
+            off: 0,
+            len,
+            notify: None,
+            done: None,
+        };
+        reads.add(7, read(64));
+        reads.add(8, read(32));
+        assert_eq!(
+            reads.answer(7, 65).err(),
+            Some(ProtocolError::ReadLength {
+                got: 65,
+                expected: 64
+            })
+        );
+        assert_eq!(
+            reads.answer(9, 64).err(),
+            Some(ProtocolError::UnknownRead(9))
+        );
+        assert_eq!(reads.answer(8, 32).map(|r| r.len).ok(), Some(32));
+        // What the link's failure completes: the read answered wrongly, not the one answered.
+        let left: Vec<usize> = reads.drain().iter().map(|r| r.len).collect();
+        assert_eq!(left, [64]);
     }
 
     #[test]
