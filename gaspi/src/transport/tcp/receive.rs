@@ -165,9 +165,11 @@ impl RecvState {
         self.cur.take().and_then(|inc| inc.read)
     }
 
-    /// Reads and handles frames until the source is drained, or until `budget` bytes of
-    /// payload went straight into their sink. It stops early only with nothing buffered, so
-    /// what is left is still in the socket and epoll reports it again.
+    /// Reads and handles frames until the source is drained, or until `budget` bytes were
+    /// read from it. It stops early only where it would read the source next: every complete
+    /// frame buffered has been handled, and what is left is still in the socket, so epoll
+    /// reports it again. (Frames that arrive whole in the buffer count: a stream of small
+    /// writes must not keep a waiter here past what it waits for.)
     ///
     /// A read that returned less than it asked for drained the socket: the next read would
     /// only say `WouldBlock`, so it is not made (a small message costs one `recv`, not two);
@@ -179,7 +181,6 @@ impl RecvState {
         handler: &impl FrameHandler,
         budget: usize,
     ) -> Result<usize, ProtocolError> {
-        let mut taken = 0usize;
         let mut read = 0usize;
         let mut drained = false;
         loop {
@@ -196,7 +197,7 @@ impl RecvState {
                     self.start += n;
                     cur.got += n;
                 } else if need > 0 {
-                    if drained {
+                    if drained || read >= budget {
                         return Ok(read);
                     }
                     let r = match &mut cur.sink {
@@ -210,7 +211,6 @@ impl RecvState {
                         Ok(n) => {
                             drained = n < need;
                             cur.got += n;
-                            taken += n;
                             read += n;
                         }
                         Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(read),
@@ -221,9 +221,6 @@ impl RecvState {
                 if cur.got == cur.header.len as usize {
                     let done = self.cur.take().expect("current frame");
                     handler.finish(done)?;
-                }
-                if taken >= budget && self.start == self.end {
-                    return Ok(read);
                 }
                 continue;
             }
@@ -244,7 +241,7 @@ impl RecvState {
                 self.end -= self.start;
                 self.start = 0;
             }
-            if drained {
+            if drained || read >= budget {
                 return Ok(read);
             }
             let end = self.end;
@@ -506,6 +503,33 @@ mod tests {
             st.receive(&mut src, &r, usize::MAX).unwrap();
         }
         assert_eq!(r.seen.borrow().len(), 4);
+    }
+
+    #[test]
+    fn a_waiters_budget_counts_frames_that_arrive_whole_in_the_buffer() {
+        let r = recorder();
+        // Frames of 4 KiB: full reads of the receive buffer end on a frame's end, so no
+        // payload is ever read straight into a segment.
+        let frame = write_frame(0, &vec![3u8; 4096 - HEADER_LEN]);
+        let stream: Vec<u8> = (0..2 * RECV_BUF / 4096)
+            .flat_map(|_| frame.clone())
+            .collect();
+        let mut src = Chunks {
+            bytes: stream,
+            at: 0,
+            chunk: usize::MAX,
+            eof: false,
+            reads: 0,
+        };
+        let mut st = RecvState::default();
+        st.receive(&mut src, &r, 1).unwrap();
+        // One full buffer read and its frames handled; the second buffer's worth stays in
+        // the source for the next call.
+        assert_eq!((src.reads, src.at), (1, RECV_BUF));
+        assert_eq!(r.seen.borrow().len(), 2 * RECV_BUF / 4096);
+        st.receive(&mut src, &r, usize::MAX).unwrap();
+        assert_eq!(src.at, src.bytes.len());
+        assert_eq!(r.seen.borrow().len(), 4 * RECV_BUF / 4096);
     }
 
     #[test]
