@@ -22,7 +22,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use parking_lot::Mutex;
@@ -60,6 +60,8 @@ struct Gate {
     polled: bool,
     /// `holds` when the progress thread last looked.
     holds_seen: u64,
+    /// When it last looked.
+    seen_at: Instant,
     /// Putting `sockets` back failed and was logged (it is retried on every timer).
     add_failed: bool,
 }
@@ -86,6 +88,7 @@ impl Inbound {
             gate: Mutex::new(Gate {
                 polled: false,
                 holds_seen: 0,
+                seen_at: Instant::now(),
                 add_failed: false,
             }),
         })
@@ -169,6 +172,7 @@ impl Inbound {
                 Ok(()) => {
                     gate.polled = true;
                     gate.holds_seen = self.holds.load(Ordering::Relaxed);
+                    gate.seen_at = Instant::now();
                 }
                 Err(e) => {
                     tracing::debug!("TCP: incoming frames stay with the progress thread: {e}")
@@ -177,18 +181,26 @@ impl Inbound {
         }
     }
 
-    /// Progress thread, after a wait that timed out (or any other, harmlessly): puts the
-    /// inner epoll back once nobody polls and nobody has started to for [`HANDBACK_AFTER`].
-    /// Returns the timeout its next wait needs.
+    /// Progress thread, after each wait: puts the inner epoll back once nobody polls and
+    /// nobody has started to for [`HANDBACK_AFTER`]. Returns the timeout its next wait needs.
     pub fn on_timer(&self, timed_out: bool) -> Option<Duration> {
+        self.on_timer_at(timed_out, Instant::now())
+    }
+
+    /// [`on_timer`](Self::on_timer) at `now`. A period is up when the wait timed out or a
+    /// whole period passed since the last look: other wake-ups (connections to the listener,
+    /// which anyone who reaches the port can make) can come faster than the timer, and must
+    /// not keep the frames from the progress thread while nobody polls.
+    fn on_timer_at(&self, timed_out: bool, now: Instant) -> Option<Duration> {
         let mut gate = self.gate.lock();
         if !gate.polled {
             return None;
         }
-        if timed_out {
+        if timed_out || now.saturating_duration_since(gate.seen_at) >= HANDBACK_AFTER {
             let holds = self.holds.load(Ordering::Relaxed);
             let idle = holds == gate.holds_seen && self.pollers.load(Ordering::SeqCst) == 0;
             gate.holds_seen = holds;
+            gate.seen_at = now;
             if idle {
                 self.put_back(&mut gate);
             }
@@ -292,17 +304,47 @@ mod tests {
         assert!(ready(&inbound.sockets), "the poller sees them");
 
         // Still polling at the timer: kept.
-        assert_eq!(inbound.on_timer(true), Some(HANDBACK_AFTER));
+        let t0 = Instant::now();
+        assert_eq!(inbound.on_timer_at(true, t0), Some(HANDBACK_AFTER));
         drop(hold);
         // Gone, but it polled during the last period: kept once more (a stream of
         // collectives holds and releases between every step).
         drop(inbound.hold());
-        assert_eq!(inbound.on_timer(true), Some(HANDBACK_AFTER));
-        // A wake-up that is not the timer's changes nothing.
-        assert_eq!(inbound.on_timer(false), Some(HANDBACK_AFTER));
+        assert_eq!(inbound.on_timer_at(true, t0), Some(HANDBACK_AFTER));
+        // A wake-up that is not the timer's, within the period, changes nothing.
+        assert_eq!(inbound.on_timer_at(false, t0), Some(HANDBACK_AFTER));
         // A whole period without a poller: handed back, and the waiting frame wakes the
         // progress thread at once.
-        assert_eq!(inbound.on_timer(true), None);
+        assert_eq!(inbound.on_timer_at(true, t0), None);
+        assert!(!inbound.is_polled());
+        assert!(ready(&progress));
+    }
+
+    #[test]
+    fn wake_ups_faster_than_the_timer_do_not_keep_frames_from_the_progress_thread() {
+        let (inbound, progress, _tx, _rx) = with_a_frame_waiting();
+        let hold = inbound.hold();
+        inbound.on_wake(100);
+        drop(hold);
+        assert!(inbound.is_polled());
+        // Wake-ups every tenth of a period (a stranger connecting over and over): no wait
+        // ever times out. A thread polls once in the first period, none in the second: the
+        // look at its end hands the frames back.
+        let t0 = Instant::now();
+        let mut handed_back_at = None;
+        for tenth in 1..=30u32 {
+            if tenth == 5 {
+                drop(inbound.hold());
+            }
+            if inbound
+                .on_timer_at(false, t0 + HANDBACK_AFTER * tenth / 10)
+                .is_none()
+            {
+                handed_back_at = Some(tenth);
+                break;
+            }
+        }
+        assert_eq!(handed_back_at, Some(20));
         assert!(!inbound.is_polled());
         assert!(ready(&progress));
     }
