@@ -67,6 +67,8 @@ pub struct DataParallel {
     /// Where the parameters live (all on one device).
     device: Device,
     step: u64,
+    /// The step that failed, after which no step is taken (see [`Error::AfterFailedStep`]).
+    failed_step: Option<u64>,
 }
 
 impl DataParallel {
@@ -101,6 +103,7 @@ impl DataParallel {
             config,
             device,
             step: 0,
+            failed_step: None,
         };
         for (i, p) in ddp.params.iter().enumerate() {
             // On failure `ddp` is dropped here, which clears the hooks installed so far.
@@ -154,21 +157,38 @@ impl DataParallel {
     }
 
     /// Runs backward from `loss` and returns once `.grad` holds the sum of every rank's
-    /// gradients. Bucket allreduces start during backward (unless overlap is off).
+    /// gradients. Bucket allreduces start during backward (unless overlap is off). After a
+    /// step that failed, every later call fails with [`Error::AfterFailedStep`].
     pub fn backward(&mut self, loss: &Tensor) -> Result<StepTrace> {
+        if let Some(failed) = self.failed_step {
+            return Err(Error::AfterFailedStep { failed });
+        }
         let step = self.step + 1;
+        let result = self.step_backward(step, loss);
+        if result.is_err() {
+            self.failed_step = Some(step);
+        }
+        result
+    }
+
+    fn step_backward(&mut self, step: u64, loss: &Tensor) -> Result<StepTrace> {
         self.state.begin_step(step);
-        loss.f_backward()?;
-        self.wait_for_device_when_timing()?;
+        let backward = loss
+            .f_backward()
+            .map_err(Error::from)
+            .and_then(|()| self.wait_for_device_when_timing());
         let backward_returned_ns = now_ns();
         let hooks = self.state.end_step();
-        let started = if self.config.overlap {
+        // Buckets start after backward only when backward produced every gradient.
+        let started = if self.config.overlap || backward.is_err() || hooks.is_err() {
             Ok(())
         } else {
             self.reducer.start_all()
         };
-        // Always collect the communication thread's result, so the next step starts clean.
+        // Always collect the communication thread's result, even when backward failed after
+        // its hooks started some buckets.
         let comm = self.reducer.finish();
+        backward?;
         let mut trace = hooks?;
         started?;
         let times = comm?;

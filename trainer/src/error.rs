@@ -120,6 +120,17 @@ pub enum Error {
     /// The model does not fit what the data-parallel wrapper supports.
     #[error("unsupported model: {0}")]
     Model(String),
+    /// A step was asked of a [`DataParallel`](crate::DataParallel) whose earlier step failed.
+    /// That step's collectives may still be in flight on other ranks and cannot be cancelled,
+    /// so the wrapper takes no more steps: the job stops, or starts over on every rank.
+    #[error(
+        "step {failed} failed, and its allreduces may still be in flight: this data-parallel \
+         wrapper takes no further steps"
+    )]
+    AfterFailedStep {
+        /// The step that failed (1 for the first).
+        failed: u64,
+    },
     /// The training step cannot go on (a loss that is not finite, ...).
     #[error("step {step}: {message}")]
     Step {

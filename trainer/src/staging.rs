@@ -305,8 +305,13 @@ impl Drop for Staging {
         // or writes are unregistered and freed right after this.
         if let Some(stream) = self.copy_stream() {
             // Whatever thread drops it: on the staging's own device (see set_current_device).
+            // The wait does not depend on it (a stream synchronizes on its own device), so a
+            // failure to switch is logged and the wait made all the same.
             let device = self.device_index().map_or(Device::Cpu, Device::Cuda);
-            if let Err(e) = set_current_device(device).and_then(|()| stream.synchronize()) {
+            if let Err(e) = set_current_device(device) {
+                tracing::warn!("making the staging's GPU current to free its buffers: {e}");
+            }
+            if let Err(e) = stream.synchronize() {
                 tracing::error!(
                     "waiting for the gradient copies before freeing their buffers: {e}"
                 );
