@@ -339,7 +339,12 @@ impl Context {
             v.unregister_segment(key);
         }
         local.mem.unlink();
+        // What peers still send into it (a write under way, a read's response) is dropped
+        // from here on, and none is being copied in when this returns: user memory bound to
+        // the segment may be freed next.
+        local.mem.revoke();
         if let Ok(tcp) = self.tcp() {
+            tcp.wait_for_receives();
             for r in 0..self.sh.nranks {
                 let r = Rank(r);
                 if r != self.sh.rank && local.allows(r) && !self.sh.state.is_unreachable(r) {

@@ -13,7 +13,7 @@
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use memmap2::{MmapOptions, MmapRaw};
@@ -55,6 +55,8 @@ pub(crate) struct SegmentMemory {
     notif_count: u32,
     /// The `/dev/shm` file, when the memory is shared with local peers.
     file: Option<SharedFile>,
+    /// The segment was deleted: receives into its data stop (see [`revoke`](Self::revoke)).
+    revoked: AtomicBool,
 }
 
 /// The file behind a shared segment.
@@ -88,6 +90,7 @@ impl SegmentMemory {
             data_len,
             notif_count,
             file: None,
+            revoked: AtomicBool::new(false),
         };
         mem.write_header();
         Ok(mem)
@@ -122,6 +125,7 @@ impl SegmentMemory {
             data_len,
             notif_count,
             file: Some(SharedFile::Own(owned)),
+            revoked: AtomicBool::new(false),
         };
         mem.write_header();
         Ok(mem)
@@ -152,6 +156,7 @@ impl SegmentMemory {
             data_len,
             notif_count,
             file: Some(SharedFile::Peer(path.to_path_buf())),
+            revoked: AtomicBool::new(false),
         };
         let magic = mem.ctl_u64(OFF_MAGIC).load(Ordering::Acquire);
         let announced = mem.ctl_u64(OFF_DATA_LEN).load(Ordering::Acquire);
@@ -168,7 +173,8 @@ impl SegmentMemory {
     ///
     /// # Safety
     /// `ptr..ptr+len` must be valid for reads and writes, and stay so (and not be used through
-    /// Rust references that assume exclusivity) until this value is dropped.
+    /// Rust references that assume exclusivity) until this value is [revoked](Self::revoke)
+    /// and no receive is copying into it, or until it is dropped.
     pub unsafe fn with_user_data(ctl: SegmentMemory, ptr: *mut u8, len: usize) -> Self {
         let mut mem = ctl;
         mem.data = Data::User { ptr };
@@ -367,6 +373,19 @@ impl SegmentMemory {
 }
 
 impl SegmentMemory {
+    /// The segment was deleted: what peers still send into its data (a frame under way, the
+    /// response to a read) is received and dropped. User memory bound to a segment may be
+    /// freed once its deletion returns, while the network may still be delivering into it;
+    /// the deletion revokes the memory and then waits for every receive in progress.
+    pub fn revoke(&self) {
+        self.revoked.store(true, Ordering::Release);
+    }
+
+    /// Whether [`revoke`](Self::revoke) was called.
+    pub fn is_revoked(&self) -> bool {
+        self.revoked.load(Ordering::Acquire)
+    }
+
     /// Removes the shared-memory file this process created (the mapping stays valid for
     /// every live handle); later calls and the drop do nothing. Local peers that mapped it
     /// keep their mapping; new ones can no longer open it.

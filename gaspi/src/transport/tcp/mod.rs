@@ -193,6 +193,14 @@ impl TcpTransport {
         self.listen_addr
     }
 
+    /// Returns once no receive that may have seen segment memory unrevoked is still copying
+    /// into it: receives that start later see the revocation (see `SegmentMemory::revoke`).
+    pub(crate) fn wait_for_receives(&self) {
+        for pair in self.pairs.iter().flatten() {
+            pair.wait_for_receive();
+        }
+    }
+
     fn pair(&self, rank: Rank) -> Result<&Arc<Pair>> {
         match self.pairs.get(rank.index()) {
             Some(Some(p)) if !p.is_closed() => Ok(p),

@@ -175,6 +175,12 @@ impl Pair {
         )
     }
 
+    /// Returns once no receive from this peer is under way: one holds the receive state
+    /// while it copies, so taking it once is enough.
+    pub fn wait_for_receive(&self) {
+        drop(self.recv.lock());
+    }
+
     /// Tears the connection down and fails everything pending on it.
     pub fn fail(&self, reason: &ProtocolError) {
         if self.closed.swap(true, Ordering::AcqRel) {

@@ -19,6 +19,9 @@ use crate::wire::frame::{Header, HEADER_LEN};
 
 const RECV_BUF: usize = 256 * 1024;
 
+/// Bytes read at a time from payload that is dropped (its segment was deleted).
+const DISCARD_CHUNK: usize = 4096;
+
 /// Where received bytes come from: the incoming connection, or a test's buffer.
 pub(crate) trait ByteSource {
     /// Reads into `buf`; `Ok(0)` is the end of the stream, `WouldBlock` "nothing now".
@@ -93,7 +96,8 @@ impl PendingReads {
     }
 }
 
-/// Where a frame's payload goes.
+/// Where a frame's payload goes (nowhere, once a segment's memory is revoked: its segment
+/// was deleted while the payload was under way).
 pub(crate) enum Sink {
     Segment { mem: Arc<SegmentMemory>, off: usize },
     Buffer(Vec<u8>),
@@ -191,6 +195,7 @@ impl RecvState {
                     let n = need.min(avail);
                     let bytes = &self.buf[self.start..self.start + n];
                     match &mut cur.sink {
+                        Sink::Segment { mem, .. } if mem.is_revoked() => {}
                         Sink::Segment { mem, off } => mem.copy_in(*off + cur.got, bytes),
                         Sink::Buffer(v) => v[cur.got..cur.got + n].copy_from_slice(bytes),
                     }
@@ -200,16 +205,20 @@ impl RecvState {
                     if drained || read >= budget {
                         return Ok(read);
                     }
-                    let r = match &mut cur.sink {
-                        Sink::Segment { mem, off } => {
-                            src.read_into_segment(mem, *off + cur.got, need)
+                    let (r, asked) = match &mut cur.sink {
+                        Sink::Segment { mem, .. } if mem.is_revoked() => {
+                            let asked = need.min(DISCARD_CHUNK);
+                            (src.read_some(&mut [0; DISCARD_CHUNK][..asked]), asked)
                         }
-                        Sink::Buffer(v) => src.read_some(&mut v[cur.got..]),
+                        Sink::Segment { mem, off } => {
+                            (src.read_into_segment(mem, *off + cur.got, need), need)
+                        }
+                        Sink::Buffer(v) => (src.read_some(&mut v[cur.got..]), need),
                     };
                     match r {
                         Ok(0) => return Err(handler.end_of_stream()),
                         Ok(n) => {
-                            drained = n < need;
+                            drained = n < asked;
                             cur.got += n;
                             read += n;
                         }
@@ -530,6 +539,57 @@ mod tests {
         st.receive(&mut src, &r, usize::MAX).unwrap();
         assert_eq!(src.at, src.bytes.len());
         assert_eq!(r.seen.borrow().len(), 4 * RECV_BUF / 4096);
+    }
+
+    #[test]
+    fn payload_under_way_into_a_deleted_segment_is_read_and_dropped() {
+        let r = recorder();
+        let payload = vec![9u8; 3 * DISCARD_CHUNK];
+        let frame = write_frame(100, &payload);
+        let half = HEADER_LEN + payload.len() / 2;
+        let source = |bytes: &[u8]| Chunks {
+            bytes: bytes.to_vec(),
+            at: 0,
+            chunk: 1000,
+            eof: false,
+            reads: 0,
+        };
+        let mut st = RecvState::default();
+        let mut first = source(&frame[..half]);
+        while first.at < first.bytes.len() {
+            st.receive(&mut first, &r, usize::MAX).unwrap();
+        }
+        r.mem.revoke();
+        // The rest of the frame, then a frame that starts after the deletion (as a read's
+        // response into the deleted segment would): both read, nothing more written.
+        let mut rest = source(&frame[half..]);
+        rest.bytes.extend(write_frame(0, &[7u8; 10]));
+        while rest.at < rest.bytes.len() {
+            st.receive(&mut rest, &r, usize::MAX).unwrap();
+        }
+        let mut data = vec![0u8; 100 + payload.len()];
+        r.mem.copy_out(0, &mut data);
+        let written = data[100..].iter().take_while(|&&b| b == 9).count();
+        assert_eq!(
+            written,
+            payload.len() / 2,
+            "only the part before the deletion"
+        );
+        assert!(data[100 + written..].iter().all(|&b| b == 0));
+        assert!(
+            data[..100].iter().all(|&b| b == 0),
+            "the later frame is dropped too"
+        );
+        // Both frames were handled to their end (their notifications, reads' completions).
+        assert_eq!(
+            *r.seen.borrow(),
+            [
+                (FrameKind::Write, payload.len() as u64),
+                (FrameKind::Ack, payload.len() as u64),
+                (FrameKind::Write, 10),
+                (FrameKind::Ack, 10),
+            ]
+        );
     }
 
     #[test]
