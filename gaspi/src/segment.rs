@@ -339,12 +339,13 @@ impl Context {
             v.unregister_segment(key);
         }
         local.mem.unlink();
-        // What peers still send into it (a write under way, a read's response) is dropped
-        // from here on, and none is being copied in when this returns: user memory bound to
-        // the segment may be freed next.
-        local.mem.revoke();
+        // User memory bound to the segment may be freed next: no transfer touches it from
+        // here on (see `SegmentMemory::revoke`).
+        let revoked = local.mem.revoke();
         if let Ok(tcp) = self.tcp() {
-            tcp.wait_for_receives();
+            if revoked {
+                tcp.wait_for_transfers();
+            }
             for r in 0..self.sh.nranks {
                 let r = Rank(r);
                 if r != self.sh.rank && local.allows(r) && !self.sh.state.is_unreachable(r) {

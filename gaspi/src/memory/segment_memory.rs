@@ -55,7 +55,7 @@ pub(crate) struct SegmentMemory {
     notif_count: u32,
     /// The `/dev/shm` file, when the memory is shared with local peers.
     file: Option<SharedFile>,
-    /// The segment was deleted: receives into its data stop (see [`revoke`](Self::revoke)).
+    /// The segment was deleted: transfers stop using its data (see [`revoke`](Self::revoke)).
     revoked: AtomicBool,
 }
 
@@ -174,7 +174,7 @@ impl SegmentMemory {
     /// # Safety
     /// `ptr..ptr+len` must be valid for reads and writes, and stay so (and not be used through
     /// Rust references that assume exclusivity) until this value is [revoked](Self::revoke)
-    /// and no receive is copying into it, or until it is dropped.
+    /// and no transfer is using it, or until it is dropped.
     pub unsafe fn with_user_data(ctl: SegmentMemory, ptr: *mut u8, len: usize) -> Self {
         let mut mem = ctl;
         mem.data = Data::User { ptr };
@@ -373,15 +373,34 @@ impl SegmentMemory {
 }
 
 impl SegmentMemory {
-    /// The segment was deleted: what peers still send into its data (a frame under way, the
-    /// response to a read) is received and dropped. User memory bound to a segment may be
-    /// freed once its deletion returns, while the network may still be delivering into it;
-    /// the deletion revokes the memory and then waits for every receive in progress.
-    pub fn revoke(&self) {
-        self.revoked.store(true, Ordering::Release);
+    /// The segment was deleted. User memory bound to it may be freed once the deletion
+    /// returns, while the network may still be moving its bytes; so what peers still send
+    /// into it (a frame under way, the response to a read) is received and dropped, and what
+    /// is still queued from it (a write posted before the deletion, the answer to a peer's
+    /// read) is sent as zeros. The deletion revokes the memory and then waits for every
+    /// transfer in progress. Memory the runtime allocated is not revoked: it stays valid
+    /// while any handle lives, so transfers under way finish as they would have (a
+    /// collective's last send may still be queued when its group is deleted). Returns
+    /// whether the memory was user memory, now revoked.
+    pub fn revoke(&self) -> bool {
+        let user = matches!(self.data, Data::User { .. });
+        if user {
+            self.revoked.store(true, Ordering::Release);
+        }
+        user
     }
 
-    /// Whether [`revoke`](Self::revoke) was called.
+    /// User memory of `len` zero bytes, for tests of what happens to bound memory. The bytes
+    /// are leaked: they stay valid for the rest of the process.
+    #[cfg(test)]
+    pub(crate) fn leaked_user_memory(len: usize) -> Self {
+        let data: &'static mut [u8] = Box::leak(vec![0u8; len].into_boxed_slice());
+        // SAFETY: leaked, so valid for reads and writes for the rest of the process, and
+        // reachable through nothing but this value.
+        unsafe { Self::with_user_data(Self::anonymous(0, 1).unwrap(), data.as_mut_ptr(), len) }
+    }
+
+    /// Whether this is user memory whose segment was deleted ([`revoke`](Self::revoke)).
     pub fn is_revoked(&self) -> bool {
         self.revoked.load(Ordering::Acquire)
     }

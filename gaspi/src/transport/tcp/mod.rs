@@ -193,11 +193,13 @@ impl TcpTransport {
         self.listen_addr
     }
 
-    /// Returns once no receive that may have seen segment memory unrevoked is still copying
-    /// into it: receives that start later see the revocation (see `SegmentMemory::revoke`).
-    pub(crate) fn wait_for_receives(&self) {
+    /// Returns once no receive or send that may have seen segment memory unrevoked is still
+    /// copying into it or sending from it: those that start later see the revocation (see
+    /// `SegmentMemory::revoke`).
+    pub(crate) fn wait_for_transfers(&self) {
         for pair in self.pairs.iter().flatten() {
             pair.wait_for_receive();
+            pair.outbox.wait_for_send();
         }
     }
 

@@ -543,7 +543,10 @@ mod tests {
 
     #[test]
     fn payload_under_way_into_a_deleted_segment_is_read_and_dropped() {
-        let r = recorder();
+        let r = Recorder {
+            mem: Arc::new(SegmentMemory::leaked_user_memory(1 << 16)),
+            ..recorder()
+        };
         let payload = vec![9u8; 3 * DISCARD_CHUNK];
         let frame = write_frame(100, &payload);
         let half = HEADER_LEN + payload.len() / 2;
@@ -559,7 +562,7 @@ mod tests {
         while first.at < first.bytes.len() {
             st.receive(&mut first, &r, usize::MAX).unwrap();
         }
-        r.mem.revoke();
+        assert!(r.mem.revoke());
         // The rest of the frame, then a frame that starts after the deletion (as a read's
         // response into the deleted segment would): both read, nothing more written.
         let mut rest = source(&frame[half..]);

@@ -169,7 +169,7 @@ impl Outbox {
                 Payload::None => {}
                 Payload::Segment { mem, off, len } => {
                     if body_done < *len {
-                        iov[n] = mem.iovec(off + body_done, len - body_done);
+                        iov[n] = segment_iovec(mem, off + body_done, len - body_done);
                         n += 1;
                     }
                 }
@@ -213,6 +213,11 @@ impl Outbox {
         Ok(())
     }
 
+    /// Returns once no frame is being written: one writes under the queue's lock.
+    pub fn wait_for_send(&self) {
+        drop(self.queue.lock());
+    }
+
     /// True when nothing is left to send (used by `term` to let goodbyes drain, and by the
     /// heartbeat: a peer with frames queued will hear from us when it reads again).
     pub fn is_idle(&self) -> bool {
@@ -229,5 +234,46 @@ impl Outbox {
                 q.complete(Some(self.peer));
             }
         }
+    }
+}
+
+/// Zeros sent in place of the rest of a frame whose segment was deleted while it was queued.
+static ZEROS: [u8; 4096] = [0; 4096];
+
+/// Where `len` bytes of segment memory at `off` are sent from: the memory itself, or, once
+/// its segment was deleted ([`SegmentMemory::revoke`]), zeros, so that the frame stays whole
+/// and the bound user memory, which may be freed by now, is not read.
+fn segment_iovec(mem: &SegmentMemory, off: usize, len: usize) -> libc::iovec {
+    if mem.is_revoked() {
+        return libc::iovec {
+            iov_base: ZEROS.as_ptr() as *mut libc::c_void,
+            iov_len: len.min(ZEROS.len()),
+        };
+    }
+    mem.iovec(off, len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deleted_user_segment_is_sent_as_zeros_not_read() {
+        let runtime = SegmentMemory::anonymous(1 << 16, 1).unwrap();
+        // Runtime memory stays valid while a handle lives: what is queued goes out as is.
+        assert!(!runtime.revoke());
+        let iov = segment_iovec(&runtime, 10, 50_000);
+        assert_eq!(iov.iov_base as usize, runtime.data_addr() as usize + 10);
+        let mem = SegmentMemory::leaked_user_memory(1 << 16);
+        let iov = segment_iovec(&mem, 10, 50_000);
+        assert_eq!(
+            (iov.iov_base as usize, iov.iov_len),
+            (mem.data_addr() as usize + 10, 50_000)
+        );
+        assert!(mem.revoke());
+        let iov = segment_iovec(&mem, 10, 50_000);
+        assert_eq!(iov.iov_base as usize, ZEROS.as_ptr() as usize);
+        assert_eq!(iov.iov_len, ZEROS.len());
+        assert_eq!(segment_iovec(&mem, 0, 3).iov_len, 3);
     }
 }
