@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{setup, T};
+use common::{finish, setup, take, T};
 use gaspi::env::{JobEnv, JobToken, TransportChoice};
 use gaspi::testing::{is_rank_of, spmd_job, Job};
 use gaspi::*;
@@ -361,5 +361,80 @@ fn trickling_stranger_cannot_extend_the_init_timeout() {
     let out = job.run_at(port);
     stop.store(true, std::sync::atomic::Ordering::Release);
     attacker.join().unwrap();
+    out.assert_success();
+}
+
+/// Rank 1 stops a write into rank 0's bound user memory half-way; rank 0 deletes the segment
+/// and unmaps the memory (as a user may once `segment_delete` returns); the rest of the
+/// payload then arrives. It must be read and dropped, not written into the unmapped pages
+/// (a crash, or a failed receive that drops rank 1), and the link carries on.
+#[test]
+fn payload_arriving_after_segment_delete_does_not_touch_the_freed_memory() {
+    use std::num::NonZeroUsize;
+
+    use nix::sys::mman::{mmap_anonymous, munmap, MapFlags, ProtFlags};
+
+    const NAME: &str = "payload_arriving_after_segment_delete_does_not_touch_the_freed_memory";
+    const BOUND: SegmentId = SegmentId(1);
+    const LEN: usize = 1 << 16;
+    const FIRST: usize = 4096;
+    let Some(out) = spmd_job(
+        NAME,
+        2,
+        TransportChoice::Tcp,
+        Duration::from_secs(60),
+        |_| {},
+    ) else {
+        let ctx = Context::init().unwrap();
+        let seg = setup(&ctx);
+        let header = gaspi::testing::raw_write_frame(BOUND.0, 0, &[]).len();
+        let frame = gaspi::testing::raw_write_frame(BOUND.0, 0, &[0xAB; LEN]);
+        if ctx.rank() == Rank(0) {
+            let len = NonZeroUsize::new(LEN).unwrap();
+            let prot = ProtFlags::PROT_READ | ProtFlags::PROT_WRITE;
+            // SAFETY: a fresh private mapping, used only through the segment until unmapped.
+            let pages = unsafe { mmap_anonymous(None, len, prot, MapFlags::MAP_PRIVATE) }.unwrap();
+            let data = pages.as_ptr() as *mut u8;
+            // SAFETY: the mapping is valid until the munmap below, which follows the delete.
+            unsafe { ctx.segment_bind(BOUND, data, LEN as u64) }.unwrap();
+            ctx.segment_register(BOUND, Rank(1), T).unwrap();
+            ctx.barrier(Group::ALL, T).unwrap();
+            // The first part of rank 1's write has landed: the frame is under way.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            // SAFETY: in bounds of the mapping; read while the runtime may write other bytes.
+            let landed = || (0..FIRST).all(|i| unsafe { data.add(i).read_volatile() } == 0xAB);
+            while !landed() {
+                assert!(Instant::now() < deadline, "the first part never landed");
+                std::thread::yield_now();
+            }
+            ctx.segment_delete(BOUND).unwrap();
+            // SAFETY: the segment is deleted; nothing of ours refers to the mapping any more.
+            unsafe { munmap(pages, LEN) }.unwrap();
+            ctx.notify(seg, Rank(1), NotificationId(1), 1, QueueId(0))
+                .unwrap();
+            // Rank 1's next write comes after the rest of the stopped one, on the same link.
+            take(&ctx, seg, 2);
+            assert_eq!(ctx.state_vec()[1], PeerState::Healthy);
+        } else {
+            ctx.barrier(Group::ALL, T).unwrap();
+            ctx.send_raw_frame(Rank(0), frame[..header + FIRST].to_vec())
+                .unwrap();
+            take(&ctx, seg, 1);
+            ctx.send_raw_frame(Rank(0), frame[header + FIRST..].to_vec())
+                .unwrap();
+            ctx.write_notify(
+                Local::new(seg, 0),
+                Remote::new(Rank(0), seg, 0),
+                64,
+                NotificationId(2),
+                1,
+                QueueId(0),
+            )
+            .unwrap();
+            ctx.wait(QueueId(0), T).unwrap();
+        }
+        finish(ctx);
+        std::process::exit(0);
+    };
     out.assert_success();
 }
