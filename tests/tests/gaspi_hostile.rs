@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{finish, setup, take, T};
+use common::{setup, take, T};
 use gaspi::env::{JobEnv, JobToken, TransportChoice};
 use gaspi::testing::{is_rank_of, spmd_job, Job};
 use gaspi::*;
@@ -378,14 +378,7 @@ fn payload_arriving_after_segment_delete_does_not_touch_the_freed_memory() {
     const BOUND: SegmentId = SegmentId(1);
     const LEN: usize = 1 << 16;
     const FIRST: usize = 4096;
-    let Some(out) = spmd_job(
-        NAME,
-        2,
-        TransportChoice::Tcp,
-        Duration::from_secs(60),
-        |_| {},
-    ) else {
-        let ctx = Context::init().unwrap();
+    gaspi::testing::spmd(NAME, 2, TransportChoice::Tcp, |ctx| {
         let seg = setup(&ctx);
         let header = gaspi::testing::raw_write_frame(BOUND.0, 0, &[]).len();
         let frame = gaspi::testing::raw_write_frame(BOUND.0, 0, &[0xAB; LEN]);
@@ -433,8 +426,6 @@ fn payload_arriving_after_segment_delete_does_not_touch_the_freed_memory() {
             .unwrap();
             ctx.wait(QueueId(0), T).unwrap();
         }
-        finish(ctx);
-        std::process::exit(0);
-    };
-    out.assert_success();
+        ctx.barrier(Group::ALL, T).unwrap();
+    });
 }

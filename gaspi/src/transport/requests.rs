@@ -1,7 +1,7 @@
 //! Request/response slots for calls that wait for a peer's answer (atomics, pings, segment
 //! registration, passive sends). The progress thread fills a slot; the caller waits on it.
 
-use std::collections::HashMap;
+use std::collections::hash_map::{Entry, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -47,20 +47,18 @@ impl RpcTable {
         from: Rank,
         value: Result<u64>,
     ) -> std::result::Result<(), ProtocolError> {
-        let slot = {
-            let mut slots = self.slots.lock();
-            match slots.get(&id) {
-                None => return Ok(()),
-                Some((to, _)) if *to != from => {
-                    return Err(ProtocolError::ForeignAnswer { req: id, to: *to })
-                }
-                Some(_) => slots.remove(&id).map(|(_, slot)| slot),
+        let slot = match self.slots.lock().entry(id) {
+            Entry::Vacant(_) => return Ok(()),
+            Entry::Occupied(e) if e.get().0 != from => {
+                return Err(ProtocolError::ForeignAnswer {
+                    req: id,
+                    to: e.get().0,
+                })
             }
+            Entry::Occupied(e) => e.remove().1,
         };
-        if let Some(slot) = slot {
-            *slot.value.lock() = Some(value);
-            slot.cv.notify_all();
-        }
+        *slot.value.lock() = Some(value);
+        slot.cv.notify_all();
         Ok(())
     }
 
