@@ -472,6 +472,13 @@ impl Context {
     pub fn send_raw_frame(&self, rank: Rank, bytes: Vec<u8>) -> Result<()> {
         self.tcp()?.send_raw(rank, bytes)
     }
+
+    /// Test hook: this rank stops taking in what `rank` sends on the data connection, as a
+    /// hung or hostile peer that keeps sending would.
+    #[cfg(feature = "testing")]
+    pub fn stop_receiving_from(&self, rank: Rank) -> Result<()> {
+        self.tcp()?.stop_receiving_from(rank)
+    }
 }
 
 impl Drop for Context {

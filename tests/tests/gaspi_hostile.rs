@@ -257,6 +257,68 @@ fn frames_after_goodbye_are_refused() {
     });
 }
 
+/// Rank 2 stops reading what rank 0 sends and then asks it for 1 MiB reads, more than a
+/// peer that reads can be owed (the first few answers fit in the connection's buffers):
+/// rank 0 queues the answers up to the limit, then fails rank 2 instead of queuing without
+/// bound. Ranks 0 and 1 carry on.
+#[test]
+fn a_peer_that_asks_but_never_reads_the_answers_is_failed() {
+    const NAME: &str = "a_peer_that_asks_but_never_reads_the_answers_is_failed";
+    // Rank 1 tells rank 2 that rank 0 is done with it: rank 2 reads nothing from rank 0,
+    // and leaving earlier would reset its connections before rank 0 has read every request.
+    const DONE: u32 = 5;
+    let Some(out) = spmd_job(
+        NAME,
+        3,
+        TransportChoice::Tcp,
+        Duration::from_secs(60),
+        |_| {},
+    ) else {
+        let ctx = Context::init().unwrap();
+        let seg = setup(&ctx);
+        ctx.barrier(Group::ALL, T).unwrap();
+        let tell = |to: u16| {
+            ctx.notify(seg, Rank(to), NotificationId(DONE), 1, QueueId(0))
+                .unwrap();
+            ctx.wait(QueueId(0), T).unwrap();
+        };
+        match ctx.rank().0 {
+            2 => {
+                ctx.stop_receiving_from(Rank(0)).unwrap();
+                let requests = gaspi::testing::ANSWER_BACKLOG_MAX + 64;
+                let mut frames = Vec::new();
+                for req in 1..=requests as u64 {
+                    frames.extend(gaspi::testing::raw_read_request(0, 0, 1 << 20, req));
+                }
+                ctx.send_raw_frame(Rank(0), frames).unwrap();
+                take(&ctx, seg, DONE);
+                std::process::exit(0);
+            }
+            0 => {
+                let r = ctx.notify_waitsome(seg, NotificationId(0), 1, T);
+                assert!(
+                    matches!(r, Err(Error::PeerFailed { rank: Rank(2) })),
+                    "{r:?}"
+                );
+                assert_eq!(ctx.state_vec()[2], PeerState::Corrupt);
+                tell(1);
+            }
+            _ => {
+                take(&ctx, seg, DONE);
+                tell(2);
+            }
+        }
+        let g = ctx.group_create().unwrap();
+        ctx.group_add(g, Rank(0)).unwrap();
+        ctx.group_add(g, Rank(1)).unwrap();
+        ctx.group_commit(g, T).unwrap();
+        ctx.barrier(g, T).unwrap();
+        ctx.term(T).unwrap();
+        std::process::exit(0);
+    };
+    out.assert_success();
+}
+
 /// Plays strangers at `addr` until `stop`: up to `idle` connections that say nothing, and
 /// one that announces a long request and trickles it a byte at a time.
 fn strangers(addr: std::net::SocketAddr, idle: usize, stop: Arc<std::sync::atomic::AtomicBool>) {

@@ -77,6 +77,12 @@ pub(crate) enum ProtocolError {
     /// The words "heartbeat timeout" are what `tarantella` looks for in the log line.
     #[error("heartbeat timeout: nothing received for {silent_ms} ms (limit {timeout_ms} ms)")]
     Silent { silent_ms: u64, timeout_ms: u64 },
+    /// The peer keeps sending requests but does not read their answers: `queued` answers
+    /// to it wait here already, more than a rank that reads can ever be owed (see
+    /// `transport::tcp::send::ANSWER_BACKLOG_MAX`). Queuing more would grow this rank's
+    /// memory without bound.
+    #[error("{queued} answers queued for a peer that does not read them (at most {max})")]
+    AnswerBacklog { queued: usize, max: usize },
     /// This rank could not queue its answer (it is leaving, or the connection failed).
     #[error("cannot send the answer")]
     ReplyFailed,

@@ -104,6 +104,21 @@ pub fn raw_write_frame(segment: u8, offset: u64, payload: &[u8]) -> Vec<u8> {
     v
 }
 
+/// A raw read request for `len` bytes at `offset` of `segment`, with request id `req` (no
+/// validation here).
+pub fn raw_read_request(segment: u8, offset: u64, len: u64, req: u64) -> Vec<u8> {
+    use crate::wire::frame::{FrameKind, Header};
+    let mut h = Header::new(FrameKind::ReadReq);
+    h.seg = u16::from(segment);
+    h.offset = offset;
+    h.len = len;
+    h.req = req;
+    h.encode().to_vec()
+}
+
+/// The most answers a peer may be owed before it is failed for not reading them.
+pub const ANSWER_BACKLOG_MAX: usize = crate::transport::tcp::send::ANSWER_BACKLOG_MAX;
+
 /// A raw goodbye frame (what `term` sends last on each connection).
 pub fn raw_bye_frame() -> Vec<u8> {
     crate::wire::control::ControlMessage::Goodbye

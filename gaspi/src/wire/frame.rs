@@ -53,6 +53,26 @@ pub(crate) enum FrameKind {
 }
 
 impl FrameKind {
+    /// An answer to a peer's request: it stays queued here while the peer does not read.
+    pub fn is_answer(self) -> bool {
+        matches!(
+            self,
+            FrameKind::ReadResp | FrameKind::AtomicResp | FrameKind::Ack
+        )
+    }
+
+    /// A request this rank answers (with `ReadResp`, `AtomicResp` or `Ack`).
+    pub fn is_answered(self) -> bool {
+        matches!(
+            self,
+            FrameKind::ReadReq
+                | FrameKind::AtomicReq
+                | FrameKind::SegRegister
+                | FrameKind::Passive
+                | FrameKind::Ping
+        )
+    }
+
     fn from_u8(v: u8) -> Option<FrameKind> {
         use FrameKind::*;
         Some(match v {

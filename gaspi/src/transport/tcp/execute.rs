@@ -11,7 +11,7 @@ use crate::error::{Error, ProtocolError};
 use crate::memory::segment_memory::{apply_atomic, SegmentMemory};
 use crate::transport::tcp::pair::Pair;
 use crate::transport::tcp::receive::{FrameHandler, Incoming, Sink};
-use crate::transport::tcp::send::Payload;
+use crate::transport::tcp::send::{Payload, ANSWER_BACKLOG_MAX};
 use crate::types::{AtomicOp, SegKey};
 use crate::wire::control::ControlMessage;
 use crate::wire::frame::{FrameKind, Header, FLAG_CAS, FLAG_NOTIFY};
@@ -52,6 +52,19 @@ impl Pair {
         Ok(())
     }
 
+    /// Refuses a request from a peer that is owed more answers than one that reads them can
+    /// be ([`ANSWER_BACKLOG_MAX`]), before anything of it is done.
+    fn admit_request(&self) -> Result<(), ProtocolError> {
+        let queued = self.outbox.answers_queued();
+        if queued >= ANSWER_BACKLOG_MAX {
+            return Err(ProtocolError::AnswerBacklog {
+                queued,
+                max: ANSWER_BACKLOG_MAX,
+            });
+        }
+        Ok(())
+    }
+
     fn reply(&self, kind: FrameKind, req: u64, word: u64) {
         let mut h = Header::new(kind);
         h.req = req;
@@ -78,6 +91,9 @@ impl Pair {
 
 impl FrameHandler for Pair {
     fn dispatch(&self, h: Header) -> Result<Option<Incoming>, ProtocolError> {
+        if h.kind.is_answered() {
+            self.admit_request()?;
+        }
         match h.kind {
             FrameKind::Write => {
                 let max = self.endpoint.transfer_size_max;

@@ -256,9 +256,31 @@ impl TcpTransport {
     /// Test hook: writes raw bytes on the connection to `rank`, as a faulty peer would.
     #[cfg(feature = "testing")]
     pub fn send_raw(&self, rank: Rank, bytes: Vec<u8>) -> Result<()> {
-        use std::io::Write;
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::io::{ErrorKind, Write};
+        use std::os::fd::AsFd;
         let pair = self.pair(rank)?;
-        (&pair.outbox.tx).write_all(&bytes).map_err(Error::from)
+        let mut rest = &bytes[..];
+        // The connection is non-blocking: more than its buffer takes waits for room.
+        while !rest.is_empty() {
+            match (&pair.outbox.tx).write(rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    let mut fds = [PollFd::new(pair.outbox.tx.as_fd(), PollFlags::POLLOUT)];
+                    poll(&mut fds, PollTimeout::NONE)?;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Test hook: this rank takes nothing in from `rank` any more (see
+    /// `Pair::stop_receiving`).
+    #[cfg(feature = "testing")]
+    pub fn stop_receiving_from(&self, rank: Rank) -> Result<()> {
+        self.pair(rank)?.stop_receiving()
     }
 
     /// Orderly shutdown: say goodbye to every peer, let queued frames drain, wait (bounded)

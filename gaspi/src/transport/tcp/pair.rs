@@ -175,6 +175,15 @@ impl Pair {
         )
     }
 
+    /// Test hook: nothing from the peer is taken in any more (its connection leaves the
+    /// epoll that both the progress thread and waiters poll), as if this rank hung while
+    /// its sending side went on.
+    #[cfg(feature = "testing")]
+    pub fn stop_receiving(&self) -> Result<()> {
+        self.rx_epoll.delete(&self.rx)?;
+        Ok(())
+    }
+
     /// Returns once no receive from this peer is under way: one holds the receive state
     /// while it copies, so taking it once is enough.
     pub fn wait_for_receive(&self) {

@@ -7,18 +7,31 @@
 use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags};
 use parking_lot::Mutex;
 
+use crate::config::limits;
 use crate::error::{Error, Result};
 use crate::memory::segment_memory::SegmentMemory;
 use crate::transport::completion::QueueState;
 use crate::transport::tcp::socket::send_vectored;
 use crate::types::Rank;
 use crate::wire::frame::{Header, HEADER_LEN};
+
+/// The most answers (`ReadResp`, `AtomicResp`, `Ack`) that may wait in one peer's queue.
+///
+/// A peer that reads is owed at most one answer per request it has outstanding: a read
+/// holds an entry of one of its queues until its answer arrives (at most
+/// `QUEUE_NUM_MAX × QUEUE_SIZE_MAX` = 65536), and atomics, pings, registrations and
+/// passive sends hold a calling thread each (the other 65536 leave room for threads and for
+/// requests given up after a timeout). A peer owed more than this keeps sending requests
+/// but does not read: it is failed rather than let grow this rank's memory without bound
+/// (an answer waiting here costs about 100 bytes, so this caps a peer at about 13 MB).
+pub(crate) const ANSWER_BACKLOG_MAX: usize =
+    2 * (limits::QUEUE_NUM_MAX as usize) * (limits::QUEUE_SIZE_MAX as usize);
 
 /// Set in the epoll token of a peer's outgoing connection (the incoming one's is the rank).
 pub(crate) const TX_TOKEN: u64 = 1 << 32;
@@ -41,6 +54,8 @@ struct OutFrame {
     /// Bytes of header + payload already written.
     sent: usize,
     done: Option<Arc<QueueState>>,
+    /// An answer to one of the peer's requests (counted in `Outbox::answers`).
+    answer: bool,
 }
 
 impl OutFrame {
@@ -68,6 +83,9 @@ pub(crate) struct Outbox {
     /// The sending thread's epoll (the outgoing connection is in it).
     tx_epoll: Arc<Epoll>,
     queue: Mutex<SendQueue>,
+    /// How many queued frames are answers: changed under `queue`'s lock, read without it
+    /// (the receive path checks it per request and must not wait for a long write).
+    answers: AtomicUsize,
 }
 
 impl Outbox {
@@ -77,6 +95,7 @@ impl Outbox {
             tx,
             tx_epoll,
             queue: Mutex::default(),
+            answers: AtomicUsize::new(0),
         }
     }
 
@@ -118,6 +137,7 @@ impl Outbox {
             payload,
             sent: 0,
             done: None,
+            answer: header.kind.is_answer(),
         };
         let failed = Error::PeerFailed { rank: self.peer };
         let mut sq = self.queue.lock();
@@ -138,6 +158,9 @@ impl Outbox {
         if let Some(q) = q {
             q.begin_async();
             frame.done = Some(q.clone());
+        }
+        if frame.answer {
+            self.answers.fetch_add(1, Ordering::Relaxed);
         }
         sq.frames.push_back(frame);
         if !sq.out_armed {
@@ -201,6 +224,9 @@ impl Outbox {
                 return Ok(());
             }
             let f = sq.frames.pop_front().expect("front exists");
+            if f.answer {
+                self.answers.fetch_sub(1, Ordering::Relaxed);
+            }
             if let Some(q) = f.done {
                 q.complete(None);
             }
@@ -224,11 +250,21 @@ impl Outbox {
         self.queue.lock().frames.is_empty()
     }
 
+    /// How many answers to the peer's requests wait in the queue (the peer is not reading
+    /// them yet).
+    pub fn answers_queued(&self) -> usize {
+        self.answers.load(Ordering::Relaxed)
+    }
+
     /// Takes the connection out of the sending thread's epoll and fails every queued frame's
     /// completion (the peer failed).
     pub fn drain(&self) {
         let _ = self.tx_epoll.delete(&self.tx);
-        let frames: Vec<OutFrame> = self.queue.lock().frames.drain(..).collect();
+        let frames: Vec<OutFrame> = {
+            let mut sq = self.queue.lock();
+            self.answers.store(0, Ordering::Relaxed);
+            sq.frames.drain(..).collect()
+        };
         for f in frames {
             if let Some(q) = f.done {
                 q.complete(Some(self.peer));
@@ -256,6 +292,9 @@ fn segment_iovec(mem: &SegmentMemory, off: usize, len: usize) -> libc::iovec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::frame::FrameKind;
+    use nix::sys::epoll::EpollCreateFlags;
+    use std::io::Read;
 
     #[test]
     fn a_deleted_user_segment_is_sent_as_zeros_not_read() {
@@ -275,5 +314,66 @@ mod tests {
         assert_eq!(iov.iov_base as usize, ZEROS.as_ptr() as usize);
         assert_eq!(iov.iov_len, ZEROS.len());
         assert_eq!(segment_iovec(&mem, 0, 3).iov_len, 3);
+    }
+
+    /// An outbox on a loopback connection whose other end is returned unread.
+    fn outbox() -> (Outbox, TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let tx = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        tx.set_nonblocking(true).unwrap();
+        let (rx, _) = listener.accept().unwrap();
+        let epoll = Arc::new(Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).unwrap());
+        let outbox = Outbox::new(Rank(1), tx, epoll.clone());
+        epoll.add(&outbox.tx, outbox.events(false)).unwrap();
+        (outbox, rx)
+    }
+
+    #[test]
+    fn answers_are_counted_while_queued_and_not_once_written() {
+        let (outbox, mut rx) = outbox();
+        let open = AtomicBool::new(false);
+        // More than the connection's buffers hold, so that what follows queues.
+        let big = Payload::Owned(vec![7; 64 << 20]);
+        outbox
+            .post(Header::new(FrameKind::Write), big, None, &open)
+            .unwrap();
+        assert_eq!(outbox.answers_queued(), 0);
+        for kind in [FrameKind::Ack, FrameKind::Write, FrameKind::AtomicResp] {
+            outbox
+                .post(Header::new(kind), Payload::None, None, &open)
+                .unwrap();
+        }
+        assert_eq!(outbox.answers_queued(), 2);
+        let reader = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            rx.read_to_end(&mut all).unwrap();
+            all.len()
+        });
+        while !outbox.is_idle() {
+            outbox.flush().unwrap();
+            let mut fds = [nix::poll::PollFd::new(
+                std::os::fd::AsFd::as_fd(&outbox.tx),
+                nix::poll::PollFlags::POLLOUT,
+            )];
+            nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(1000u16)).unwrap();
+        }
+        assert_eq!(outbox.answers_queued(), 0);
+        outbox.tx.shutdown(std::net::Shutdown::Write).unwrap();
+        assert_eq!(reader.join().unwrap(), (64 << 20) + 4 * HEADER_LEN);
+    }
+
+    #[test]
+    fn a_failed_link_owes_no_answers() {
+        let (outbox, _rx) = outbox();
+        let open = AtomicBool::new(false);
+        let big = Payload::Owned(vec![7; 64 << 20]);
+        outbox
+            .post(Header::new(FrameKind::Write), big, None, &open)
+            .unwrap();
+        let resp = Header::new(FrameKind::ReadResp);
+        outbox.post(resp, Payload::None, None, &open).unwrap();
+        assert_eq!(outbox.answers_queued(), 1);
+        outbox.drain();
+        assert_eq!(outbox.answers_queued(), 0);
     }
 }
