@@ -10,7 +10,8 @@
 //! so a model with side streams produces a bucket's gradients on several). The hook of the
 //! bucket's last gradient, on the autograd thread, queues: the copy stream waits for every
 //! member's event → pack the gradients into a flat device buffer (in the wire dtype) → copy
-//! it to the segment (DMA) → event `sent`. The communication thread starts the
+//! it to the segment (DMA) → event `sent`. (The pack first waits for the previous step's
+//! unpack from the same flat buffer, event `unpacked`.) The communication thread starts the
 //! allreduce once `sent` has completed and, when the sum is in, queues the copy back (host →
 //! flat device buffer, event `received`) on the copy stream. At the end of the step the
 //! compute stream waits for `received` and unpacks the flat buffer into `.grad`: the host
@@ -90,6 +91,10 @@ pub(crate) struct Bucket {
     flat: Option<Tensor>,
     sent: Marker,
     received: Marker,
+    /// Recorded on the compute stream after the sums were unpacked from `flat`: the next
+    /// step's pack into `flat` waits for it. A member's gradient event alone does not order
+    /// the two when that gradient comes from a side stream.
+    unpacked: Marker,
     _locked: Option<PageLocked>,
     allreduce: BucketAllreduce,
 }
@@ -181,6 +186,7 @@ impl Staging {
                 flat,
                 sent: Marker::new(on_gpu)?,
                 received: Marker::new(on_gpu)?,
+                unpacked: Marker::new(on_gpu)?,
                 _locked: locked,
                 allreduce,
             }));
@@ -255,6 +261,9 @@ impl Staging {
             }
             m.grad_ready.block(copy_stream)?;
         }
+        // The last step's unpack may still read `flat` (never recorded on the first step:
+        // then nothing to wait for).
+        bucket.unpacked.block(copy_stream)?;
         let _on_copy_stream = copy_stream.map(Stream::make_current).transpose()?;
         pack(&bucket.members, flat, copy_stream)?;
         copy_async(&bucket.host, flat)?;
@@ -289,10 +298,12 @@ impl Staging {
         };
         let compute = self.device_index().map(Stream::current).transpose()?;
         for b in 0..self.buckets.len() {
-            let bucket = self.bucket(b);
+            let mut bucket = self.bucket(b);
+            let bucket = &mut *bucket;
             bucket.received.block(compute.as_ref())?;
             if let Some(flat) = &bucket.flat {
                 unpack(&bucket.members, flat)?;
+                bucket.unpacked.record(compute.as_ref())?;
             }
         }
         Ok(())
