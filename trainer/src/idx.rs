@@ -3,7 +3,7 @@
 //! which is what both datasets use. Compression is recognized from the content (the gzip
 //! magic `1f 8b`), not from the file name.
 
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -22,30 +22,40 @@ pub struct IdxArray {
     pub data: Vec<u8>,
 }
 
-/// Reads an IDX file of unsigned bytes, plain or gzip-compressed.
+/// Reads an IDX file of unsigned bytes, plain or gzip-compressed. Memory grows only to what
+/// the header announces: a corrupt or hostile gzip stream that expands further is read to
+/// its end (checking its checksum) without being kept.
 pub fn read_idx(path: &Path) -> Result<IdxArray> {
-    let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let bytes = if raw.starts_with(&GZIP_MAGIC) {
-        let mut out = Vec::with_capacity(raw.len() * 4);
-        flate2::read::MultiGzDecoder::new(raw.as_slice())
-            .read_to_end(&mut out)
-            .map_err(|e| {
-                Error::data(
-                    path,
-                    format!("gzip stream is corrupt or truncated ({e}); download the file again"),
-                )
-            })?;
-        out
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut file = std::io::BufReader::new(file);
+    let gzip = file
+        .fill_buf()
+        .map_err(|e| Error::io(path, e))?
+        .starts_with(&GZIP_MAGIC);
+    let parsed = if gzip {
+        parse_idx_from(flate2::bufread::MultiGzDecoder::new(file), |e| {
+            format!("gzip stream is corrupt or truncated ({e}); download the file again")
+        })
     } else {
-        raw
+        parse_idx_from(file, |e| format!("cannot read the file: {e}"))
     };
-    parse_idx(bytes).map_err(|message| Error::data(path, message))
+    parsed.map_err(|message| Error::data(path, message))
 }
 
-/// Parses IDX bytes (consumes them: the data part is kept without a copy of the whole file).
-pub fn parse_idx(mut bytes: Vec<u8>) -> std::result::Result<IdxArray, String> {
-    let header = bytes
-        .get(..4)
+/// Parses IDX bytes.
+pub fn parse_idx(bytes: Vec<u8>) -> std::result::Result<IdxArray, String> {
+    parse_idx_from(bytes.as_slice(), |e| e.to_string())
+}
+
+/// Parses an IDX stream, keeping no more of it than its header announces; `io_error` words
+/// a read error other than the stream's end.
+fn parse_idx_from(
+    mut stream: impl Read,
+    io_error: impl Fn(std::io::Error) -> String,
+) -> std::result::Result<IdxArray, String> {
+    let mut header = [0u8; 4];
+    read_part(&mut stream, &mut header, &io_error)?
+        .then_some(())
         .ok_or("truncated: shorter than the 4-byte IDX header")?;
     if header[0] != 0 || header[1] != 0 {
         return Err(format!(
@@ -60,10 +70,12 @@ pub fn parse_idx(mut bytes: Vec<u8>) -> std::result::Result<IdxArray, String> {
         ));
     }
     let ndims = usize::from(header[3]);
-    let dims_end = 4 + 4 * ndims;
-    let dim_bytes = bytes.get(4..dims_end).ok_or_else(|| {
-        format!("truncated: the header announces {ndims} dimensions, the file ends before them")
-    })?;
+    let mut dim_bytes = vec![0u8; 4 * ndims];
+    if !read_part(&mut stream, &mut dim_bytes, &io_error)? {
+        return Err(format!(
+            "truncated: the header announces {ndims} dimensions, the file ends before them"
+        ));
+    }
     let dims: Vec<usize> = dim_bytes
         .chunks_exact(4)
         .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as usize)
@@ -72,19 +84,39 @@ pub fn parse_idx(mut bytes: Vec<u8>) -> std::result::Result<IdxArray, String> {
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .ok_or("dimensions overflow")?;
-    let have = bytes.len() - dims_end;
+    // Grows with what arrives, never past what the header announces.
+    let mut data = Vec::new();
+    (&mut stream)
+        .take(count as u64)
+        .read_to_end(&mut data)
+        .map_err(&io_error)?;
+    let have = data.len();
     if have < count {
         return Err(format!(
             "truncated: dimensions {dims:?} need {count} bytes of data, the file has {have}"
         ));
     }
-    if have > count {
+    // The rest is read to its end and dropped: a gzip stream's checksum is checked there.
+    let more = std::io::copy(&mut stream, &mut std::io::sink()).map_err(&io_error)?;
+    if more > 0 {
         return Err(format!(
-            "dimensions {dims:?} need {count} bytes of data, the file has {have} (trailing bytes)"
+            "dimensions {dims:?} need {count} bytes of data, the file has {more} more              (trailing bytes)"
         ));
     }
-    bytes.drain(..dims_end);
-    Ok(IdxArray { dims, data: bytes })
+    Ok(IdxArray { dims, data })
+}
+
+/// Fills `buf` from `stream`: false when the stream ends first.
+fn read_part(
+    stream: &mut impl Read,
+    buf: &mut [u8],
+    io_error: &impl Fn(std::io::Error) -> String,
+) -> std::result::Result<bool, String> {
+    match stream.read_exact(buf) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(io_error(e)),
+    }
 }
 
 fn encode(path: &Path, dims: &[usize], data: &[u8]) -> Result<Vec<u8>> {
@@ -146,6 +178,37 @@ mod tests {
         assert!(err.contains("cut.gz") && err.contains("gzip"), "{err}");
         let err = read_idx(&dir.join("missing")).unwrap_err().to_string();
         assert!(err.contains("missing"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The high-water mark of this process's resident memory, in bytes.
+    fn peak_rss() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        kib * 1024
+    }
+
+    #[test]
+    fn a_gzip_file_that_expands_past_its_header_is_refused_without_keeping_it() {
+        use std::io::Write;
+        let dir = scratch("bomb");
+        let path = dir.join("bomb.gz");
+        let file = std::fs::File::create(&path).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+        gz.write_all(&encode(&path, &[1, 28, 28], &[0; 784]).unwrap())
+            .unwrap();
+        // 96 MiB more than the header announces, about 100 KiB compressed.
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..96 {
+            gz.write_all(&zeros).unwrap();
+        }
+        gz.finish().unwrap();
+        let before = peak_rss();
+        let err = read_idx(&path).unwrap_err().to_string();
+        let grew = peak_rss() - before;
+        assert!(err.contains("bomb.gz") && err.contains("trailing"), "{err}");
+        assert!(grew < 64 << 20, "resident memory grew by {grew} bytes");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
