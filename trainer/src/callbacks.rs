@@ -3,10 +3,25 @@
 //! `patience` validated epochs, and put the best epoch's weights back. Decisions use the
 //! aggregated metrics, so every rank stops at the same epoch with the same weights.
 
+use serde::{Deserialize, Serialize};
 use tch::{nn, Tensor};
 
 use crate::error::{Error, Result};
 use crate::metrics::{EpochMetrics, Monitor};
+
+/// What early stopping has seen so far, as a checkpoint records it (the best epoch's weights
+/// are that epoch's checkpoint, which is kept while it is the best).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EarlyStoppingState {
+    /// The metric watched.
+    pub monitor: Monitor,
+    /// The best value seen.
+    pub best_value: f64,
+    /// Its (1-based) epoch.
+    pub best_epoch: u64,
+    /// Validated epochs without improvement since.
+    pub wait: u64,
+}
 
 /// Early-stopping state.
 pub struct EarlyStopping {
@@ -44,6 +59,29 @@ impl EarlyStopping {
         self.best
     }
 
+    /// The state a checkpoint records: `None` before the first validated epoch.
+    pub fn state(&self) -> Option<EarlyStoppingState> {
+        self.best
+            .map(|(best_value, best_epoch)| EarlyStoppingState {
+                monitor: self.monitor,
+                best_value,
+                best_epoch,
+                wait: self.wait,
+            })
+    }
+
+    /// Takes up a resumed run's state, with `vs` holding its best epoch's weights. A state of
+    /// another monitor is not taken (false): this run's watch starts afresh.
+    pub fn resume(&mut self, state: EarlyStoppingState, vs: &nn::VarStore) -> bool {
+        if state.monitor != self.monitor {
+            return false;
+        }
+        self.best = Some((state.best_value, state.best_epoch));
+        self.wait = state.wait;
+        self.best_weights = snapshot(vs);
+        true
+    }
+
     /// After an epoch: remembers the weights when the metric improved; true when training
     /// should stop. Epochs without the monitored metric (not validated) do not count.
     pub fn end_epoch(&mut self, m: &EpochMetrics, vs: &nn::VarStore) -> Result<bool> {
@@ -57,12 +95,7 @@ impl EarlyStopping {
         if improved {
             self.best = Some((value, m.epoch));
             self.wait = 0;
-            self.best_weights = tch::no_grad(|| {
-                vs.variables()
-                    .into_iter()
-                    .map(|(name, t)| (name, t.copy()))
-                    .collect()
-            });
+            self.best_weights = snapshot(vs);
             return Ok(false);
         }
         self.wait += 1;
@@ -80,6 +113,16 @@ impl EarlyStopping {
         }
         Ok(())
     }
+}
+
+/// A copy of every variable of `vs`.
+fn snapshot(vs: &nn::VarStore) -> Vec<(String, Tensor)> {
+    tch::no_grad(|| {
+        vs.variables()
+            .into_iter()
+            .map(|(name, t)| (name, t.copy()))
+            .collect()
+    })
 }
 
 #[cfg(test)]

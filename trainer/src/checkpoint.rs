@@ -119,12 +119,17 @@ pub fn resolve(path: &Path, which: Which) -> Result<PathBuf> {
 }
 
 /// Collective: fails on every rank unless the master can create files in `dir` (created when
-/// missing). Run before the first step, so a bad path fails at once.
-pub fn check_writable(comm: &Comm, dir: &Path) -> Result<()> {
+/// missing), and, for a new run (not `resume`), unless `dir` holds no checkpoints yet: a new
+/// run would replace them epoch by epoch. Run before the first step, so a bad path fails at
+/// once.
+pub fn check_writable(comm: &Comm, dir: &Path, resume: bool) -> Result<()> {
     let mut result = Ok(());
     if comm.is_master() {
         result = (|| {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+            if !resume {
+                refuse_earlier_run(dir)?;
+            }
             let probe = dir.join(format!(".write-test-{}", std::process::id()));
             std::fs::write(&probe, b"ok").map_err(|e| {
                 Error::checkpoint(
@@ -136,6 +141,25 @@ pub fn check_writable(comm: &Comm, dir: &Path) -> Result<()> {
         })();
     }
     agree(comm, result, dir, "cannot write checkpoints to")
+}
+
+/// An error when `dir` holds the checkpoints of an earlier run.
+fn refuse_earlier_run(dir: &Path) -> Result<()> {
+    let latest = match Index::read(dir)?.and_then(|index| index.latest) {
+        Some(latest) => Some(latest),
+        None => epochs_in(dir)?.pop().map(|(_, name)| name),
+    };
+    match latest {
+        None => Ok(()),
+        Some(latest) => Err(Error::checkpoint(
+            dir,
+            format!(
+                "holds the checkpoints of an earlier run (latest: {latest}); pass --resume to \
+                 continue that run, or choose another --checkpoint-dir (a new run here would \
+                 replace them)"
+            ),
+        )),
+    }
 }
 
 /// Every rank learns whether the master's `result` was Ok; the master returns its own error.
@@ -155,13 +179,14 @@ fn agree(comm: &Comm, result: Result<()>, dir: &Path, what: &str) -> Result<()> 
     Ok(())
 }
 
-fn epoch_name(epoch: u64) -> String {
+pub(crate) fn epoch_name(epoch: u64) -> String {
     format!("epoch-{epoch:04}")
 }
 
-/// Writes the checkpoint of `manifest.epochs_done` into `root` (master only; other ranks
-/// return at once), updates the index (best by `monitor`'s value in the last epoch's metrics)
-/// and keeps the `keep` latest plus the best.
+/// Collective: the master writes the checkpoint of `manifest.epochs_done` into `root`,
+/// updates the index (best by `monitor`'s value in the last epoch's metrics) and keeps the
+/// `keep` latest plus the best (and the early-stopping best the manifest names). When the
+/// master fails, every rank returns an error.
 pub fn save(
     comm: &Comm,
     root: &Path,
@@ -169,11 +194,23 @@ pub fn save(
     monitor: Monitor,
     vs: &nn::VarStore,
     optimizer: &Optimizer,
+    manifest: Manifest,
+) -> Result<()> {
+    let mut result = Ok(());
+    if comm.is_master() {
+        result = write(root, keep, monitor, vs, optimizer, manifest);
+    }
+    agree(comm, result, root, "could not write")
+}
+
+fn write(
+    root: &Path,
+    keep: usize,
+    monitor: Monitor,
+    vs: &nn::VarStore,
+    optimizer: &Optimizer,
     mut manifest: Manifest,
 ) -> Result<()> {
-    if !comm.is_master() {
-        return Ok(());
-    }
     std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
     remove_stale_staging(root)?;
     let name = epoch_name(manifest.epochs_done);
@@ -226,7 +263,16 @@ pub fn save(
     let json = serde_json::to_vec_pretty(&index)
         .map_err(|e| Error::checkpoint(&root.join(INDEX), e.to_string()))?;
     write_atomic(&root.join(INDEX), &json)?;
-    prune(root, keep.max(1), &index)?;
+    let early_stopping_best = manifest
+        .early_stopping
+        .map(|state| epoch_name(state.best_epoch));
+    prune(
+        root,
+        manifest.epochs_done,
+        keep.max(1),
+        &index,
+        early_stopping_best.as_deref(),
+    )?;
     tracing::info!(dir = %target.display(), "checkpoint written");
     Ok(())
 }
@@ -252,11 +298,35 @@ fn remove_stale_staging(root: &Path) -> Result<()> {
     Ok(())
 }
 
-fn prune(root: &Path, keep: usize, index: &Index) -> Result<()> {
-    let names = list_dirs(root, "epoch-")?;
-    let cut = names.len().saturating_sub(keep);
-    for name in &names[..cut] {
-        if index.best.as_ref().is_some_and(|b| &b.name == name) {
+/// The checkpoint directories of `root` (`epoch-N`, whatever N's width) by epoch, in order.
+fn epochs_in(root: &Path) -> Result<Vec<(u64, String)>> {
+    let mut epochs: Vec<(u64, String)> = list_dirs(root, "epoch-")?
+        .into_iter()
+        .filter_map(|name| Some((name["epoch-".len()..].parse().ok()?, name)))
+        .collect();
+    epochs.sort();
+    Ok(epochs)
+}
+
+/// Keeps the `keep` latest checkpoints up to epoch `current` (the one just written among
+/// them), the best, and `also_keep`. Checkpoints of later epochs (left by an earlier
+/// timeline) are left alone: this run replaces them when it gets there.
+fn prune(
+    root: &Path,
+    current: u64,
+    keep: usize,
+    index: &Index,
+    also_keep: Option<&str>,
+) -> Result<()> {
+    let epochs: Vec<String> = epochs_in(root)?
+        .into_iter()
+        .filter(|&(epoch, _)| epoch <= current)
+        .map(|(_, name)| name)
+        .collect();
+    let cut = epochs.len().saturating_sub(keep);
+    for name in &epochs[..cut] {
+        let best = index.best.as_ref().is_some_and(|b| &b.name == name);
+        if best || also_keep == Some(name.as_str()) {
             continue;
         }
         let path = root.join(name);
@@ -376,4 +446,51 @@ pub fn read_latest_weights(root: &Path) -> Result<BTreeMap<String, Tensor>> {
         .map_err(|e| Error::checkpoint(&path, e.to_string()))?
         .into_iter()
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir_with(name: &str, epochs: &[u64]) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("tnt-prune-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for &e in epochs {
+            std::fs::create_dir_all(root.join(epoch_name(e))).unwrap();
+        }
+        root
+    }
+
+    fn left(root: &Path) -> Vec<u64> {
+        epochs_in(root)
+            .unwrap()
+            .into_iter()
+            .map(|(e, _)| e)
+            .collect()
+    }
+
+    #[test]
+    fn pruning_goes_by_epoch_number_past_four_digits() {
+        let root = dir_with("digits", &[9998, 9999, 10000]);
+        prune(&root, 10000, 2, &Index::default(), None).unwrap();
+        assert_eq!(left(&root), [9999, 10000]);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn pruning_keeps_the_best_and_leaves_later_epochs_alone() {
+        let root = dir_with("keep", &[1, 2, 3, 4, 5, 6]);
+        let index = Index {
+            latest: Some(epoch_name(4)),
+            best: Some(Best {
+                name: epoch_name(1),
+                monitor: Monitor::ValLoss,
+                value: 0.5,
+            }),
+        };
+        // Epoch 4 just written over an earlier timeline's 5 and 6; early stopping's best is 2.
+        prune(&root, 4, 1, &index, Some(&epoch_name(2))).unwrap();
+        assert_eq!(left(&root), [1, 2, 4, 5, 6]);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

@@ -38,7 +38,7 @@ pub use config::{TrainConfig, LR_SCALING_REFERENCE_BATCH};
 pub use samples::TrainSamples;
 pub use summary::TrainSummary;
 
-use epoch::EpochEnd;
+use epoch::{EpochEnd, Position};
 use record::StepRecorder;
 use resume::Resumed;
 use samples::RunData;
@@ -110,10 +110,17 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     let mut opt = Optimizer::new(cfg.optimizer, ddp.params(), cfg.lr)?;
     let mut summary = TrainSummary::default();
     if let Some(dir) = &cfg.checkpoint_dir {
-        checkpoint::check_writable(comm, dir)?;
+        checkpoint::check_writable(comm, dir, cfg.resume)?;
     }
     let (epochs_done, mut step) = if cfg.resume {
-        match resume::resume(comm, cfg, &vs, &mut opt, &mut schedule, &mut summary)? {
+        let state = resume::State {
+            vs: &vs,
+            opt: &mut opt,
+            schedule: &mut schedule,
+            early_stop: early_stop.as_mut(),
+            summary: &mut summary,
+        };
+        match resume::resume(comm, cfg, state)? {
             Resumed::Finished => return Ok(summary),
             Resumed::At { epochs_done, step } => (epochs_done, step),
         }
@@ -221,7 +228,12 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
             None => false,
         };
         let finished = stop || epoch + 1 == cfg.epochs;
-        epoch_end.checkpoint(&opt, &schedule, &summary, epoch + 1, step, finished)?;
+        let at = Position {
+            epochs_done: epoch + 1,
+            step,
+            finished,
+        };
+        epoch_end.checkpoint(at, &opt, &schedule, early_stop.as_ref(), &summary)?;
         if stop {
             break;
         }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::callbacks::EarlyStoppingState;
 use crate::data::DatasetKind;
 use crate::error::{Error, Result};
 use crate::metrics::EpochMetrics;
@@ -67,6 +68,10 @@ pub struct Manifest {
     pub finished: bool,
     /// Early stopping ended the run: (after epoch, best epoch).
     pub early_stopped: Option<(u64, u64)>,
+    /// Early stopping's watch so far (absent in checkpoints written before it was recorded,
+    /// and in runs without early stopping).
+    #[serde(default)]
+    pub early_stopping: Option<EarlyStoppingState>,
     /// Every epoch so far.
     pub metrics: Vec<EpochMetrics>,
     /// File name to lower-case hex SHA-256.

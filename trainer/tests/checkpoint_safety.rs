@@ -241,3 +241,58 @@ fn a_diverging_run_stops_with_an_error_and_keeps_the_last_good_checkpoint() {
     // Adam at lr 1e30 turns the weights into infinities within a step or two.
     resume_fails(dir, &["--lr", "1e30"], "loss is not finite");
 }
+
+#[test]
+fn a_new_run_in_a_directory_with_checkpoints_is_refused() {
+    let scratch = Scratch::new("ckpt-reuse");
+    let dir = scratch.path("ckpt").display().to_string();
+    make_checkpoint(&dir, "2");
+    let before = snapshot(Path::new(&dir));
+    let out = run_train(2, &args(&["--epochs", "1", "--checkpoint-dir", &dir]));
+    assert!(!out.timed_out, "{}", out.report());
+    for r in 0..2 {
+        assert_eq!(code(&out, r), Some(1), "{}", out.report());
+    }
+    let stderr = &out.ranks[0].stderr;
+    assert!(
+        stderr.contains("earlier run (latest: epoch-0002)") && stderr.contains("--resume"),
+        "{}",
+        out.report()
+    );
+    assert_eq!(before, snapshot(Path::new(&dir)), "the checkpoints changed");
+}
+
+#[test]
+fn resuming_with_another_batch_size_or_seed_is_refused() {
+    let scratch = Scratch::new("ckpt-settings");
+    let dir = scratch.path("ckpt");
+    let dir = dir.to_str().unwrap();
+    make_checkpoint(dir, "1");
+    resume_fails(dir, &["--batch-size", "32"], "used --batch-size 16");
+    resume_fails(dir, &["--seed", "7"], "--seed");
+}
+
+/// The master cannot write the index (a directory is in the way of its temporary file): every
+/// rank ends with the error at once, not rank 1 in its next collective's timeout.
+#[test]
+fn a_failed_save_ends_every_rank_with_the_error() {
+    let scratch = Scratch::new("ckpt-save-fails");
+    let dir = scratch.path("ckpt");
+    std::fs::create_dir_all(dir.join(format!(".{INDEX}.tmp"))).unwrap();
+    let dir = dir.display().to_string();
+    let out = run_train(2, &args(&["--epochs", "2", "--checkpoint-dir", &dir]));
+    assert!(!out.timed_out, "{}", out.report());
+    for r in 0..2 {
+        assert_eq!(code(&out, r), Some(1), "{}", out.report());
+    }
+    assert!(
+        out.ranks[1].stderr.contains("could not write"),
+        "{}",
+        out.report()
+    );
+    assert!(
+        !out.ranks[0].stdout.contains("Epoch 2/2"),
+        "{}",
+        out.report()
+    );
+}

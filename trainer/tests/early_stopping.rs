@@ -53,3 +53,79 @@ fn stops_when_the_monitor_does_not_improve_and_the_checkpoint_says_so() {
         out.report()
     );
 }
+
+/// A run stopped and resumed stops where an uninterrupted one does and restores the same best
+/// weights: early stopping's watch (best value and epoch, epochs waited) is in the
+/// checkpoint, and its best epoch's checkpoint is kept (here past `--keep-checkpoints 1`)
+/// and loaded for them. With `--min-delta 10` no epoch improves on the first, so training
+/// stops after epoch 3 and puts epoch 1's weights back, while `--lr` moves them every step.
+#[test]
+fn a_resumed_run_stops_like_an_uninterrupted_one_with_the_same_best_weights() {
+    let scratch = Scratch::new("early-stop-resume");
+    write_dataset(&scratch.0, 48, 11, false, 2).unwrap();
+    let data = scratch.0.display().to_string();
+    let args = |ckpt: &str, epochs: &'static str| {
+        [
+            "--data-dir",
+            &data,
+            "--model",
+            "mlp",
+            "--hidden",
+            "16",
+            "--batch-size",
+            "16",
+            "--epochs",
+            epochs,
+            "--lr",
+            "0.05",
+            "--early-stop-patience",
+            "2",
+            "--min-delta",
+            "10",
+            "--monitor",
+            "val_loss",
+            "--keep-checkpoints",
+            "1",
+            "--checkpoint-dir",
+            ckpt,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<String>>()
+    };
+    let run = |a: &[String]| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        train_ok(2, &a)
+    };
+    let whole = scratch.path("whole").display().to_string();
+    let out = run(&args(&whole, "10"));
+    let stops = "early stopping after epoch 3";
+    let restores = "restored the weights of epoch 1";
+    let stdout = &out.ranks[0].stdout;
+    assert!(
+        stdout.contains(stops) && stdout.contains(restores),
+        "{stdout}"
+    );
+
+    let split = scratch.path("split").display().to_string();
+    run(&args(&split, "2"));
+    let mut resumed = args(&split, "10");
+    resumed.push("--resume".into());
+    let out = run(&resumed);
+    let stdout = &out.ranks[0].stdout;
+    assert!(stdout.contains("Epoch 3/10"), "{stdout}");
+    assert!(
+        stdout.contains(stops) && stdout.contains(restores),
+        "{stdout}"
+    );
+
+    let final_weights = |dir: &str| trainer::checkpoint::read_latest_weights(dir.as_ref()).unwrap();
+    let (a, b) = (final_weights(&whole), final_weights(&split));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    for (name, t) in &a {
+        assert!(
+            t.equal(&b[name]),
+            "{name} differs from the uninterrupted run's"
+        );
+    }
+}

@@ -20,6 +20,16 @@ use crate::optim::Optimizer;
 use crate::profile::{ProfileSummary, StepTimes};
 use crate::schedule::Schedule;
 
+/// How far a run got when its checkpoint is written.
+pub(super) struct Position {
+    /// Epochs completed.
+    pub epochs_done: u64,
+    /// Optimizer steps taken.
+    pub step: u64,
+    /// The run ends here (all epochs done, or early stopping).
+    pub finished: bool,
+}
+
 /// What the end of an epoch works with: the run's settings and its model.
 pub(super) struct EpochEnd<'a> {
     /// The job.
@@ -117,17 +127,20 @@ impl EpochEnd<'_> {
         Ok(true)
     }
 
-    /// With `--checkpoint-dir`, the master writes the checkpoint of the run after
-    /// `epochs_done` epochs and `step` optimizer steps (`finished`: the run ends here).
+    /// With `--checkpoint-dir`, the master writes the checkpoint of the run at `at`.
     pub(super) fn checkpoint(
         &self,
+        at: Position,
         opt: &Optimizer,
         schedule: &Schedule,
+        early_stop: Option<&EarlyStopping>,
         summary: &TrainSummary,
-        epochs_done: u64,
-        step: u64,
-        finished: bool,
     ) -> Result<()> {
+        let Position {
+            epochs_done,
+            step,
+            finished,
+        } = at;
         let cfg = self.cfg;
         let Some(root) = &cfg.checkpoint_dir else {
             return Ok(());
@@ -149,6 +162,7 @@ impl EpochEnd<'_> {
             optimizer_steps: opt.steps(),
             finished,
             early_stopped: summary.early_stopped,
+            early_stopping: early_stop.and_then(EarlyStopping::state),
             metrics: summary.history.clone(),
             files: Default::default(),
         };
