@@ -334,11 +334,13 @@ impl Context {
     /// with; `None` when there is no such segment. Its shared-memory file goes at once, so
     /// the id can be created again while handles to the old memory are still alive.
     pub(crate) fn delete_key(&self, key: SegKey) -> Option<()> {
+        // The file goes before the id is free: a create of the same id that finds the id
+        // free must not find the old file still there.
+        self.sh.segments.local(key)?.mem.unlink();
         let local = self.sh.segments.remove_local(key)?;
         if let Some(v) = &self.sh.verbs {
             v.unregister_segment(key);
         }
-        local.mem.unlink();
         // User memory bound to the segment may be freed next: no transfer touches it from
         // here on (see `SegmentMemory::revoke`).
         let revoked = local.mem.revoke();

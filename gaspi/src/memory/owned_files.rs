@@ -121,11 +121,23 @@ impl OwnedFile {
 
     /// Removes the file, then unpublishes it; later calls do nothing.
     pub fn unlink(&self) {
+        self.untrack(true);
+    }
+
+    /// Unpublishes the path without removing the file: it turned out not to be this
+    /// value's (another one created it first). Later calls and the drop do nothing.
+    pub fn disown(&self) {
+        self.untrack(false);
+    }
+
+    fn untrack(&self, remove: bool) {
         let name = self.name.swap(std::ptr::null_mut(), Ordering::AcqRel);
         if name.is_null() {
             return;
         }
-        let _ = std::fs::remove_file(&self.path);
+        if remove {
+            let _ = std::fs::remove_file(&self.path);
+        }
         if let Some(i) = self.slot {
             // Only this value ever stored `name` there.
             let _ = SLOTS[i].compare_exchange(

@@ -39,6 +39,12 @@ fn ctl_len(notif_count: u32) -> usize {
     PAGE + round_up(notif_count as usize * 4, PAGE)
 }
 
+/// Bytes of the whole mapping for `data_len` bytes of data; `None` when that overflows (no
+/// rank creates such a segment: only a broken peer announces one).
+fn mapping_len(data_len: usize, notif_count: u32) -> Option<usize> {
+    ctl_len(notif_count).checked_add(data_len.max(1).checked_next_multiple_of(PAGE)?)
+}
+
 /// Where the data of a segment lives.
 enum Data {
     /// Inside the mapping, right after the notification slots.
@@ -79,7 +85,7 @@ unsafe impl Sync for SegmentMemory {}
 impl SegmentMemory {
     /// Anonymous (process-private) segment memory, zeroed.
     pub fn anonymous(data_len: usize, notif_count: u32) -> Result<Self> {
-        let total = ctl_len(notif_count) + round_up(data_len.max(1), PAGE);
+        let total = mapping_len(data_len, notif_count).ok_or_else(|| too_large(data_len))?;
         let map = MmapOptions::new()
             .len(total)
             .map_anon()
@@ -98,22 +104,27 @@ impl SegmentMemory {
 
     /// Segment memory in a new file at `path` (under `/dev/shm`) that local peers can map.
     pub fn create_shared(path: &Path, data_len: usize, notif_count: u32) -> Result<Self> {
-        let total = ctl_len(notif_count) + round_up(data_len.max(1), PAGE);
+        let total = mapping_len(data_len, notif_count).ok_or_else(|| too_large(data_len))?;
         check_free_space(path, total)?;
         // Tracked before the file exists, so that no signal finds it untracked.
         let owned = OwnedFile::track(path);
-        let file = match open_new(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                // A crashed job with the same id left it behind: its owner is gone.
-                tracing::warn!(path = %path.display(), "removing a stale shared-memory file");
-                let _ = std::fs::remove_file(path);
-                open_new(path)
+        let file = open_new(path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                // Another segment's file (the name carries the job's nonce, so it is this
+                // process's, e.g. a concurrent create of the same id): not ours to remove.
+                owned.disown();
             }
-            other => other,
-        }
-        .map_err(|e| Error::NoMemory(format!("creating {}: {e}", path.display())))?;
-        file.set_len(total as u64).map_err(|e| {
-            Error::NoMemory(format!("sizing {} to {total} bytes: {e}", path.display()))
+            Error::NoMemory(format!("creating {}: {e}", path.display()))
+        })?;
+        // The pages are taken now: tmpfs hands them out only when first touched, and a
+        // page it cannot give then is a SIGBUS in whichever process touches it (a peer
+        // writing into this segment, too), long after the check above.
+        nix::fcntl::posix_fallocate(&file, 0, total as libc::off_t).map_err(|e| match e {
+            nix::errno::Errno::ENOSPC => no_space(path, total),
+            e => Error::NoMemory(format!(
+                "allocating {total} bytes for {}: {e}",
+                path.display()
+            )),
         })?;
         let map = MmapOptions::new()
             .len(total)
@@ -133,7 +144,12 @@ impl SegmentMemory {
 
     /// Maps a local peer's segment file. The sizes must match what the peer announced.
     pub fn open_shared(path: &Path, data_len: usize, notif_count: u32) -> Result<Self> {
-        let total = ctl_len(notif_count) + round_up(data_len.max(1), PAGE);
+        let total = mapping_len(data_len, notif_count).ok_or_else(|| {
+            Error::Device(format!(
+                "peer segment {} announces {data_len} bytes: more than can be mapped",
+                path.display()
+            ))
+        })?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -424,18 +440,31 @@ fn open_new(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
+/// Fails early, with the numbers, when the file system of `path` lacks `need` bytes.
 fn check_free_space(path: &Path, need: usize) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("/dev/shm"));
-    if let Ok(st) = nix::sys::statvfs::statvfs(dir) {
-        let free = st.blocks_available() as u128 * st.fragment_size() as u128;
-        if free < need as u128 {
-            return Err(Error::NoMemory(format!(
-                "{} has {free} bytes free, the segment needs {need}; free space there or use GASPI_TRANSPORT=tcp",
-                dir.display()
-            )));
-        }
+    match free_space(path) {
+        Some(free) if free < need as u128 => Err(no_space(path, need)),
+        _ => Ok(()),
     }
-    Ok(())
+}
+
+fn free_space(path: &Path) -> Option<u128> {
+    let st = nix::sys::statvfs::statvfs(path.parent()?).ok()?;
+    Some(st.blocks_available() as u128 * st.fragment_size() as u128)
+}
+
+fn no_space(path: &Path, need: usize) -> Error {
+    let dir = path.parent().unwrap_or(Path::new("/dev/shm"));
+    let free = free_space(path).map_or("too few".to_owned(), |f| f.to_string());
+    Error::NoMemory(format!(
+        "{} has {free} bytes free, the segment needs {need}; free space there or use \
+         GASPI_TRANSPORT=tcp",
+        dir.display()
+    ))
+}
+
+fn too_large(data_len: usize) -> Error {
+    Error::NoMemory(format!("a segment of {data_len} bytes cannot be mapped"))
 }
 
 fn futex_wait(word: &AtomicU32, expected: u32, max: Duration) {
@@ -516,5 +545,60 @@ mod tests {
         assert!(SegmentMemory::open_shared(&path, 65, 4).is_err());
         drop(a);
         assert!(!path.exists());
+    }
+
+    fn shm_path(name: &str) -> PathBuf {
+        PathBuf::from(format!(
+            "/dev/shm/tnt-memtest-{name}-{}",
+            std::process::id()
+        ))
+    }
+
+    #[test]
+    fn a_shared_segment_takes_its_pages_at_creation() {
+        use std::os::unix::fs::MetadataExt;
+        let path = shm_path("pages");
+        let m = SegmentMemory::create_shared(&path, 1 << 20, 4).unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.len(), (PAGE + PAGE + (1 << 20)) as u64);
+        assert!(
+            meta.blocks() * 512 >= meta.len(),
+            "{} of {} bytes allocated: a sparse file",
+            meta.blocks() * 512,
+            meta.len()
+        );
+        drop(m);
+    }
+
+    #[test]
+    fn creating_over_an_existing_file_fails_and_leaves_it() {
+        let path = shm_path("exists");
+        let first = SegmentMemory::create_shared(&path, 64, 1).unwrap();
+        first.copy_in(0, &[7; 8]);
+        assert!(SegmentMemory::create_shared(&path, 64, 1).is_err());
+        assert!(path.exists(), "the first segment's file was removed");
+        let peer = SegmentMemory::open_shared(&path, 64, 1).unwrap();
+        let mut out = [0u8; 8];
+        peer.copy_out(0, &mut out);
+        assert_eq!(out, [7; 8]);
+        drop(first);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_size_that_overflows_the_mapping_is_refused() {
+        // A file laid out like a segment whose header announces almost 2^64 bytes of data:
+        // rounded up to pages that size wraps to a small mapping.
+        let path = shm_path("wrap");
+        let announced = usize::MAX - 100;
+        let mut header = vec![0u8; ctl_len(1)];
+        header[OFF_MAGIC..OFF_MAGIC + 8].copy_from_slice(&MAGIC.to_ne_bytes());
+        header[OFF_DATA_LEN..OFF_DATA_LEN + 8].copy_from_slice(&(announced as u64).to_ne_bytes());
+        std::fs::write(&path, &header).unwrap();
+        let opened = SegmentMemory::open_shared(&path, announced, 1);
+        std::fs::remove_file(&path).unwrap();
+        let err = opened.err().expect("refused");
+        assert!(err.to_string().contains("more than can be mapped"), "{err}");
+        assert!(SegmentMemory::anonymous(announced, 1).is_err());
     }
 }
