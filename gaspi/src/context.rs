@@ -427,11 +427,11 @@ impl Context {
         crate::clock::time_ticks()
     }
 
-    /// The smallest transfer in bytes (`gaspi_transfer_size_min`): 1, as in GPI-2. A
-    /// zero-byte write or read is [`Error::InvalidCommSize`]; use `notify` for a bare
-    /// notification.
+    /// The smallest transfer in bytes (`gaspi_transfer_size_min`): 0, as in GPI-2 since
+    /// 1.5. A zero-byte write or read completes and moves nothing; a zero-byte
+    /// `write_notify` is a notification, a zero-byte `read_notify` sets its notification.
     pub fn transfer_size_min(&self) -> u64 {
-        1
+        0
     }
 
     /// The largest transfer in bytes (`gaspi_transfer_size_max`): the configured

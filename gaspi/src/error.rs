@@ -148,7 +148,7 @@ pub enum Error {
         /// The target segment's size in bytes.
         size: u64,
     },
-    /// `GASPI_ERR_INV_COMMSIZE`: a transfer of 0 bytes or more than `transfer_size_max`
+    /// `GASPI_ERR_INV_COMMSIZE`: a transfer of more than `transfer_size_max`
     /// (`gaspi_transfer_size_max`), or a passive message of 0 bytes or more than
     /// `passive_transfer_size_max` (`gaspi_passive_transfer_size_max`). Split large transfers.
     #[error("transfer size {size} is not allowed here (1..={max} bytes)")]
@@ -222,10 +222,10 @@ pub enum Error {
         /// The offending segment offset in bytes.
         offset: u64,
     },
-    /// `GASPI_ERR_ACTIVE_COLL`: another thread of this process is inside a collective
-    /// (barrier or allreduce) on the same group. A group runs one collective call at a time;
-    /// serialize the callers. (A collective that timed out is not active: calling it again
-    /// resumes it.)
+    /// `GASPI_ERR_ACTIVE_COLL`: a different collective on the same group timed out and was
+    /// not finished yet (a barrier after an allreduce that timed out, or the reverse): call
+    /// that one again to resume it first. (Calls of several threads on one group wait for
+    /// each other instead, up to their timeout.)
     #[error("a different collective is active on this group")]
     ActiveCollective,
     /// `GASPI_ERR_DEVICE`: the communication device failed: a verbs call (registration,

@@ -109,15 +109,6 @@ impl Context {
         }
         let key = self.user_key(remote.segment)?;
         let dest = self.dest(remote.rank, key, remote.offset, size)?;
-        // GPI-2's minimum (`gaspi_transfer_size_min`) is 1: an empty transfer is a mistake
-        // of the caller (a bare notification is `notify`). Checked after the offsets, as
-        // GPI-2 does.
-        if size < self.transfer_size_min() {
-            return Err(Error::InvalidCommSize {
-                size,
-                max: self.sh.config.transfer_size_max,
-            });
-        }
         Ok(Checked {
             local: l.mem.clone(),
             local_off: local.offset as usize,
@@ -157,19 +148,22 @@ impl Context {
         Ok(())
     }
 
-    /// Writes `size` bytes from `local` to `remote` (`gaspi_write`).
+    /// Writes `size` bytes from `local` to `remote` (`gaspi_write`). Zero bytes take a
+    /// queue entry and move nothing, as in GPI-2.
     pub fn write(&self, local: Local, remote: Remote, size: u64, queue: QueueId) -> Result<()> {
         let q = self.queues.get(queue)?;
         let c = self.check_transfer(local, remote, size)?;
         self.check_reachable(remote.rank)?;
         let t = self.transport_for(&c.dest)?;
-        self.posting(&q, 1, (Counter::BytesWritten, size), || {
-            t.write(&c.xfer(), None, Some(&q))
+        self.posting(&q, 1, (Counter::BytesWritten, size), || match size {
+            0 => Ok(()),
+            _ => t.write(&c.xfer(), None, Some(&q)),
         })
     }
 
     /// Writes, then sets notification `id` of the remote segment to `value`: a peer that
     /// sees the notification sees the data (`gaspi_write_notify`). Counts 2 queue entries.
+    /// Zero bytes: the notification alone.
     pub fn write_notify(
         &self,
         local: Local,
@@ -184,25 +178,28 @@ impl Context {
         Self::check_notify_target(&c.dest, id, value)?;
         self.check_reachable(remote.rank)?;
         let t = self.transport_for(&c.dest)?;
-        self.posting(&q, 2, (Counter::BytesWritten, size), || {
-            t.write(&c.xfer(), Some((id.0, value)), Some(&q))
+        self.posting(&q, 2, (Counter::BytesWritten, size), || match size {
+            0 => t.notify(&c.dest, id.0, value, Some(&q)),
+            _ => t.write(&c.xfer(), Some((id.0, value)), Some(&q)),
         })
     }
 
     /// Reads `size` bytes of `remote` into `local` (`gaspi_read`); the data is there after
-    /// `wait` on `queue`.
+    /// `wait` on `queue`. Zero bytes take a queue entry and move nothing, as in GPI-2.
     pub fn read(&self, local: Local, remote: Remote, size: u64, queue: QueueId) -> Result<()> {
         let q = self.queues.get(queue)?;
         let c = self.check_transfer(local, remote, size)?;
         self.check_reachable(remote.rank)?;
         let t = self.transport_for(&c.dest)?;
-        self.posting(&q, 1, (Counter::BytesRead, size), || {
-            t.read(&c.xfer(), None, Some(&q))
+        self.posting(&q, 1, (Counter::BytesRead, size), || match size {
+            0 => Ok(()),
+            _ => t.read(&c.xfer(), None, Some(&q)),
         })
     }
 
     /// Reads, then sets notification `id` of the *local* segment to 1 once the data has
-    /// arrived (`gaspi_read_notify`). Counts 2 queue entries.
+    /// arrived (`gaspi_read_notify`). Counts 2 queue entries. Zero bytes: an empty read
+    /// that carries the notification (after the reads posted before it to that rank).
     pub fn read_notify(
         &self,
         local: Local,

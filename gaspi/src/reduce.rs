@@ -74,11 +74,13 @@ fn combine_typed<T: Reducible>(op: ReduceOp, a: &[u8], b: &[u8], out: &mut [u8])
 }
 
 impl Context {
+    /// At most `allreduce_elem_max` elements; none is a synchronisation of the group, as in
+    /// GPI-2.
     fn check_elems(&self, num: usize) -> Result<()> {
         let max = self.sh.config.allreduce_elem_max as usize;
-        if num == 0 || num > max {
+        if num > max {
             return Err(Error::InvalidNumber(format!(
-                "allreduce of {num} elements (1..={max})"
+                "allreduce of {num} elements (at most {max})"
             )));
         }
         Ok(())
@@ -163,13 +165,21 @@ impl Context {
             )));
         }
         self.check_elems(input.len() / elem_size)?;
+        let max = self.allreduce_buf_size();
+        if input.len() as u64 > max {
+            return Err(Error::InvalidSize(format!(
+                "allreduce_user of {} bytes (at most allreduce_buf_size, {max})",
+                input.len()
+            )));
+        }
         self.allreduce_bytes(group, input, output, elem_size, reduce, timeout.deadline())
     }
 
-    /// `allreduce_buf_size` of the configuration (`gaspi_allreduce_buf_size`); one round of
-    /// the small allreduce moves at most this many bytes (clamped to 64 B..=1 MiB).
+    /// The most bytes of one `allreduce_user` (`gaspi_allreduce_buf_size`):
+    /// `allreduce_elem_max` elements of 8 bytes, as in GPI-2. (The configuration's
+    /// `allreduce_buf_size` sizes the rounds of the small allreduce instead.)
     pub fn allreduce_buf_size(&self) -> u64 {
-        self.sh.config.allreduce_buf_size
+        u64::from(self.sh.config.allreduce_elem_max) * 8
     }
 
     /// `gaspi_allreduce_elem_max`.

@@ -418,9 +418,12 @@ fn group_errors(ctx: &Context, peer: Rank) {
         o.copy_from_slice(a);
         Ok(())
     };
+    // No elements: a synchronisation of the group, as in GPI-2.
+    ctx.allreduce::<u64>(&[], &mut [], ReduceOp::Sum, all, T)
+        .unwrap();
+    let wide = vec![0u8; 200 * 16];
+    let mut wide_out = wide.clone();
     expect! {
-        "allreduce of 0": ctx.allreduce::<u64>(&[], &mut [], ReduceOp::Sum, all, T)
-            => ERR_INV_NUM, "0 elements";
         "allreduce of 256": ctx.allreduce(&big, &mut big_out, ReduceOp::Sum, all, T)
             => ERR_INV_NUM, "256";
         "allreduce output size": ctx.allreduce(&[1u64], &mut two, ReduceOp::Sum, all, T)
@@ -429,6 +432,9 @@ fn group_errors(ctx: &Context, peer: Rank) {
             => ERR_INV_SIZE, "0";
         "allreduce_user 12 of 8": ctx.allreduce_user(&[0; 12], &mut o12, 8, &mut first, all, T)
             => ERR_INV_SIZE, "12";
+        "allreduce_user past allreduce_buf_size":
+            ctx.allreduce_user(&wide, &mut wide_out, 16, &mut first, all, T)
+            => ERR_INV_SIZE, "allreduce_buf_size, 2040";
     }
 }
 

@@ -98,6 +98,62 @@ spmd_cases! {
     verbs_2 = (2, FakeVerbs), verbs_3 = (3, FakeVerbs),
 }
 
+/// Several threads on one group: their collectives run one after the other (each call
+/// waits for the other thread's, as GPI-2's group lock makes them). A different collective
+/// than one that timed out is refused with `ActiveCollective` until that one is resumed.
+fn threads_on_one_group(ctx: Context) {
+    let (me, n) = (ctx.rank(), ctx.num_ranks());
+    create(&ctx, S, 4096);
+    ctx.barrier(Group::ALL, T).unwrap();
+    let sum = i64::from(n) * (i64::from(n) + 1) / 2;
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..50 {
+                    ctx.barrier(Group::ALL, T).unwrap();
+                }
+            });
+        }
+    });
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..50 {
+                    let mut out = [0i64; 3];
+                    let mine = [i64::from(me.0) + 1; 3];
+                    ctx.allreduce(&mine, &mut out, ReduceOp::Sum, Group::ALL, T)
+                        .unwrap();
+                    assert_eq!(out, [sum; 3]);
+                }
+            });
+        }
+    });
+    // Rank 0 enters an allreduce alone: it times out, and a barrier is refused until the
+    // allreduce has been called again and finished.
+    let mut out = [0i64; 1];
+    if me.0 == 0 {
+        let r = ctx.allreduce(&[1], &mut out, ReduceOp::Sum, Group::ALL, Timeout::TEST);
+        assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+        let r = ctx.barrier(Group::ALL, Timeout::TEST);
+        assert!(matches!(r, Err(Error::ActiveCollective)), "{r:?}");
+        for peer in 1..n {
+            ctx.notify(S, Rank(peer), nid(1), 1, Q).unwrap();
+        }
+        ctx.wait(Q, T).unwrap();
+    } else {
+        take(&ctx, S, 1);
+    }
+    ctx.allreduce(&[1], &mut out, ReduceOp::Sum, Group::ALL, T)
+        .unwrap();
+    assert_eq!(out, [i64::from(n)]);
+    finish(ctx);
+}
+
+spmd_cases! {
+    threads, threads_on_one_group,
+    tcp_3 = (3, Tcp), shm_4 = (4, Shm), verbs_3 = (3, FakeVerbs),
+}
+
 /// GPI-2's configuration edges, honoured by the runtime: a 1,000,000-element allreduce of
 /// doubles (in rounds of the round buffer), 255 groups, and notification ids up to twice the
 /// default number.

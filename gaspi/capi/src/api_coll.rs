@@ -120,9 +120,10 @@ gaspi_api! { COLL_API;
         let ty = type_from_c(datatyp)?;
         let len = (num as usize).saturating_mul(ty.size());
         with_ctx(|c| {
-            if num == 0 || num > c.allreduce_elem_max() {
+            // Before the buffers become slices of `len` bytes.
+            if num > c.allreduce_elem_max() {
                 return Err(Error::InvalidNumber(format!(
-                    "allreduce of {num} elements (1..={})", c.allreduce_elem_max()
+                    "allreduce of {num} elements (at most {})", c.allreduce_elem_max()
                 )));
             }
             with_buffers(buffer_send, buffer_receive, len, |i, o| {
@@ -149,10 +150,17 @@ gaspi_api! { COLL_API;
             .map_err(|_| Error::InvalidSize(format!("element size {element_size}")))?;
         with_ctx(|c| {
             let len = (num as u64).saturating_mul(element_size);
-            if num == 0 || num > c.allreduce_elem_max() {
+            // Before the buffers become slices of `len` bytes.
+            if num > c.allreduce_elem_max() {
                 return Err(Error::InvalidNumber(format!(
-                    "allreduce_user of {num} elements (1..={})",
+                    "allreduce_user of {num} elements (at most {})",
                     c.allreduce_elem_max()
+                )));
+            }
+            if len > c.allreduce_buf_size() {
+                return Err(Error::InvalidSize(format!(
+                    "allreduce_user of {len} bytes (at most allreduce_buf_size, {})",
+                    c.allreduce_buf_size()
                 )));
             }
             let mut reduce = |a: &[u8], b: &[u8], r: &mut [u8]| -> Result<()> {

@@ -90,13 +90,20 @@ gaspi_api! { PROC_API;
         out(version, "version", rt::version())
     }
 
-    /// `gaspi_numa_socket`: the socket given by `GASPI_SOCKET` (`GASPI_ERR_ENV` when the job
-    /// was started without NUMA placement).
+    /// `gaspi_numa_socket`: the socket given by `GASPI_SOCKET` (the launcher's NUMA
+    /// placement); without one, the local rank with a warning, as GPI-2 answers.
     fn gaspi_numa_socket(socket: *mut gaspi_uchar) {
         need(socket, "socket")?;
-        with_ctx(|_| match rt::env::numa_socket()? {
+        with_ctx(|c| match rt::env::numa_socket()? {
             Some(s) => out(socket, "socket", s),
-            None => Err(Error::Env(format!("{} is not set: no NUMA placement", rt::env::SOCKET))),
+            None => {
+                tracing::warn!(
+                    "gaspi_numa_socket: {} is not set (NUMA placement was not asked for, e.g. \
+                     tarantella -N): answering the local rank",
+                    rt::env::SOCKET
+                );
+                out(socket, "socket", c.local_rank() as gaspi_uchar)
+            }
         })
     }
 

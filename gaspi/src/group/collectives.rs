@@ -17,6 +17,8 @@
 
 use std::sync::atomic::Ordering;
 
+use parking_lot::{Mutex, MutexGuard};
+
 use super::state::{Coll, Committed, RoundState};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -125,6 +127,16 @@ impl Doubling {
     }
 }
 
+/// Takes the group's collective state. Another thread's collective on the group is waited
+/// for until `deadline` (then `Timeout`), as GPI-2 queues callers on the group's lock: the
+/// calls of several threads run one after the other.
+fn lock_collectives(coll: &Mutex<Coll>, deadline: Deadline) -> Result<MutexGuard<'_, Coll>> {
+    match deadline.remaining() {
+        None => Ok(coll.lock()),
+        Some(left) => coll.try_lock_for(left).ok_or(Error::Timeout),
+    }
+}
+
 impl Context {
     /// Waits until every member of `group` has entered the barrier (`gaspi_barrier`).
     pub fn barrier(&self, group: Group, timeout: Timeout) -> Result<()> {
@@ -133,7 +145,11 @@ impl Context {
 
     pub(crate) fn barrier_deadline(&self, group: Group, deadline: Deadline) -> Result<()> {
         let (members, c, coll) = self.committed(group)?;
-        let mut coll = coll.try_lock().ok_or(Error::ActiveCollective)?;
+        let mut coll = lock_collectives(&coll, deadline)?;
+        if coll.reduce.is_some() || coll.reduce_rounds_done > 0 {
+            // An allreduce that timed out must be resumed first (GPI-2's rule).
+            return Err(Error::ActiveCollective);
+        }
         let starting = coll.barrier.is_none();
         let done = coll.barrier_done;
         let p = coll.barrier.get_or_insert_with(|| RoundState {
@@ -262,7 +278,11 @@ impl Context {
         deadline: Deadline,
     ) -> Result<()> {
         let (members, c, coll) = self.committed(group)?;
-        let mut coll = coll.try_lock().ok_or(Error::ActiveCollective)?;
+        let mut coll = lock_collectives(&coll, deadline)?;
+        if coll.barrier.is_some() {
+            // A barrier that timed out must be resumed first (GPI-2's rule).
+            return Err(Error::ActiveCollective);
+        }
         if output.len() != input.len() {
             return Err(Error::InvalidSize(format!(
                 "output of {} bytes for {} input bytes",
