@@ -14,9 +14,11 @@ use crate::error::{Error, Result};
 use crate::types::{Deadline, Group, Rank, SegKey, Timeout, INTERNAL_BASE};
 
 mod collectives;
+mod doubling;
 pub(crate) mod state;
 
-use collectives::{MAX_STEPS, NOTIF_SLOTS};
+use collectives::NOTIF_SLOTS;
+use doubling::MAX_STEPS;
 use state::{commit_tag, Coll, Committed, GroupState};
 
 impl Context {

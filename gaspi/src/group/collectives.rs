@@ -19,6 +19,7 @@ use std::sync::atomic::Ordering;
 
 use parking_lot::{Mutex, MutexGuard};
 
+use super::doubling::{Doubling, MAX_STEPS, UNFOLD_STEP};
 use super::state::{Coll, Committed, RoundState};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -28,8 +29,6 @@ use crate::transport::Xfer;
 use crate::types::SegKey;
 use crate::types::{Deadline, Group, Rank, Timeout};
 
-/// Rounds a collective may need: fold + log2(65536) exchanges + unfold.
-pub(super) const MAX_STEPS: usize = 18;
 /// Epochs run 1..=EPOCH_CYCLE and wrap (even, so the parity keeps alternating).
 const EPOCH_CYCLE: u32 = 1 << 30;
 /// Set in a slot's value (an epoch, at most [`EPOCH_CYCLE`]) by a member that aborted that
@@ -62,69 +61,6 @@ fn barrier_slot(epoch: u32, round: usize) -> u32 {
 
 fn reduce_slot(epoch: u32, step: usize) -> u32 {
     2 * MAX_STEPS as u32 + (epoch & 1) * MAX_STEPS as u32 + step as u32
-}
-
-/// The last step of the small allreduce: the result back to a folded-out member.
-const UNFOLD_STEP: usize = MAX_STEPS - 1;
-
-/// Recursive doubling with folding over `n` members, seen from member `me`: the `rem` extra
-/// members (even indices below `2 rem`) fold into their odd neighbours, the remaining
-/// power-of-two set exchanges in `exchanges` steps, and the result unfolds.
-struct Doubling {
-    me: usize,
-    rem: usize,
-    exchanges: usize,
-}
-
-impl Doubling {
-    fn new(n: usize, me: usize) -> Self {
-        let p2 = if n.is_power_of_two() {
-            n
-        } else {
-            n.next_power_of_two() / 2
-        };
-        Doubling {
-            me,
-            rem: n - p2,
-            exchanges: p2.trailing_zeros() as usize,
-        }
-    }
-
-    fn folded_out(&self) -> bool {
-        self.me < 2 * self.rem && self.me.is_multiple_of(2)
-    }
-
-    /// Index among the members that exchange.
-    fn vindex(&self) -> usize {
-        if self.me < 2 * self.rem {
-            self.me / 2
-        } else {
-            self.me - self.rem
-        }
-    }
-
-    /// Member index of exchanging member `v`.
-    fn real(&self, v: usize) -> usize {
-        if v < self.rem {
-            2 * v + 1
-        } else {
-            v + self.rem
-        }
-    }
-
-    /// Every (step, member index) this member sends to, in step order.
-    fn sends(&self) -> Vec<(usize, usize)> {
-        if self.folded_out() {
-            return vec![(0, self.me + 1)];
-        }
-        let mut out: Vec<(usize, usize)> = (1..=self.exchanges)
-            .map(|step| (step, self.real(self.vindex() ^ (1 << (step - 1)))))
-            .collect();
-        if self.me < 2 * self.rem {
-            out.push((UNFOLD_STEP, self.me - 1));
-        }
-        out
-    }
 }
 
 /// Takes the group's collective state. Another thread's collective on the group is waited

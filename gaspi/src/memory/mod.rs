@@ -3,6 +3,7 @@
 //! the shared-memory files this process owns (unlinked on SIGTERM and SIGHUP too).
 //! Nothing here knows how bytes travel.
 
+mod futex;
 pub(crate) mod owned_files;
 pub(crate) mod passive_inbox;
 pub(crate) mod segment_memory;

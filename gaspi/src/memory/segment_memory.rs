@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use super::futex::{futex_wait, futex_wake};
 use super::owned_files::OwnedFile;
 use crate::error::{Error, Result};
 use crate::types::AtomicOp;
@@ -465,32 +466,6 @@ fn no_space(path: &Path, need: usize) -> Error {
 
 fn too_large(data_len: usize) -> Error {
     Error::NoMemory(format!("a segment of {data_len} bytes cannot be mapped"))
-}
-
-fn futex_wait(word: &AtomicU32, expected: u32, max: Duration) {
-    let ts = libc::timespec {
-        tv_sec: max.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: max.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: FUTEX_WAIT (shared, not PRIVATE: the word may live in a mapping shared with
-    // other processes) on a valid, aligned u32 with a valid timespec; spurious returns
-    // (EAGAIN, EINTR, ETIMEDOUT) are fine because every caller re-checks its condition.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            &ts as *const libc::timespec,
-        );
-    }
-}
-
-fn futex_wake(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE on a valid, aligned u32; wakes all sleepers on it.
-    unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
-    }
 }
 
 /// Executes an atomic on a word with a real atomic instruction (the same on every path, so
