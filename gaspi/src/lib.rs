@@ -33,7 +33,9 @@
 //!
 //! Every blocking call takes a [`Timeout`] (`Timeout::TEST`, `Timeout::BLOCK` or
 //! milliseconds) and can be called again after [`Error::Timeout`]; a failed peer turns into
-//! [`Error::PeerFailed`] and is marked corrupt in [`Context::state_vec`].
+//! [`Error::PeerFailed`] and is marked corrupt in [`Context::state_vec`]. As in GPI-2, posting
+//! to a failed peer (`write`, `read`, `notify`, ...) succeeds and the queue's next `wait`
+//! reports it.
 
 // The layers, lowest first; a file imports only from its own layer and those below
 // (checked by `tests/tests/layering/`; `docs/architecture.md` draws them).

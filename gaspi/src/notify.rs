@@ -149,11 +149,9 @@ impl Context {
                 max: dst.notif_count,
             });
         }
-        self.check_reachable(rank)?;
-        q.reserve(1)?;
-        self.transport_for(&dst)?
-            .notify(&dst, id.0, value, Some(&q))
-            .inspect_err(|_| q.unreserve(1))
+        let t = self.transport_for(&dst)?;
+        self.post_on(&q, 1, rank, || t.notify(&dst, id.0, value, Some(&q)))
+            .map(drop)
     }
 
     /// Waits until one of notifications `first..first+num` of local segment `seg` is non-zero

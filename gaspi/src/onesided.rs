@@ -132,20 +132,48 @@ impl Context {
         Ok(())
     }
 
-    /// Takes `entries` on `q` and runs `post`, giving the entries back if it fails; counts
-    /// the op and its `bytes` (on `BytesWritten` or `BytesRead`) once it is posted.
+    /// [`post_on`](Self::post_on), then counts the op and its `bytes` (on `BytesWritten`
+    /// or `BytesRead`) when it was posted.
     fn posting(
         &self,
         q: &Arc<QueueState>,
         entries: u32,
         bytes: (Counter, u64),
+        rank: Rank,
         post: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
-        q.reserve(entries)?;
-        post().inspect_err(|_| q.unreserve(entries))?;
-        self.sh.stats.add(Counter::OpsPosted, u64::from(entries));
-        self.sh.stats.add(bytes.0, bytes.1);
+        if self.post_on(q, entries, rank, post)? {
+            self.sh.stats.add(Counter::OpsPosted, u64::from(entries));
+            self.sh.stats.add(bytes.0, bytes.1);
+        }
         Ok(())
+    }
+
+    /// Takes `entries` on `q` and runs `post` towards `rank`, giving the entries back if it
+    /// fails. Towards a rank that has failed nothing is posted and the call succeeds
+    /// (false): the queue's next `wait` returns [`Error::PeerFailed`], as in GPI-2, where
+    /// fault-tolerant programs learn of a failure at their `wait` and then read the state
+    /// vector.
+    pub(crate) fn post_on(
+        &self,
+        q: &Arc<QueueState>,
+        entries: u32,
+        rank: Rank,
+        post: impl FnOnce() -> Result<()>,
+    ) -> Result<bool> {
+        q.reserve(entries)?;
+        let posted = self.check_reachable(rank).and_then(|()| post());
+        match posted {
+            Ok(()) => Ok(true),
+            Err(Error::PeerFailed { rank }) => {
+                q.fail_unposted(rank);
+                Ok(false)
+            }
+            Err(e) => {
+                q.unreserve(entries);
+                Err(e)
+            }
+        }
     }
 
     /// Writes `size` bytes from `local` to `remote` (`gaspi_write`). Zero bytes take a
@@ -153,12 +181,17 @@ impl Context {
     pub fn write(&self, local: Local, remote: Remote, size: u64, queue: QueueId) -> Result<()> {
         let q = self.queues.get(queue)?;
         let c = self.check_transfer(local, remote, size)?;
-        self.check_reachable(remote.rank)?;
         let t = self.transport_for(&c.dest)?;
-        self.posting(&q, 1, (Counter::BytesWritten, size), || match size {
-            0 => Ok(()),
-            _ => t.write(&c.xfer(), None, Some(&q)),
-        })
+        self.posting(
+            &q,
+            1,
+            (Counter::BytesWritten, size),
+            remote.rank,
+            || match size {
+                0 => Ok(()),
+                _ => t.write(&c.xfer(), None, Some(&q)),
+            },
+        )
     }
 
     /// Writes, then sets notification `id` of the remote segment to `value`: a peer that
@@ -176,12 +209,17 @@ impl Context {
         let q = self.queues.get(queue)?;
         let c = self.check_transfer(local, remote, size)?;
         Self::check_notify_target(&c.dest, id, value)?;
-        self.check_reachable(remote.rank)?;
         let t = self.transport_for(&c.dest)?;
-        self.posting(&q, 2, (Counter::BytesWritten, size), || match size {
-            0 => t.notify(&c.dest, id.0, value, Some(&q)),
-            _ => t.write(&c.xfer(), Some((id.0, value)), Some(&q)),
-        })
+        self.posting(
+            &q,
+            2,
+            (Counter::BytesWritten, size),
+            remote.rank,
+            || match size {
+                0 => t.notify(&c.dest, id.0, value, Some(&q)),
+                _ => t.write(&c.xfer(), Some((id.0, value)), Some(&q)),
+            },
+        )
     }
 
     /// Reads `size` bytes of `remote` into `local` (`gaspi_read`); the data is there after
@@ -189,12 +227,17 @@ impl Context {
     pub fn read(&self, local: Local, remote: Remote, size: u64, queue: QueueId) -> Result<()> {
         let q = self.queues.get(queue)?;
         let c = self.check_transfer(local, remote, size)?;
-        self.check_reachable(remote.rank)?;
         let t = self.transport_for(&c.dest)?;
-        self.posting(&q, 1, (Counter::BytesRead, size), || match size {
-            0 => Ok(()),
-            _ => t.read(&c.xfer(), None, Some(&q)),
-        })
+        self.posting(
+            &q,
+            1,
+            (Counter::BytesRead, size),
+            remote.rank,
+            || match size {
+                0 => Ok(()),
+                _ => t.read(&c.xfer(), None, Some(&q)),
+            },
+        )
     }
 
     /// Reads, then sets notification `id` of the *local* segment to 1 once the data has
@@ -217,9 +260,8 @@ impl Context {
                 max: c.local.notif_count(),
             });
         }
-        self.check_reachable(remote.rank)?;
         let t = self.transport_for(&c.dest)?;
-        self.posting(&q, 2, (Counter::BytesRead, size), || {
+        self.posting(&q, 2, (Counter::BytesRead, size), remote.rank, || {
             t.read(&c.xfer(), Some(id.0), Some(&q))
         })
     }
@@ -280,10 +322,9 @@ impl Context {
             }
             None => None,
         };
-        self.check_reachable(rank)?;
         let entries = checked.len() as u32 + u32::from(notif_dest.is_some());
         let bytes = checked.iter().map(|c| c.len as u64).sum();
-        self.posting(&q, entries, (Counter::BytesWritten, bytes), || {
+        self.posting(&q, entries, (Counter::BytesWritten, bytes), rank, || {
             for c in checked.iter().filter(|c| c.len > 0) {
                 self.transport_for(&c.dest)?
                     .write(&c.xfer(), None, Some(&q))?;
@@ -337,10 +378,9 @@ impl Context {
             }
             None => None,
         };
-        self.check_reachable(rank)?;
         let entries = checked.len() as u32 + u32::from(notif.is_some());
         let bytes = checked.iter().map(|c| c.len as u64).sum();
-        self.posting(&q, entries, (Counter::BytesRead, bytes), || {
+        self.posting(&q, entries, (Counter::BytesRead, bytes), rank, || {
             for c in checked.iter().filter(|c| c.len > 0) {
                 self.transport_for(&c.dest)?
                     .read(&c.xfer(), None, Some(&q))?;

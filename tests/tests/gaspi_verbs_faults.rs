@@ -126,12 +126,16 @@ fn killed_peer_over_verbs() {
                 "{err:?}"
             );
             assert_eq!(ctx.state_vec()[2], PeerState::Corrupt);
-            let posted = ctx.write(Local::new(S, 0), Remote::new(Rank(2), S, 0), 8, Q);
-            assert!(
-                matches!(posted, Err(Error::PeerFailed { .. })),
-                "{posted:?}"
-            );
+            // As in GPI-2: posting to the dead rank succeeds and the next wait reports it.
             let _ = ctx.wait(Q, T);
+            ctx.write(Local::new(S, 0), Remote::new(Rank(2), S, 0), 8, Q)
+                .unwrap();
+            let waited = ctx.wait(Q, T);
+            assert!(
+                matches!(waited, Err(Error::PeerFailed { rank: Rank(2) })),
+                "{waited:?}"
+            );
+            ctx.wait(Q, T).unwrap();
             ctx.notify(S, Rank(1), NotificationId(5), 1, Q).unwrap();
             ctx.wait(Q, T).unwrap();
         }

@@ -163,3 +163,24 @@ fn gpi2_ranges_and_edge_cases_shm_3() {
 fn gpi2_notification_num_zero_is_the_default_tcp_3() {
     passes_with("gpi2_compat", 3, TransportChoice::Tcp, &["zero"]);
 }
+
+/// GPI-2's `one_dies.c`: posting to a rank that died succeeds and `gaspi_wait` reports it;
+/// the survivors (all but the last rank, which exits without a goodbye) print their line.
+fn one_dies(n: u16, t: TransportChoice) {
+    let out = run_with("one_dies", n, t, &[]);
+    out.assert_success();
+    for r in out.ranks.iter().filter(|r| r.rank.0 + 1 < n) {
+        let want = format!("[Rank {:4}]: one_dies ok on {n} ranks", r.rank);
+        assert!(r.stdout.contains(&want), "{}", out.report());
+    }
+}
+
+#[test]
+fn posting_to_a_dead_rank_fails_at_wait_tcp_3() {
+    one_dies(3, TransportChoice::Tcp);
+}
+
+#[test]
+fn posting_to_a_dead_rank_fails_at_wait_shm_4() {
+    one_dies(4, TransportChoice::Shm);
+}

@@ -76,6 +76,17 @@ impl QueueState {
         self.inner.lock().ops += 1;
     }
 
+    /// An op towards `rank`, which has failed, was not handed to any transport: the next
+    /// wait reports the failure as if the op had failed on the way (GPI-2 lets such a post
+    /// succeed, so that fault-tolerant programs learn of it at their `wait`).
+    pub fn fail_unposted(&self, rank: Rank) {
+        let mut o = self.inner.lock();
+        if o.failed.is_none() {
+            o.failed = Some(rank);
+        }
+        self.cv.notify_all();
+    }
+
     /// A transport finished an op (`failed` = the peer it failed on).
     pub fn complete(&self, failed: Option<Rank>) {
         let mut o = self.inner.lock();
