@@ -88,8 +88,8 @@ pub enum Error {
         segment: SegmentId,
     },
     /// `GASPI_ERR_INV_GROUP`: the group does not exist; is not committed when a collective
-    /// or segment creation needs it, or already committed for `gaspi_group_add`; the rank is
-    /// already a member; this rank is not a member (`gaspi_group_commit`); the members
+    /// or segment creation needs it, or already committed for `gaspi_group_add`; this rank
+    /// is not a member (`gaspi_group_commit`); the members
     /// disagree on who belongs; or `GASPI_GROUP_ALL` was to be deleted.
     #[error("invalid group {group}: {why}")]
     InvalidGroup {
@@ -201,6 +201,30 @@ pub enum Error {
     TooManyGroups {
         /// The configured `group_max`.
         max: u32,
+    },
+    /// `GASPI_ERROR`: all `gaspi_queue_max` queues exist already (`gaspi_queue_create`);
+    /// delete one first.
+    #[error("all {max} queues exist already; delete one first")]
+    TooManyQueues {
+        /// `gaspi_queue_max`.
+        max: u32,
+    },
+    /// `GASPI_ERR_INV_RANK`: the rank is a member of the group already (`gaspi_group_add`).
+    #[error("rank {rank} is already a member of group {group}")]
+    AlreadyMember {
+        /// The group id (`gaspi_group_t`).
+        group: u8,
+        /// The rank added twice.
+        rank: Rank,
+    },
+    /// `GASPI_ERROR`: `gaspi_segment_list` was asked for another number of segment ids than
+    /// there are segments (`gaspi_segment_num`).
+    #[error("asked for {asked} segment ids, this rank has {segments} segments")]
+    SegmentCount {
+        /// The `num` passed.
+        asked: u32,
+        /// The number of local segments.
+        segments: u32,
     },
     #[error("queue {queue} is full: {entries} entries posted, room for {max}; call wait first")]
     /// `GASPI_QUEUE_FULL`: posting would take the queue past `queue_size_max` entries
@@ -371,7 +395,7 @@ impl Error {
             Error::InvalidSegmentSize { .. } => ERR_INV_SEGSIZE,
             Error::InvalidSegment { .. } | Error::SegmentExists { .. } => ERR_INV_SEG,
             Error::InvalidGroup { .. } => ERR_INV_GROUP,
-            Error::InvalidRank { .. } => ERR_INV_RANK,
+            Error::InvalidRank { .. } | Error::AlreadyMember { .. } => ERR_INV_RANK,
             Error::InvalidQueue { .. } => ERR_INV_QUEUE,
             Error::LocalOutOfBounds { .. } => ERR_INV_LOC_OFF,
             Error::RemoteOutOfBounds { .. } => ERR_INV_REM_OFF,
@@ -403,7 +427,9 @@ impl Error {
             | Error::System { .. }
             | Error::ThreadPoolNotInitialized
             | Error::ThreadPoolInitialized
-            | Error::RanksBarrier { .. } => ERROR,
+            | Error::RanksBarrier { .. }
+            | Error::TooManyQueues { .. }
+            | Error::SegmentCount { .. } => ERROR,
         }
     }
 

@@ -72,7 +72,10 @@ impl Context {
             return Err(Self::invalid_group(group, "already committed"));
         }
         if st.members.contains(&rank) {
-            return Err(Self::invalid_group(group, "rank is already a member"));
+            return Err(Error::AlreadyMember {
+                group: group.0,
+                rank,
+            });
         }
         st.members.push(rank);
         st.members.sort();

@@ -78,11 +78,15 @@ gaspi_api! { SEGMENT_API;
         with_ctx(|c| out(segment_num, "segment_num", c.segment_num()))
     }
 
-    /// `gaspi_segment_list`: writes the ids of the first `num` local segments (ascending).
+    /// `gaspi_segment_list`: writes the ids of the local segments (ascending); `num` must be
+    /// their number (`gaspi_segment_num`), as GPI-2 requires.
     fn gaspi_segment_list(num: gaspi_number_t, segment_id_list: *mut gaspi_segment_id_t) {
         need(segment_id_list, "segment_id_list")?;
         with_ctx(|c| {
-            let ids: Vec<u8> = c.segment_list().iter().take(num as usize).map(|s| s.0).collect();
+            let ids: Vec<u8> = c.segment_list().iter().map(|s| s.0).collect();
+            if ids.len() != num as usize {
+                return Err(Error::SegmentCount { asked: num, segments: ids.len() as u32 });
+            }
             write_array(segment_id_list, &ids, "segment_id_list")
         })
     }

@@ -7,7 +7,7 @@ use std::ffi::{c_char, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use rt::error::code;
 use rt::{Context, Error, Result};
 
@@ -70,13 +70,19 @@ pub(crate) fn is_initialized() -> bool {
     CONTEXT.read().is_some()
 }
 
-/// Installs a context made by `make` unless one exists (`GASPI_ERR_INITED`).
+/// Serializes `install`s; held while a context is made.
+static INSTALLING: Mutex<()> = Mutex::new(());
+
+/// Installs a context made by `make` unless one exists (`GASPI_ERR_INITED`). `CONTEXT` is
+/// not held while `make` runs (it may wait for the other ranks for seconds): other threads'
+/// calls meanwhile find no context and fail with `GASPI_ERR_NOINIT` at once, as in GPI-2.
 pub(crate) fn install(make: impl FnOnce() -> Result<Context>) -> Result<()> {
-    let mut g = CONTEXT.write();
-    if g.is_some() {
+    let _one_at_a_time = INSTALLING.lock();
+    if CONTEXT.read().is_some() {
         return Err(Error::AlreadyInitialized);
     }
-    *g = Some(Arc::new(make()?));
+    let ctx = Arc::new(make()?);
+    *CONTEXT.write() = Some(ctx);
     Ok(())
 }
 
@@ -164,5 +170,25 @@ mod tests {
             last()
         );
         assert_eq!(guard("h", || with_ctx(|_| Ok(()))), code::ERR_NOINIT);
+    }
+
+    /// While a context is being made (init waits for the other ranks), another thread's
+    /// call finds none and fails at once, as in GPI-2, instead of waiting for the init.
+    #[test]
+    fn calls_during_an_init_fail_at_once() {
+        let made = install(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(with_ctx(|_| Ok(())).err());
+            });
+            let seen = rx.recv_timeout(std::time::Duration::from_secs(10));
+            assert!(
+                matches!(seen, Ok(Some(Error::NotInitialized))),
+                "the other thread's call: {seen:?}"
+            );
+            Err(Error::Config("no context in this test".into()))
+        });
+        assert!(matches!(made, Err(Error::Config(_))));
+        assert!(!is_initialized());
     }
 }

@@ -187,12 +187,12 @@ impl QueueTable {
 
     pub fn create(&self) -> Result<QueueId> {
         let mut v = self.queues.write();
-        let free = v.iter().position(|s| s.is_none()).ok_or_else(|| {
-            Error::InvalidNumber(format!(
-                "all {} queues exist already",
-                limits::QUEUE_NUM_MAX
-            ))
-        })?;
+        let free = v
+            .iter()
+            .position(|s| s.is_none())
+            .ok_or(Error::TooManyQueues {
+                max: limits::QUEUE_NUM_MAX,
+            })?;
         let id = QueueId(free as u8);
         v[free] = Some(Arc::new(QueueState::new(id, self.size_max)));
         Ok(id)

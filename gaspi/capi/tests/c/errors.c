@@ -235,7 +235,23 @@ static void bad_arguments(gaspi_rank_t me, gaspi_rank_t n) {
   EXPECT(gaspi_barrier(7, TMO), GASPI_ERR_INV_GROUP);
   CHECK(gaspi_group_create(&g));
   EXPECT(gaspi_group_add(g, n), GASPI_ERR_INV_RANK);
+  /* A rank added twice: GASPI_ERR_INV_RANK, as in GPI-2. */
+  CHECK(gaspi_group_add(g, me));
+  EXPECT(gaspi_group_add(g, me), GASPI_ERR_INV_RANK);
   CHECK(gaspi_group_delete(g));
+  /* gaspi_segment_list wants the number of segments (GPI-2: GASPI_ERROR otherwise). */
+  gaspi_segment_id_t ids[2];
+  EXPECT(gaspi_segment_list(2, ids), GASPI_ERROR);
+  CHECK(gaspi_segment_list(1, ids));
+  ASSERT(ids[0] == 0);
+  /* With every queue in use, gaspi_queue_create is GASPI_ERROR, as in GPI-2. */
+  gaspi_number_t queues, queue_max;
+  CHECK(gaspi_queue_num(&queues));
+  CHECK(gaspi_queue_max(&queue_max));
+  gaspi_queue_id_t made[16];
+  for (gaspi_number_t i = queues; i < queue_max; i++) CHECK(gaspi_queue_create(&made[i - queues], TMO));
+  EXPECT(gaspi_queue_create(&made[0], TMO), GASPI_ERROR);
+  for (gaspi_number_t i = queues; i < queue_max; i++) CHECK(gaspi_queue_delete(made[i - queues]));
   EXPECT(gaspi_proc_kill(me, TMO), GASPI_ERR_INV_RANK);
   EXPECT(gaspi_proc_ping(n, TMO), GASPI_ERR_INV_RANK);
   EXPECT(gaspi_passive_send(0, 0, me, 0, TMO), GASPI_ERR_INV_COMMSIZE);
