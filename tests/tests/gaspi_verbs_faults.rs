@@ -31,8 +31,8 @@ fn setup() -> Context {
 }
 
 /// Rank 0's write to rank 1 completes with an error: `wait` returns `PeerFailed`, rank 1 is
-/// CORRUPT in rank 0's state vector, later posts to it fail at once, and traffic with rank 2
-/// goes on.
+/// CORRUPT in rank 0's state vector, a later post to it fails at the next `wait`, and
+/// traffic with rank 2 goes on.
 #[test]
 fn error_completion_marks_peer_corrupt() {
     if let Some(out) = job("error_completion_marks_peer_corrupt", 3) {
@@ -58,7 +58,10 @@ fn error_completion_marks_peer_corrupt() {
             );
             assert_eq!(ctx.state_vec()[1], PeerState::Corrupt);
             assert_eq!(ctx.state_vec()[2], PeerState::Healthy);
-            let again = ctx.write(Local::new(S, 0), Remote::new(Rank(1), S, 0), 8, Q);
+            // As in GPI-2: a later post to it succeeds and the next wait reports it.
+            ctx.write(Local::new(S, 0), Remote::new(Rank(1), S, 0), 8, Q)
+                .unwrap();
+            let again = ctx.wait(Q, T);
             assert!(matches!(again, Err(Error::PeerFailed { .. })), "{again:?}");
             ctx.wait(Q, T).unwrap();
             ctx.notify(S, Rank(2), NotificationId(1), 1, Q).unwrap();
