@@ -43,12 +43,12 @@ impl ParseError {
                 // Output errors (a closed terminal) leave nothing else to do.
                 let _ = error.print();
                 if let Some(hint) = hint {
-                    eprintln!("\ntarantella: hint: {hint}");
+                    say!("\ntarantella: hint: {hint}");
                 }
                 error.exit_code()
             }
             ParseError::Usage(msg) => {
-                eprintln!("tarantella: error: {msg}");
+                say!("tarantella: error: {msg}");
                 2
             }
         }

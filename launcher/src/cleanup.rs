@@ -21,7 +21,7 @@ pub fn run(cli: &Cli) -> Result<i32> {
         None => rundir::list_jobs(&base),
     };
     if ids.is_empty() {
-        println!("tarantella: no recorded jobs under {}", base.display());
+        out!("tarantella: no recorded jobs under {}", base.display());
     }
     let grace = Duration::from_secs_f64(cli.grace.clamp(0.0, 600.0));
     for id in &ids {
@@ -31,7 +31,7 @@ pub fn run(cli: &Cli) -> Result<i32> {
                 return Err(Error::UnknownJob(id.clone()));
             }
             remove_local_shm(id);
-            println!("tarantella: job {id} was already torn down");
+            out!("tarantella: job {id} was already torn down");
             continue;
         };
         if let Some(sup) = rec.supervisor.filter(|&p| is_tarantella(p)) {
@@ -42,7 +42,7 @@ pub fn run(cli: &Cli) -> Result<i32> {
                         pid: sup,
                     });
                 }
-                println!("tarantella: job {id} is still running (tarantella pid {sup}); skipped");
+                out!("tarantella: job {id} is still running (tarantella pid {sup}); skipped");
                 continue;
             }
             let _ = kill(Pid::from_raw(sup), Signal::SIGTERM);
@@ -78,14 +78,14 @@ pub fn run(cli: &Cli) -> Result<i32> {
                         .map_err(|e| e.to_string())
                 });
             if let Err(e) = done {
-                eprintln!("tarantella: warning: cleanup on {h} failed: {e}");
+                say!("tarantella: warning: cleanup on {h} failed: {e}");
             }
         }
         remove_local_shm(id);
         let _ = std::fs::remove_file(dir.join("pids"));
         let _ = std::fs::remove_file(dir.join("job"));
         let _ = std::fs::remove_file(dir.join(rundir::MACHINE_FILE));
-        println!(
+        out!(
             "tarantella: job {id}: stopped {stopped} local process(es), cleaned {} remote host(s)",
             hosts.len()
         );

@@ -159,7 +159,7 @@ pub struct Cli {
     #[arg(long, value_name = "SECS", value_parser = parse_heartbeat_timeout)]
     pub heartbeat_timeout: Option<f64>,
 
-    /// Seconds between SIGTERM and SIGKILL when stopping ranks.
+    /// Seconds between SIGTERM and SIGKILL when stopping ranks (at most 3600).
     #[arg(long, value_name = "SECS", default_value_t = 3.0)]
     pub grace: f64,
 

@@ -27,6 +27,24 @@
 //! assert_eq!(status, 0);
 //! ```
 
+/// `eprintln!` that cannot panic: when stderr is a pipe whose reader is gone (`2>&1 | tee`,
+/// after Ctrl-C killed `tee`) or a terminal that hung up, the message is lost but the
+/// launcher goes on to stop the ranks.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `println!` that cannot panic (see `say!`): `tarantella --dry-run | head -1`.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub mod argv;
 pub mod blame;
 pub mod cleanup;
@@ -56,10 +74,11 @@ pub fn run(cli: &cli::Cli) -> Result<i32> {
     }
     let mut plan = plan::Plan::new(cli)?;
     for warning in &plan.warnings {
-        eprintln!("tarantella: warning: {warning}");
+        say!("tarantella: warning: {warning}");
     }
     if cli.dry_run {
-        print!("{}", dry_run::text(&plan)?);
+        let text = dry_run::text(&plan)?;
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
         return Ok(0);
     }
     supervise::run(&mut plan)

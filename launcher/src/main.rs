@@ -5,6 +5,8 @@
 //! (see its crate docs). The exit status is the job's: 0 when every rank succeeded, else the
 //! first failed rank's (128 + N for a signal), 2 for a usage or start-up error.
 
+use std::io::Write;
+
 fn main() {
     let cli = match launcher::argv::parse(std::env::args_os()) {
         Ok(cli) => cli,
@@ -13,7 +15,8 @@ fn main() {
     let code = match launcher::run(&cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("tarantella: error: {e}");
+            // Not `eprintln!`: a closed stderr must not turn the exit status into a panic's.
+            let _ = writeln!(std::io::stderr(), "tarantella: error: {e}");
             2
         }
     };

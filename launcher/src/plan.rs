@@ -24,6 +24,8 @@ pub use env::TORCHRUN_VARIABLES;
 pub use pinning::Pinning;
 pub use placement::RankPlan;
 
+/// The longest `--grace`: ranks that need more than an hour to stop are not stopping.
+const MAX_GRACE_SECONDS: f64 = 3600.0;
 /// Set by Slurm in a job allocation: `tarantella` inside one starts its ranks with `srun`.
 const SLURM_JOB_ID: &str = "SLURM_JOB_ID";
 
@@ -120,6 +122,12 @@ impl Plan {
         if !(cli.grace.is_finite() && cli.grace >= 0.0) {
             return Err(Error::Invalid(format!(
                 "--grace {} must not be negative",
+                cli.grace
+            )));
+        }
+        if cli.grace > MAX_GRACE_SECONDS {
+            return Err(Error::Invalid(format!(
+                "--grace {} is more than {MAX_GRACE_SECONDS} seconds (an hour)",
                 cli.grace
             )));
         }

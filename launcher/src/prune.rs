@@ -32,7 +32,7 @@ pub fn old_runs(layout: &Layout, current: &Path, keep: usize) -> Vec<PathBuf> {
         }
         match remove_run_dir(&path) {
             Ok(()) => removed.push(path),
-            Err(e) => eprintln!(
+            Err(e) => say!(
                 "tarantella: warning: old run directory {} not removed: {e}",
                 path.display()
             ),

@@ -138,6 +138,9 @@ fn rd_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
+/// The exit record `status-K` of a failed rank under Slurm (written by the rank's wrapper).
+pub const STATUS_PREFIX: &str = "status-";
+
 /// The file that marks a directory as a run directory; it holds the directory's own name.
 pub const RUN_MARKER: &str = ".tarantella-run";
 
@@ -149,6 +152,13 @@ impl JobDir {
             .mode(0o700)
             .create(path)
             .map_err(rd_err(path))?;
+        // A run under the same `--job-id` before this one may have left its ranks' exit
+        // records (Slurm mode): they must not be taken for this run's.
+        for e in fs::read_dir(path).map_err(rd_err(path))?.flatten() {
+            if e.file_name().to_string_lossy().starts_with(STATUS_PREFIX) {
+                fs::remove_file(e.path()).map_err(rd_err(path))?;
+            }
+        }
         let mut job = String::new();
         job += &format!("supervisor={}\n", std::process::id());
         job += &format!("host={}\n", this_host());
@@ -305,6 +315,23 @@ mod tests {
             !dir.join("j1").exists(),
             "nothing but rank logs keeps the directory"
         );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A second run under the same `--job-id` (Slurm mode, where ranks leave `status-K`
+    /// files) must not report the first run's failed rank.
+    #[test]
+    fn a_new_run_drops_the_exit_records_of_an_earlier_one() {
+        let dir = std::env::temp_dir().join(format!("tnt-rundir-status-{}", std::process::id()));
+        let job = dir.join("exp");
+        fs::create_dir_all(&job).unwrap();
+        fs::write(job.join("status-3"), "7 nodeB\n").unwrap();
+        fs::write(job.join("rank-0.log"), "kept\n").unwrap();
+        let jd = JobDir::create(&job, &[]).unwrap();
+        assert!(!job.join("status-3").exists());
+        assert!(job.join("rank-0.log").exists());
+        assert_eq!(crate::spawn::slurm::first_failure(&job), None);
+        drop(jd);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

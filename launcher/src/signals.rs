@@ -27,7 +27,13 @@ static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
 pub fn install() -> Result<()> {
     let mut seen = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
     if seen.is_none() {
-        let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(Error::Signals)?;
+        // A signal ignored when we start stays ignored, as for any program: `nohup
+        // tarantella ...` keeps running when the login ends, and a job started in the
+        // background of a script (SIGINT ignored) is not stopped by the terminal's Ctrl-C.
+        let handled = [SIGINT, SIGTERM, SIGHUP]
+            .into_iter()
+            .filter(|&s| !ignored(s));
+        let signals = Signals::new(handled).map_err(Error::Signals)?;
         *seen = Some(Seen {
             signals,
             last: 0,
@@ -35,6 +41,16 @@ pub fn install() -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Whether `sig`'s disposition is "ignore" (inherited from whoever started us).
+fn ignored(sig: i32) -> bool {
+    // SAFETY: an all-zero sigaction is a valid out-parameter; with a null new action,
+    // sigaction only reads the current disposition into it.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `sig` is a valid signal number and `old` is writable.
+    let rc = unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) };
+    rc == 0 && old.sa_sigaction == libc::SIG_IGN
 }
 
 /// The last signal received and how many were received so far; `None` before the first

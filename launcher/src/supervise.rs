@@ -50,7 +50,7 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
         return Err(e);
     }
     if plan.nranks > 1 && !plan.show_all_output {
-        eprintln!(
+        say!(
             "tarantella: job {}: output of ranks other than 0 goes to {}/rank-K.log",
             plan.job_id,
             plan.run_dir.display()
@@ -120,9 +120,9 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
     };
     match &outcome {
         Outcome::Failed { label, status, .. } => {
-            eprintln!("tarantella: {label} {status}; stopping the other ranks")
+            say!("tarantella: {label} {status}; stopping the other ranks")
         }
-        Outcome::Interrupted(sig) => eprintln!(
+        Outcome::Interrupted(sig) => say!(
             "tarantella: received {}; stopping all ranks",
             Signal::try_from(*sig)
                 .map(|s| s.as_str())
@@ -181,11 +181,11 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
                     let first = (p.rank, p.host.as_str());
                     let line =
                         report::first_failure(&plan.job_id, &label, first, &status, &p.tails);
-                    eprintln!("{line}");
+                    say!("{line}");
                 }
             }
             for line in why {
-                eprintln!("{line}");
+                say!("{line}");
             }
             status.exit_code()
         }
@@ -233,7 +233,7 @@ fn report_culprit(job: &str, procs: &[Proc], c: &Culprit, label: &str, status: &
         .iter()
         .find(|p| p.rank == Some(rank))
         .map_or_else(|| format!("rank {rank}"), Proc::label);
-    eprintln!(
+    say!(
         "tarantella: job {job} failed: {who} {} ({}); first to notice: {label} {status}",
         match c {
             Culprit::Killed { .. } => "was killed",
@@ -314,7 +314,7 @@ fn drain(procs: &[Proc], rx: &Receiver<Event>, dir: &mut JobDir, wait: Duration)
                 pid,
             };
             if let Err(e) = dir.record(&rec) {
-                eprintln!("tarantella: warning: {e}");
+                say!("tarantella: warning: {e}");
             }
         }
         next = rx.try_recv().ok();
@@ -357,7 +357,7 @@ fn teardown(procs: &mut [Proc], grace: Duration, rx: &Receiver<Event>, dir: &mut
     }
     for p in procs.iter_mut() {
         if p.reaped.is_none() {
-            eprintln!("tarantella: warning: {} did not stop", p.label());
+            say!("tarantella: warning: {} did not stop", p.label());
         }
         if let Kind::Ssh { control, .. } = &mut p.kind {
             *control = None;
@@ -374,7 +374,7 @@ fn drain_output(procs: &[Proc], grace: Duration) {
     let deadline = Instant::now() + grace.max(MIN_OUTPUT_DRAIN);
     for p in procs {
         if !p.open_streams.wait_closed(deadline) {
-            eprintln!(
+            say!(
                 "tarantella: warning: the output of {} is still open, held by a process \
                  that outlived it; not waiting for it any longer",
                 p.label()
@@ -415,7 +415,7 @@ fn finish(plan: &Plan, ssh: &[String], dir: &JobDir, unreached: &[String]) {
                 None => cleanup::remove_local_shm(&plan.job_id),
                 Some(h) => {
                     if let Err(e) = spawn::ssh::remove_leftovers(ssh, h, &plan.job_id) {
-                        eprintln!(
+                        say!(
                             "tarantella: warning: shared memory and machine files on {h} \
                              not removed: {e}"
                         );

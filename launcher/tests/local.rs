@@ -511,6 +511,9 @@ fn clear_errors() {
     fails_with(&["--", "/no/such/program"], "not found");
     fails_with(&["--", "no-such-program-tnt"], "not found");
     fails_with(&[], "no program given");
+    // Past an hour, refused (it used to panic converting it, or adding it to the clock).
+    fails_with(&["--grace", "1e20", "-n", "1", "--", "true"], "--grace");
+    fails_with(&["--grace", "1e19", "-n", "1", "--", "true"], "--grace");
     fails_with(
         &["--hostfile", "/no/such/hostfile", "--", "true"],
         "cannot read hostfile",
@@ -596,4 +599,62 @@ fn pinning_uses_numactl_or_says_it_is_missing() {
         println!("numactl not installed: checking the error message only");
         assert!(job.stderr_text().contains("numactl"));
     }
+}
+
+/// Ctrl-C after the reader of tarantella's stderr went away (`2>&1 | tee log`, and the
+/// terminal's SIGINT killed `tee` too): its message is lost, but the ranks are still torn
+/// down and the status is 130 (it used to panic writing the message).
+#[test]
+fn ctrl_c_with_stderr_gone_still_tears_down() {
+    let id = job_id("epipe");
+    let run = TempDir::new("epipe");
+    let mut child = tarantella(run.path())
+        .args(["-n", "2", "--output-on-all-devices", "--grace", "1"])
+        .args(["--job-id", &id, "--", PROBE, "--touch-shm", "--sleep"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (mut pids, mut ready) = (Vec::new(), 0);
+    let mut line = String::new();
+    while ready < 2 {
+        line.clear();
+        assert!(std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0);
+        if let Some(pid) = field(&line, "pid") {
+            pids.push(pid.parse::<i32>().unwrap());
+        }
+        ready += usize::from(line.contains("probe ready"));
+    }
+    assert_eq!(pids.len(), 2);
+    signal(child.id(), Signal::SIGINT);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert_torn_down(&pids, &id, Duration::from_secs(5));
+}
+
+/// A signal that tarantella was started ignoring stays ignored, as for any program:
+/// `nohup tarantella ...` goes on after SIGHUP. The rank runs for two seconds after it
+/// says it is up; SIGHUP comes at once, and the job still ends by itself, with status 0
+/// (129 before: it stopped the ranks).
+#[test]
+fn an_ignored_sighup_stays_ignored() {
+    use std::os::unix::process::CommandExt;
+    let run = TempDir::new("nohup");
+    let mut cmd = tarantella(run.path());
+    cmd.args(["-n", "1", "--", "sh", "-c", "echo up; exec sleep 2"]);
+    // SAFETY: between fork and exec only async-signal-safe calls: signal(2).
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut job = Job::spawn(cmd, run);
+    job.wait_lines("up", 1, LIMIT);
+    signal(job.child.id(), Signal::SIGHUP);
+    let st = job.wait(LIMIT);
+    assert_eq!(st.code(), Some(0), "{}", job.stderr_text());
 }

@@ -12,7 +12,7 @@ use super::{Kind, OpenStreams, Proc, Tails};
 use crate::cli::MapBy;
 use crate::error::{Error, Result};
 use crate::plan::{env, Plan, RankPlan, TORCHRUN_VARIABLES};
-use crate::shell;
+use crate::{rundir, shell};
 
 /// Arguments: run directory, `1` when every rank's output is shown, `1` when srun deals the
 /// ranks round-robin over the nodes (`--distribution=cyclic`), then the command.
@@ -167,7 +167,10 @@ pub fn first_failure(run_dir: &Path) -> Option<(usize, String, i32)> {
     let mut found: Vec<(std::time::SystemTime, usize, String, i32)> = Vec::new();
     for e in std::fs::read_dir(run_dir).ok()?.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(rank) = name.strip_prefix("status-").and_then(|r| r.parse().ok()) else {
+        let Some(rank) = name
+            .strip_prefix(rundir::STATUS_PREFIX)
+            .and_then(|r| r.parse().ok())
+        else {
             continue;
         };
         let text = std::fs::read_to_string(e.path()).unwrap_or_default();
