@@ -181,9 +181,12 @@ impl Engine {
                         r => r?,
                     }
                 }
-                Action::Recv { notif } => {
+                Action::Recv { notif, from } => {
                     let id = NotificationId(notif);
-                    ctx.notify_waitsome(seg, id, 1, deadline.timeout())?;
+                    // Only the sender's failure or departure ends this wait: a member that
+                    // left after its part, or a rank outside the group, does not.
+                    let from = self.members[from];
+                    ctx.notify_waitsome_from(seg, id, 1, from, deadline.timeout())?;
                     ctx.notify_reset(seg, id)?;
                 }
                 Action::Reduce {

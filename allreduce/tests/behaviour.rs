@@ -428,3 +428,80 @@ fn a_dead_peer_fails_a_thread_driven_run_for_good_tcp_2() {
         Driver::Thread,
     );
 }
+
+/// A member that leaves in order (drops its collective, `term`) while rank 0 waits for its
+/// part: rank 0's run fails naming it, instead of waiting until its timeout (or for ever).
+#[test]
+fn a_member_that_leaves_fails_the_run_instead_of_hanging_it() {
+    const NAME: &str = "a_member_that_leaves_fails_the_run_instead_of_hanging_it";
+    let job = gaspi::testing::spmd_job(NAME, 2, Tcp, Duration::from_secs(120), |_| {});
+    if let Some(out) = job {
+        out.assert_success();
+        return;
+    }
+    let ctx = Arc::new(Context::init().expect("gaspi init"));
+    let o = Options {
+        algorithm: Algorithm::Ring,
+        ..Options::default()
+    };
+    let mut ar = Allreduce::<u64>::new(&ctx, Group::ALL, 4096, Reduction::Sum, o).unwrap();
+    ctx.barrier(Group::ALL, LONG).unwrap();
+    if ctx.rank() == Rank(1) {
+        drop(ar);
+        ctx.terminate(LONG).unwrap();
+        std::process::exit(0);
+    }
+    let e = ar.start_from(&[1; 4096]).and(ar.wait(LONG)).unwrap_err();
+    assert!(
+        matches!(e, Error::Failed(_)) && e.peer_failed() == Some(Rank(1)),
+        "{e:?}"
+    );
+    std::process::exit(0);
+}
+
+/// A rank outside the group dies: the group's collectives go on (before, its failure, seen
+/// by any wait, failed them for good).
+#[test]
+fn a_failure_outside_the_group_leaves_its_collectives_alone() {
+    const NAME: &str = "a_failure_outside_the_group_leaves_its_collectives_alone";
+    let job = gaspi::testing::spmd_job(NAME, 3, Tcp, Duration::from_secs(120), |_| {});
+    if let Some(out) = job {
+        assert!(!out.timed_out, "{}", out.report());
+        for r in 0..2 {
+            assert!(
+                out.ranks[r].status.is_some_and(|s| s.success()),
+                "{}",
+                out.report()
+            );
+        }
+        return;
+    }
+    let ctx = Arc::new(Context::init().expect("gaspi init"));
+    let seg = gaspi::SegmentId(9);
+    ctx.segment_create(seg, 64, Group::ALL, LONG, gaspi::Alloc::Initialized)
+        .unwrap();
+    let g = ctx.group_create().unwrap();
+    if ctx.rank() != Rank(2) {
+        ctx.group_add(g, Rank(0)).unwrap();
+        ctx.group_add(g, Rank(1)).unwrap();
+        ctx.group_commit(g, LONG).unwrap();
+    }
+    let mut ar = (ctx.rank() != Rank(2))
+        .then(|| Allreduce::<u64>::new(&ctx, g, 1000, Reduction::Sum, Options::default()).unwrap());
+    ctx.barrier(Group::ALL, LONG).unwrap();
+    let Some(ar) = ar.as_mut() else {
+        // Rank 2 dies without a word.
+        std::process::exit(0);
+    };
+    // A wait for a notification nobody sends ends once rank 2's failure is known here.
+    let seen = ctx.notify_waitsome(seg, gaspi::NotificationId(0), 1, LONG);
+    assert!(
+        matches!(seen, Err(gaspi::Error::PeerFailed { rank: Rank(2) })),
+        "{seen:?}"
+    );
+    let me = u64::from(ctx.rank().0);
+    ar.start_from(&[me + 1; 1000]).unwrap();
+    ar.wait(LONG).unwrap();
+    assert!(ar.output().unwrap().iter().all(|&x| x == 3));
+    std::process::exit(0);
+}

@@ -27,8 +27,8 @@ pub(crate) enum Watch<'a> {
     /// A failure of any rank that this counter has not seen yet; each failure is reported
     /// once per counter, so waits after it work normally again (fault-tolerant codes go on).
     Unreported(&'a AtomicU64),
-    /// A step of a collective that waits for `from`: its failure or departure (`term`)
-    /// ends the wait. Other members are not watched: one that failed or left after doing
+    /// A wait for what `from` sets (a step of a collective, or `notify_waitsome_from`): its
+    /// failure or departure (`term`) ends the wait. Other members are not watched: one that failed or left after doing
     /// its part of this collective does not stop us from completing it (a malicious peer
     /// that sends garbage after the barrier, say). A collective that cannot complete because
     /// a member had failed or left before it began fails at its start (see
@@ -185,6 +185,32 @@ impl Context {
                     .map(NotificationId)
             },
         )
+    }
+
+    /// [`notify_waitsome`](Self::notify_waitsome) for notifications that rank `from` sets,
+    /// for protocols that know who they wait for (a collective's step): `from`'s failure,
+    /// or its departure (`term`), ends the wait with [`Error::PeerFailed`]; other ranks'
+    /// failures do not concern it.
+    pub fn notify_waitsome_from(
+        &self,
+        seg: SegmentId,
+        first: NotificationId,
+        num: u32,
+        from: Rank,
+        timeout: Timeout,
+    ) -> Result<NotificationId> {
+        let local = self.local_segment(seg)?;
+        if num == 0 {
+            return Ok(first);
+        }
+        self.check_notification(&local.mem, seg, first.0, num)?;
+        self.check_rank(from)?;
+        let mem = &local.mem;
+        self.wait_on(mem, timeout.deadline(), Watch::Collective { from }, || {
+            (first.0..first.0 + num)
+                .find(|id| mem.slot(*id).load(Ordering::Acquire) != 0)
+                .map(NotificationId)
+        })
     }
 
     /// Atomically sets notification `id` of local segment `seg` to 0 and returns its old

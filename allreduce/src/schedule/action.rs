@@ -14,8 +14,10 @@ pub(crate) enum Action {
         len: usize,
         notif: u32,
     },
-    /// Waits for notification `notif` and resets it.
-    Recv { notif: u32 },
+    /// Waits for notification `notif`, which member `from` sets, and resets it. Only
+    /// `from`'s failure or departure ends the wait early: a member that failed or left
+    /// after doing its part, or a rank outside the group, does not stop this run.
+    Recv { notif: u32, from: usize },
     /// `data[dst..dst+len] = op(staging[src..], data[dst..])`, with the staging operand first
     /// when `src_first`.
     Reduce {

@@ -31,13 +31,14 @@ pub(crate) fn broadcast_chain(sh: &Shape, root: usize) -> Schedule {
         });
     }
     let child = (v + 1 < p).then_some((sh.me + 1) % p);
-    if child.is_some() {
-        a.push(Action::Recv { notif: 0 });
+    if let Some(from) = child {
+        a.push(Action::Recv { notif: 0, from });
     }
     for (c, off, n) in chunks(0, bytes, chunk) {
         if v > 0 {
             a.push(Action::Recv {
                 notif: 1 + c as u32,
+                from: (sh.me + p - 1) % p,
             });
         }
         if let Some(to) = child {

@@ -25,7 +25,10 @@ pub(crate) fn broadcast_tree(sh: &Shape, root: usize) -> Schedule {
                 len: 0,
                 notif: 1 + v as u32,
             });
-            a.push(Action::Recv { notif: 0 });
+            a.push(Action::Recv {
+                notif: 0,
+                from: real(v - mask),
+            });
             break;
         }
         mask <<= 1;
@@ -36,6 +39,7 @@ pub(crate) fn broadcast_tree(sh: &Shape, root: usize) -> Schedule {
         if child < p {
             a.push(Action::Recv {
                 notif: 1 + child as u32,
+                from: real(child),
             });
             a.push(Action::Send {
                 to: real(child),

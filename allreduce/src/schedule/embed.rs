@@ -62,8 +62,9 @@ impl Embedding<'_> {
                 len,
                 notif: self.first_id + notif,
             },
-            Action::Recv { notif } => Action::Recv {
+            Action::Recv { notif, from } => Action::Recv {
                 notif: self.first_id + notif,
+                from: self.members[from],
             },
             Action::Reduce {
                 src,
@@ -149,7 +150,7 @@ mod tests {
                     len: 0,
                     notif: 2,
                 },
-                Action::Recv { notif: 1 },
+                Action::Recv { notif: 1, from: 1 },
                 Action::Reduce {
                     src: 80,
                     dst: 24,
@@ -190,7 +191,10 @@ mod tests {
                     len: 0,
                     notif: 102,
                 },
-                Action::Recv { notif: 101 },
+                Action::Recv {
+                    notif: 101,
+                    from: 2,
+                },
                 Action::Reduce {
                     src: 5016,
                     dst: 1024,

@@ -64,10 +64,16 @@ pub(super) fn fold_in(
                 len: sh.data_bytes(),
                 notif: 0,
             });
-            a.push(Action::Recv { notif: done_id });
+            a.push(Action::Recv {
+                notif: done_id,
+                from: me - 1,
+            });
         }
         Some(_) if me < 2 * fold.extra => {
-            a.push(Action::Recv { notif: 0 });
+            a.push(Action::Recv {
+                notif: 0,
+                from: me + 1,
+            });
             a.push(Action::Reduce {
                 src: fold_slot,
                 dst: 0,

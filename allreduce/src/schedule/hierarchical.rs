@@ -229,6 +229,7 @@ impl Host<'_> {
                 for j in self.peers() {
                     a.push(Action::Recv {
                         notif: self.lay.ready_id(j),
+                        from: self.members[j],
                     });
                 }
             }
@@ -246,6 +247,7 @@ impl Host<'_> {
                         let slot = self.lay.rs_slot(k, u, j);
                         a.push(Action::Recv {
                             notif: self.lay.rs_id(slot, c),
+                            from: self.members[j],
                         });
                         a.push(Action::Reduce {
                             src: self.lay.rs_at(slot, c),
@@ -307,6 +309,7 @@ impl Host<'_> {
         let (off, len) = self.lay.unit(v);
         a.push(Action::Recv {
             notif: self.lay.final_id(v),
+            from: self.members[self.lay.owner(v, self.members.len())],
         });
         a.push(Action::CopyFrom {
             from: self.members[self.lay.owner(v, self.members.len())],
@@ -325,6 +328,7 @@ impl Host<'_> {
                     for (c, _, _) in self.lay.chunks(u) {
                         a.push(Action::Recv {
                             notif: self.lay.ag_id(u, c),
+                            from: self.members[self.lay.owner(u, self.members.len())],
                         });
                     }
                 }
@@ -337,6 +341,7 @@ impl Host<'_> {
                 for j in self.peers() {
                     a.push(Action::Recv {
                         notif: self.lay.done_id(j),
+                        from: self.members[j],
                     });
                 }
             }

@@ -47,9 +47,15 @@ pub(crate) fn one_shot(sh: &Shape, avg: bool, parity: usize) -> Schedule {
         // Our vector is the head of the fold: the sends must have left `data` first.
         a.push(Action::Flush);
     } else {
-        a.push(Action::Recv { notif: id(0) });
+        a.push(Action::Recv {
+            notif: id(0),
+            from: 0,
+        });
         for from in 1..i {
-            a.push(Action::Recv { notif: id(from) });
+            a.push(Action::Recv {
+                notif: id(from),
+                from,
+            });
             a.push(Action::Reduce {
                 src: slot(from),
                 dst: slot(0),
@@ -66,7 +72,10 @@ pub(crate) fn one_shot(sh: &Shape, avg: bool, parity: usize) -> Schedule {
         });
     }
     for from in i + 1..p {
-        a.push(Action::Recv { notif: id(from) });
+        a.push(Action::Recv {
+            notif: id(from),
+            from,
+        });
         a.push(Action::Reduce {
             src: slot(from),
             dst: 0,

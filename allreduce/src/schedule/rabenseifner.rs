@@ -57,7 +57,10 @@ pub(crate) fn rabenseifner(sh: &Shape, avg: bool) -> Schedule {
                 });
             }
             if keep_len > 0 {
-                a.push(Action::Recv { notif: halve_id(k) });
+                a.push(Action::Recv {
+                    notif: halve_id(k),
+                    from: partner,
+                });
                 a.push(Action::Reduce {
                     src: slot,
                     dst: keep_off,
@@ -95,6 +98,7 @@ pub(crate) fn rabenseifner(sh: &Shape, avg: bool) -> Schedule {
             if range(theirs.0, theirs.1).1 > 0 {
                 a.push(Action::Recv {
                     notif: double_id(k),
+                    from: partner,
                 });
             }
             (lo, hi) = (lo.min(theirs.0), hi.max(theirs.1));

@@ -36,7 +36,10 @@ pub(crate) fn recursive_doubling(sh: &Shape, avg: bool, parity: usize) -> Schedu
                 len: bytes,
                 notif: round_id(k),
             });
-            a.push(Action::Recv { notif: round_id(k) });
+            a.push(Action::Recv {
+                notif: round_id(k),
+                from: partner,
+            });
             // Our vector is about to change: the send above must have left it.
             a.push(Action::Flush);
             a.push(Action::Reduce {

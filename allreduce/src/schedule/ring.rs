@@ -83,6 +83,7 @@ pub(crate) fn ring(sh: &Shape, avg: bool) -> Schedule {
             if q >= slots {
                 a.push(Action::Recv {
                     notif: credit_id(q - slots),
+                    from: right,
                 });
             }
             let (_, _, src, n) = sent[q];
@@ -100,7 +101,10 @@ pub(crate) fn ring(sh: &Shape, avg: bool) -> Schedule {
     let own = block(i).1.div_ceil(chunk);
     send_until(&mut a, own.min(slots), &mut next);
     for (q, &(s, c, dst, n)) in received.iter().enumerate() {
-        a.push(Action::Recv { notif: rs_id(q) });
+        a.push(Action::Recv {
+            notif: rs_id(q),
+            from: left,
+        });
         a.push(Action::Reduce {
             src: slot(q),
             dst,
@@ -139,6 +143,7 @@ pub(crate) fn ring(sh: &Shape, avg: bool) -> Schedule {
         for (c, at, n) in chunks(off, len, chunk) {
             a.push(Action::Recv {
                 notif: ag_id(s - 1, c),
+                from: left,
             });
             if s < p - 1 {
                 a.push(Action::Send {

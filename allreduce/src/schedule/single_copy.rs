@@ -50,7 +50,10 @@ pub(crate) fn single_copy(sh: &Shape, avg: bool) -> Schedule {
     let mut a = Vec::new();
     tell(&mut a, ready(i));
     for &j in &peers {
-        a.push(Action::Recv { notif: ready(j) });
+        a.push(Action::Recv {
+            notif: ready(j),
+            from: j,
+        });
     }
     let (off, len) = sh.block(i, p);
     let chunk = sh.chunk_bytes.max(sh.elem).next_multiple_of(sh.elem);
@@ -71,7 +74,10 @@ pub(crate) fn single_copy(sh: &Shape, avg: bool) -> Schedule {
     tell(&mut a, fin(i));
     for &j in &peers {
         let (off, len) = sh.block(j, p);
-        a.push(Action::Recv { notif: fin(j) });
+        a.push(Action::Recv {
+            notif: fin(j),
+            from: j,
+        });
         if len > 0 {
             a.push(Action::CopyFrom {
                 from: j,
@@ -83,7 +89,10 @@ pub(crate) fn single_copy(sh: &Shape, avg: bool) -> Schedule {
     }
     tell(&mut a, done(i));
     for &j in &peers {
-        a.push(Action::Recv { notif: done(j) });
+        a.push(Action::Recv {
+            notif: done(j),
+            from: j,
+        });
     }
     a.push(Action::Flush);
     Schedule {

@@ -91,7 +91,7 @@ fn op(a: &Action) -> Result<Op, SimError> {
             len: small(len)?,
             notif,
         },
-        Action::Recv { notif } => Op::Recv { notif },
+        Action::Recv { notif, .. } => Op::Recv { notif },
         Action::Reduce { len, .. } => Op::Reduce { len: small(len)? },
         Action::ReduceFrom { from, len, .. } => Op::ReadPeer {
             from: small(from)?,

@@ -29,7 +29,8 @@ pub(super) struct Rank {
     /// Runs cycle through these.
     pub(super) scheds: Vec<Schedule>,
     pub(super) mem: Vec<u8>,
-    pub(super) notif: Vec<bool>,
+    /// Who set each notification (`None`: not set).
+    pub(super) notif: Vec<Option<usize>>,
     pub(super) cursor: usize,
     pub(super) run: usize,
     pub(super) pending: std::collections::VecDeque<Pending>,
@@ -50,11 +51,12 @@ pub(super) fn deliver(ranks: &mut [Rank], from: usize) {
     target.mem[s.dst..s.dst + s.len].copy_from_slice(&data);
     let slot = &mut target.notif[s.notif as usize];
     assert!(
-        !*slot,
+        slot.is_none(),
         "rank {from} overwrote notification {} of rank {} before it was consumed",
-        s.notif, s.to
+        s.notif,
+        s.to
     );
-    *slot = true;
+    *slot = Some(from);
 }
 
 pub(super) struct Sim {
@@ -83,7 +85,7 @@ impl Sim {
             .map(|scheds| Rank {
                 scheds,
                 mem: vec![0xAB; size.max(bytes)],
-                notif: vec![false; notifs],
+                notif: vec![None; notifs],
                 cursor: 0,
                 run: 0,
                 pending: Default::default(),
@@ -156,11 +158,16 @@ pub(super) fn step(ranks: &mut [Rank], i: usize, op: Reduction) -> bool {
                 notif,
             });
         }
-        Action::Recv { notif } => {
-            if !r.notif[notif as usize] {
+        Action::Recv { notif, from } => {
+            let Some(sender) = r.notif[notif as usize] else {
                 return false;
-            }
-            r.notif[notif as usize] = false;
+            };
+            // The engine watches `from` while it waits: it must be who sets it.
+            assert_eq!(
+                sender, from,
+                "rank {i}: notification {notif} came from {sender}, the schedule names {from}"
+            );
+            r.notif[notif as usize] = None;
         }
         Action::Reduce {
             src,

@@ -19,7 +19,7 @@ pub(super) fn symbolic_results(scheds: &[Schedule], count: usize) -> Vec<Vec<Str
             m
         })
         .collect();
-    let mut notif = vec![vec![false; notifs]; p];
+    let mut notif: Vec<Vec<Option<usize>>> = vec![vec![None; notifs]; p];
     let mut cursor = vec![0usize; p];
     loop {
         let mut moved = false;
@@ -35,13 +35,14 @@ pub(super) fn symbolic_results(scheds: &[Schedule], count: usize) -> Vec<Vec<Str
                     } => {
                         let data = mem[i][words(src)..words(src + len)].to_vec();
                         mem[to][words(dst)..words(dst + len)].clone_from_slice(&data);
-                        notif[to][id as usize] = true;
+                        notif[to][id as usize] = Some(i);
                     }
-                    Action::Recv { notif: id } => {
-                        if !notif[i][id as usize] {
+                    Action::Recv { notif: id, from } => {
+                        let Some(sender) = notif[i][id as usize] else {
                             break;
-                        }
-                        notif[i][id as usize] = false;
+                        };
+                        assert_eq!(sender, from, "rank {i}: notification {id}'s sender");
+                        notif[i][id as usize] = None;
                     }
                     Action::Reduce {
                         src,
