@@ -429,8 +429,8 @@ fn a_dead_peer_fails_a_thread_driven_run_for_good_tcp_2() {
     );
 }
 
-/// A member that leaves in order (drops its collective, `term`) while rank 0 waits for its
-/// part: rank 0's run fails naming it, instead of waiting until its timeout (or for ever).
+/// A member that leaves in order (`term`) while rank 0 waits for its part: rank 0's run
+/// fails naming it, instead of waiting until its timeout (or for ever).
 #[test]
 fn a_member_that_leaves_fails_the_run_instead_of_hanging_it() {
     const NAME: &str = "a_member_that_leaves_fails_the_run_instead_of_hanging_it";
@@ -447,7 +447,8 @@ fn a_member_that_leaves_fails_the_run_instead_of_hanging_it() {
     let mut ar = Allreduce::<u64>::new(&ctx, Group::ALL, 4096, Reduction::Sum, o).unwrap();
     ctx.barrier(Group::ALL, LONG).unwrap();
     if ctx.rank() == Rank(1) {
-        drop(ar);
+        // Leaves with the collective still set up (dropping it would delete its segment,
+        // and rank 0's first write would fail on that instead).
         ctx.terminate(LONG).unwrap();
         std::process::exit(0);
     }
