@@ -134,3 +134,38 @@ fn a_process_that_keeps_a_rank_output_open_holds_tarantella_only_for_the_grace_p
         "the detached children should still run"
     );
 }
+
+/// A progress bar redrawn with carriage returns reaches the terminal as it is drawn, not
+/// when its line ends (which can be the end of the run).
+#[test]
+fn a_progress_bar_shows_before_its_line_ends() {
+    use std::io::Read;
+    let run = TempDir::new("progress");
+    let mut child = tarantella(run.path())
+        .args([
+            "-n",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "printf 'step 1/9\\r'; exec sleep 60",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut out = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 256];
+    while !seen.ends_with(b"step 1/9\r") {
+        let n = out.read(&mut buf).unwrap();
+        assert!(n > 0, "output ended: {:?}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let took = started.elapsed();
+    signal(child.id(), Signal::SIGTERM);
+    child.wait().unwrap();
+    assert!(took < Duration::from_secs(30), "shown after {took:?}");
+}

@@ -129,6 +129,50 @@ fn ssh_failure_and_ctrl_c_tear_everything_down() {
     assert!(shm_files(&id).is_empty());
 }
 
+/// Rank 1 leaves a process in a group of its own that holds its output, then fails: the
+/// failure is known from the wrapper's report and stops the job at once (before, the job
+/// waited for the ssh session to close, which that process kept open).
+#[test]
+fn an_ssh_rank_that_fails_is_not_held_up_by_a_detached_child() {
+    let dir = TempDir::new("ssh-detached");
+    let Some(sshd) = loopback_sshd(&dir) else {
+        return;
+    };
+    let hf = hostfile(&dir, "127.0.0.1 slots=2\n");
+    let started = std::time::Instant::now();
+    let mut job = ssh_job(
+        &sshd,
+        &hf,
+        &[
+            "--output-on-all-devices",
+            "--",
+            PROBE,
+            "--detached-child",
+            "--fail-rank",
+            "1:3",
+            "--sleep",
+        ],
+    );
+    let st = job.wait(LIMIT);
+    let took = started.elapsed();
+    let detached: Vec<i32> = job
+        .out
+        .iter()
+        .filter_map(|l| field(l, "detached"))
+        .map(|p| p.parse().unwrap())
+        .collect();
+    for &pid in &detached {
+        signal(pid as u32, Signal::SIGKILL);
+    }
+    assert_eq!(st.code(), Some(3), "{}", job.stderr_text());
+    assert!(
+        took < Duration::from_secs(30),
+        "took {took:?}: {}",
+        job.stderr_text()
+    );
+    assert_eq!(detached.len(), 2, "{:?}", job.out);
+}
+
 #[test]
 fn ssh_ranks_stop_when_tarantella_dies_and_cleanup_removes_shm() {
     let dir = TempDir::new("ssh3");

@@ -2,21 +2,22 @@
 //! each rank's output to the terminal or to its log file.
 
 pub mod local;
+mod pump;
 pub mod slurm;
 pub mod ssh;
 pub mod tail;
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::process::{Child, ChildStdin, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
+pub use pump::{pump, Control};
 pub use tail::{Tail, Tails, TAIL_LINES};
 
 use crate::plan::{env, Plan, RankPlan};
@@ -193,6 +194,17 @@ impl Proc {
                 self.reaped = Some((Instant::now(), st));
             }
         }
+        if let (None, None) = (&self.reaped, &self.status) {
+            if let Kind::Ssh { remote_exit, .. } = &self.kind {
+                // The wrapper said the rank failed, but the ssh client is still there: a
+                // process the rank left in a group or session of its own holds the channel,
+                // maybe for ever. The failure is known; the teardown ends the client.
+                let r = remote_exit.load(Ordering::Acquire);
+                if r > 0 {
+                    self.status = Some(remote_status(r));
+                }
+            }
+        }
         let Some((at, st)) = self.reaped else { return };
         if self.status.is_some() {
             return;
@@ -212,11 +224,7 @@ impl Proc {
                 }
                 let r = remote_exit.load(Ordering::Acquire);
                 self.status = Some(if r >= 0 {
-                    if r > 128 && r < 128 + 65 {
-                        RankStatus::Signaled(r - 128)
-                    } else {
-                        RankStatus::Exited(r)
-                    }
+                    remote_status(r)
                 } else {
                     // The wrapper reports the rank's PID first thing: without it, ssh never
                     // got as far as the host.
@@ -229,6 +237,16 @@ impl Proc {
                 });
             }
         }
+    }
+}
+
+/// The status of an ssh rank from the exit code its wrapper reported (the shell's: 128 + N
+/// for signal N).
+fn remote_status(r: i32) -> RankStatus {
+    if r > 128 && r < 128 + 65 {
+        RankStatus::Signaled(r - 128)
+    } else {
+        RankStatus::Exited(r)
     }
 }
 
@@ -293,22 +311,28 @@ pub enum Sink {
 }
 
 impl Sink {
-    fn write_line(&self, line: &[u8]) {
+    /// Writes `bytes` of a line; the terminal's prefix goes first when they begin the line.
+    fn write(&self, bytes: &[u8], line_start: bool) {
         match self {
             Sink::Terminal { err, prefix } => {
-                let mut buf = Vec::with_capacity(prefix.len() + line.len());
-                buf.extend_from_slice(prefix.as_bytes());
-                buf.extend_from_slice(line);
-                // Output errors (a closed terminal) must not stop the supervisor.
+                let prefix = if line_start { prefix.as_bytes() } else { &[] };
+                let mut buf = Vec::with_capacity(prefix.len() + bytes.len());
+                buf.extend_from_slice(prefix);
+                buf.extend_from_slice(bytes);
+                // Output errors (a closed terminal) must not stop the supervisor. Part of a
+                // line (a progress bar's redraw) is flushed: stdout holds it until a newline.
+                let partial = !buf.ends_with(b"\n");
                 let _ = if *err {
                     std::io::stderr().lock().write_all(&buf)
                 } else {
-                    std::io::stdout().lock().write_all(&buf)
+                    let mut out = std::io::stdout().lock();
+                    out.write_all(&buf)
+                        .and_then(|()| if partial { out.flush() } else { Ok(()) })
                 };
             }
             Sink::File(f) => {
                 if let Ok(mut f) = f.lock() {
-                    let _ = f.write_all(line);
+                    let _ = f.write_all(bytes);
                 }
             }
         }
@@ -338,77 +362,6 @@ fn dry_run_command(plan: &Plan, r: &RankPlan) -> Vec<String> {
     words
 }
 
-/// Where the control lines found in an ssh rank's stderr go.
-pub struct Control {
-    /// The rank's index among the started processes, for [`Event::RemotePid`].
-    pub idx: usize,
-    /// The supervisor's channel, told of the rank's remote PID.
-    pub events: Sender<Event>,
-    /// Set to the remote PID (`\x1eTNT pid N`).
-    pub remote_pid: Arc<AtomicI32>,
-    /// Set to the rank's exit status (`\x1eTNT exit N`).
-    pub remote_exit: Arc<AtomicI32>,
-}
-
-/// Copies `stream` line by line into `sink` on a background thread, counted in `open` until
-/// the stream ends; the last lines stay in `tail` (control lines in neither).
-pub fn pump<R: Read + Send + 'static>(
-    stream: R,
-    sink: Sink,
-    tail: Tail,
-    control: Option<Control>,
-    open: &OpenStreams,
-) {
-    let guard = open.opened();
-    std::thread::spawn(move || {
-        let _counted_until_the_end = guard;
-        let emit = |line: &[u8]| {
-            sink.write_line(line);
-            tail.push(line);
-        };
-        let mut r = BufReader::new(stream);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match r.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            if !line.ends_with(b"\n") {
-                line.push(b'\n');
-            }
-            // Another process of the rank (a child still writing) may have left a partial
-            // line just before the wrapper's control line: the mark then sits inside the
-            // line. The record separator never occurs in ordinary output.
-            let mark_at = control.as_ref().and_then(|_| {
-                line.windows(CONTROL_MARK.len())
-                    .position(|w| w == CONTROL_MARK)
-            });
-            if let Some(at) = mark_at.filter(|&at| at > 0) {
-                let mut before = line[..at].to_vec();
-                before.push(b'\n');
-                emit(&before);
-                line.drain(..at);
-            }
-            if let (Some(c), Some(rest)) = (&control, line.strip_prefix(CONTROL_MARK)) {
-                let text = String::from_utf8_lossy(rest);
-                let mut w = text.split_whitespace();
-                let (key, val) = (w.next(), w.next().and_then(|v| v.parse::<i32>().ok()));
-                match (key, val) {
-                    (Some("pid"), Some(pid)) => {
-                        c.remote_pid.store(pid, Ordering::Release);
-                        let _ = c.events.send(Event::RemotePid { idx: c.idx, pid });
-                    }
-                    (Some("exit"), Some(code)) => c.remote_exit.store(code, Ordering::Release),
-                    _ => emit(&line),
-                }
-                continue;
-            }
-            emit(&line);
-        }
-    });
-}
-
 /// The sinks of one rank: shown on the terminal, or written to `log`.
 pub fn sinks(
     rank: usize,
@@ -432,39 +385,5 @@ pub fn sinks(
     } else {
         let f = Arc::new(Mutex::new(File::create(log)?));
         Ok((Sink::File(f.clone()), Sink::File(f)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A child of the rank still writing when the wrapper reports: its partial line and the
-    /// control line arrive as one line. The exit status must still be read, and the child's
-    /// text kept.
-    #[test]
-    fn a_control_line_after_a_partial_line_is_still_read() {
-        let dir = std::env::temp_dir().join(format!("tnt-pump-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let log = dir.join("rank.log");
-        let file = Arc::new(Mutex::new(File::create(&log).unwrap()));
-        let (events, _rx) = std::sync::mpsc::channel();
-        let remote_exit = Arc::new(AtomicI32::new(-1));
-        let control = Control {
-            idx: 0,
-            events,
-            remote_pid: Arc::new(AtomicI32::new(-1)),
-            remote_exit: remote_exit.clone(),
-        };
-        let open = OpenStreams::default();
-        let input: &[u8] = b"child: half a line\x1eTNT exit 3\nof text\n";
-        let tail = Tail::default();
-        pump(input, Sink::File(file), tail.clone(), Some(control), &open);
-        assert!(open.wait_closed(Instant::now() + Duration::from_secs(10)));
-        assert_eq!(remote_exit.load(Ordering::Acquire), 3);
-        let text = std::fs::read_to_string(&log).unwrap();
-        assert_eq!(text, "child: half a line\nof text\n");
-        assert_eq!(tail.lines(), ["child: half a line", "of text"]);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
