@@ -3,7 +3,8 @@
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
-use super::{dry_run_command, dry_run_heading, pump, Kind, OpenStreams, Proc, Sink, Tails};
+use super::pump::pump;
+use super::{dry_run_command, dry_run_heading, Kind, OpenStreams, Proc, Sink, Tails};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::shell;

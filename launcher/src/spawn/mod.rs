@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
-pub use pump::{pump, Control};
 pub use tail::{Tail, Tails, TAIL_LINES};
 
 use crate::plan::{env, Plan, RankPlan};

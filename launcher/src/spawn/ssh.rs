@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use gaspi::env as genv;
 
+use super::pump::{pump, Control};
 use super::{
-    dry_run_command, dry_run_heading, pump, Control, Event, Kind, OpenStreams, Proc, Sink, Tails,
-    SSH_FAILED,
+    dry_run_command, dry_run_heading, Event, Kind, OpenStreams, Proc, Sink, Tails, SSH_FAILED,
 };
 use crate::error::{Error, Result};
 use crate::plan::Plan;
