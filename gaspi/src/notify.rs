@@ -168,23 +168,7 @@ impl Context {
         num: u32,
         timeout: Timeout,
     ) -> Result<NotificationId> {
-        let local = self.local_segment(seg)?;
-        if num == 0 {
-            // Waiting for none of no notifications is done at once (as in GPI-2).
-            return Ok(first);
-        }
-        self.check_notification(&local.mem, seg, first.0, num)?;
-        let mem = &local.mem;
-        self.wait_on(
-            mem,
-            timeout.deadline(),
-            Watch::Unreported(&local.failures_seen),
-            || {
-                (first.0..first.0 + num)
-                    .find(|id| mem.slot(*id).load(Ordering::Acquire) != 0)
-                    .map(NotificationId)
-            },
-        )
+        self.waitsome(seg, first, num, None, timeout)
     }
 
     /// [`notify_waitsome`](Self::notify_waitsome) for notifications that rank `from` sets,
@@ -199,14 +183,32 @@ impl Context {
         from: Rank,
         timeout: Timeout,
     ) -> Result<NotificationId> {
+        self.check_rank(from)?;
+        self.waitsome(seg, first, num, Some(from), timeout)
+    }
+
+    /// Both waits: `from` names who sets the notifications (`None`: anyone, and any
+    /// failure not yet reported on this segment ends the wait; see [`Watch`]).
+    fn waitsome(
+        &self,
+        seg: SegmentId,
+        first: NotificationId,
+        num: u32,
+        from: Option<Rank>,
+        timeout: Timeout,
+    ) -> Result<NotificationId> {
         let local = self.local_segment(seg)?;
         if num == 0 {
+            // Waiting for none of no notifications is done at once (as in GPI-2).
             return Ok(first);
         }
         self.check_notification(&local.mem, seg, first.0, num)?;
-        self.check_rank(from)?;
+        let watch = match from {
+            Some(from) => Watch::Collective { from },
+            None => Watch::Unreported(&local.failures_seen),
+        };
         let mem = &local.mem;
-        self.wait_on(mem, timeout.deadline(), Watch::Collective { from }, || {
+        self.wait_on(mem, timeout.deadline(), watch, || {
             (first.0..first.0 + num)
                 .find(|id| mem.slot(*id).load(Ordering::Acquire) != 0)
                 .map(NotificationId)
