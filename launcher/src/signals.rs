@@ -27,12 +27,13 @@ static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
 pub fn install() -> Result<()> {
     let mut seen = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
     if seen.is_none() {
-        // A signal ignored when we start stays ignored, as for any program: `nohup
-        // tarantella ...` keeps running when the login ends, and a job started in the
-        // background of a script (SIGINT ignored) is not stopped by the terminal's Ctrl-C.
+        // SIGHUP ignored when we start stays ignored: `nohup tarantella ...` keeps running
+        // when the login ends. SIGINT is handled even when ignored (as mpirun does): a
+        // shell starts a script's background jobs with SIGINT ignored, and `kill -INT` must
+        // still stop the job.
         let handled = [SIGINT, SIGTERM, SIGHUP]
             .into_iter()
-            .filter(|&s| !ignored(s));
+            .filter(|&s| s != SIGHUP || !ignored(s));
         let signals = Signals::new(handled).map_err(Error::Signals)?;
         *seen = Some(Seen {
             signals,
