@@ -7,15 +7,12 @@ mod common;
 use common::*;
 use trainer::testdata::write_dataset;
 
-#[test]
-fn stops_when_the_monitor_does_not_improve_and_the_checkpoint_says_so() {
-    let scratch = Scratch::new("early-stop");
-    write_dataset(&scratch.0, 48, 11, false, 2).unwrap();
-    let data = scratch.0.display().to_string();
-    let ckpt = scratch.path("ckpt").display().to_string();
-    let args = [
+/// The arguments both tests share (an MLP on a small IDX dataset in `data`, patience 2,
+/// checkpoints in `ckpt`), then `extra`.
+fn args(data: &str, ckpt: &str, epochs: &str, extra: &[&str]) -> Vec<String> {
+    let common = [
         "--data-dir",
-        &data,
+        data,
         "--model",
         "mlp",
         "--hidden",
@@ -23,17 +20,30 @@ fn stops_when_the_monitor_does_not_improve_and_the_checkpoint_says_so() {
         "--batch-size",
         "16",
         "--epochs",
-        "10",
-        "--lr",
-        "0",
+        epochs,
         "--early-stop-patience",
         "2",
-        "--monitor",
-        "val_accuracy",
         "--checkpoint-dir",
-        &ckpt,
+        ckpt,
     ];
-    let out = train_ok(2, &args);
+    common.iter().chain(extra).map(|s| s.to_string()).collect()
+}
+
+/// Trains on 2 ranks and expects success.
+fn run(args: &[String]) -> gaspi::testing::JobOutcome {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    train_ok(2, &args)
+}
+
+#[test]
+fn stops_when_the_monitor_does_not_improve_and_the_checkpoint_says_so() {
+    let scratch = Scratch::new("early-stop");
+    write_dataset(&scratch.0, 48, 11, false, 2).unwrap();
+    let data = scratch.0.display().to_string();
+    let ckpt = scratch.path("ckpt").display().to_string();
+    let extra = ["--lr", "0", "--monitor", "val_accuracy"];
+    let args = args(&data, &ckpt, "10", &extra);
+    let out = run(&args);
     let stdout = &out.ranks[0].stdout;
     assert!(stdout.contains("Epoch 3/10"), "{stdout}");
     assert!(!stdout.contains("Epoch 4/10"), "{stdout}");
@@ -42,9 +52,9 @@ fn stops_when_the_monitor_does_not_improve_and_the_checkpoint_says_so() {
             && stdout.contains("restored the weights of epoch 1"),
         "{stdout}"
     );
-    let mut resume = args.to_vec();
-    resume.push("--resume");
-    let out = train_ok(2, &resume);
+    let mut resume = args.clone();
+    resume.push("--resume".into());
+    let out = run(&resume);
     assert!(
         out.ranks[0]
             .stdout
@@ -64,39 +74,17 @@ fn a_resumed_run_stops_like_an_uninterrupted_one_with_the_same_best_weights() {
     let scratch = Scratch::new("early-stop-resume");
     write_dataset(&scratch.0, 48, 11, false, 2).unwrap();
     let data = scratch.0.display().to_string();
-    let args = |ckpt: &str, epochs: &'static str| {
-        [
-            "--data-dir",
-            &data,
-            "--model",
-            "mlp",
-            "--hidden",
-            "16",
-            "--batch-size",
-            "16",
-            "--epochs",
-            epochs,
-            "--lr",
-            "0.05",
-            "--early-stop-patience",
-            "2",
-            "--min-delta",
-            "10",
-            "--monitor",
-            "val_loss",
-            "--keep-checkpoints",
-            "1",
-            "--checkpoint-dir",
-            ckpt,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect::<Vec<String>>()
-    };
-    let run = |a: &[String]| {
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        train_ok(2, &a)
-    };
+    let extra = [
+        "--lr",
+        "0.05",
+        "--min-delta",
+        "10",
+        "--monitor",
+        "val_loss",
+        "--keep-checkpoints",
+        "1",
+    ];
+    let args = |ckpt: &str, epochs: &str| args(&data, ckpt, epochs, &extra);
     let whole = scratch.path("whole").display().to_string();
     let out = run(&args(&whole, "10"));
     let stops = "early stopping after epoch 3";
