@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use gaspi::{Context, Group, Rank, Timeout};
 
-use crate::collective::{shape_of, Collective};
+use crate::collective::{set_up, Collective};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::options::Options;
@@ -33,7 +33,10 @@ impl<T: Element> Broadcast<T> {
         options: Options,
     ) -> Result<Self> {
         let options = options.resolved()?;
-        let (members, shape, _) = shape_of::<T>(ctx, group, count, &options)?;
+        // No choice here for a member to find infeasible alone: the tree or the chain run
+        // everywhere. (The setup signature compares the rest.)
+        let setup = set_up::<T>(ctx, group, count, &options, u32::MAX)?;
+        let (members, shape) = (setup.members, setup.shape);
         let root_index = members
             .iter()
             .position(|r| *r == root)

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use gaspi::{Context, Group, ReduceOp, Timeout};
 
-use crate::algorithm::Algorithm;
 use crate::driver::DrivenEngine;
 use crate::element::Element;
 use crate::engine::{Engine, Kernels};
@@ -17,15 +16,43 @@ use crate::region::OwnedSegment;
 use crate::schedule::{HostMemory, Schedule, Shape};
 use crate::setup::{create_segment, SIGNATURE};
 
-/// This rank's place in `group`, the shape of a collective over `count` elements and how
-/// the group's members sit on hosts (member indices per host, hosts in the order of their
-/// lowest member: the same on every member).
-pub(crate) fn shape_of<T: Element>(
+/// What the members of a collective's group settle before planning it: the group, this
+/// rank's place in it, the shape of the vector and the facts about the transport that every
+/// member must see alike.
+pub(crate) struct GroupSetup {
+    /// The group's ranks, in member order.
+    pub members: Vec<gaspi::Rank>,
+    /// This rank's part of a collective over the vector.
+    pub shape: Shape,
+    /// How the members sit on hosts: member indices per host, hosts in the order of their
+    /// lowest member (the same on every member).
+    pub hosts: Vec<Vec<usize>>,
+    /// Every member reaches every other through shared memory (they share one host).
+    pub all_shared_memory: bool,
+    /// How the hosts run the hierarchical allreduce's intra-host phases: in place only
+    /// when every member reaches its host peers through shared memory.
+    pub host_memory: HostMemory,
+}
+
+/// Sets up a collective over `count` elements of `T` on `group`: this rank's place, the
+/// hosts' layout, and an agreement with the other members (a four-word allreduce that every
+/// member joins) on what decides the plan.
+///
+/// Each rank's view of the transport can differ from its peers': a rank that registered
+/// user memory (`segment_use`) is moved to TCP by its peers only, so it alone still sees
+/// every member in shared memory. The chunk size and `Auto`'s choice follow that view, and
+/// members that decided alone would build plans that do not fit together (every later
+/// setup failed with `SetupMismatch`); so the group takes the least of its members' views.
+/// `requested` is what the caller asked for that decides whether the members can run it
+/// (the algorithm): members that asked for different things fail with `SetupMismatch`
+/// together, instead of some failing alone and the rest waiting for them.
+pub(crate) fn set_up<T: Element>(
     ctx: &Context,
     group: Group,
     count: usize,
     options: &Options,
-) -> Result<(Vec<gaspi::Rank>, Shape, Vec<Vec<usize>>)> {
+    requested: u32,
+) -> Result<GroupSetup> {
     let members = ctx.group_members(group)?;
     let me = members
         .iter()
@@ -39,8 +66,35 @@ pub(crate) fn shape_of<T: Element>(
         count,
         elem_bytes: elem,
     })?;
-    let all_shm = all_shared_memory(ctx, &members);
-    let chunk_bytes = options.chunk_bytes.unwrap_or(if all_shm {
+    let index = |r: &gaspi::Rank| members.iter().position(|m| m == r);
+    let hosts = ctx
+        .group_hosts(group)?
+        .iter()
+        .map(|host| host.iter().filter_map(index).collect())
+        .collect();
+    // A partition of the members whatever the runtime reported: the schedules rely on it.
+    let hosts = crate::schedule::host_layout(hosts, members.len());
+    let words = [
+        u32::from(host_peers_share_memory(ctx, &members, &hosts, me)),
+        u32::from(all_shared_memory(ctx, &members)),
+        requested,
+        !requested,
+    ];
+    let mut least = [0u32; 4];
+    ctx.allreduce(
+        &words,
+        &mut least,
+        ReduceOp::Min,
+        group,
+        options.setup_timeout,
+    )?;
+    // The minimum of the word and of its complement give the word back only when every
+    // member passed the same.
+    if least[2] != requested || !least[3] != requested {
+        return Err(Error::SetupMismatch);
+    }
+    let all_shared_memory = least[1] == 1;
+    let chunk_bytes = options.chunk_bytes.unwrap_or(if all_shared_memory {
         SHM_CHUNK_BYTES
     } else {
         NET_CHUNK_BYTES
@@ -54,28 +108,30 @@ pub(crate) fn shape_of<T: Element>(
         notif_limit: ctx.notification_num(),
         ring_staging_bytes: crate::schedule::RING_STAGING_BYTES,
     };
-    let index = |r: &gaspi::Rank| members.iter().position(|m| m == r);
-    let hosts = ctx
-        .group_hosts(group)?
-        .iter()
-        .map(|host| host.iter().filter_map(index).collect())
-        .collect();
-    // A partition of the members whatever the runtime reported: the schedules rely on it.
-    let layout = crate::schedule::host_layout(hosts, members.len());
-    Ok((members, shape, layout))
+    Ok(GroupSetup {
+        members,
+        shape,
+        hosts,
+        all_shared_memory,
+        host_memory: if least[0] == 1 {
+            HostMemory::Shared
+        } else {
+            HostMemory::Staged
+        },
+    })
 }
 
-/// Whether every member but this rank is reached through shared memory (then every member
-/// sees the same: they share one host).
-pub(crate) fn all_shared_memory(ctx: &Context, members: &[gaspi::Rank]) -> bool {
+/// Whether every member but this rank is reached through shared memory (as this rank sees
+/// it: see [`set_up`]).
+fn all_shared_memory(ctx: &Context, members: &[gaspi::Rank]) -> bool {
     members
         .iter()
         .all(|r| *r == ctx.rank() || ctx.uses_shm_to(*r))
 }
 
 /// Whether this rank reaches every member on its host through shared memory (`members`
-/// the group's ranks, `hosts` as [`shape_of`] gives them, `me` our member index).
-pub(crate) fn host_peers_share_memory(
+/// the group's ranks, `hosts` the layout, `me` our member index).
+fn host_peers_share_memory(
     ctx: &Context,
     members: &[gaspi::Rank],
     hosts: &[Vec<usize>],
@@ -87,60 +143,6 @@ pub(crate) fn host_peers_share_memory(
         .map_or(&[][..], |m| m);
     let peers: Vec<gaspi::Rank> = ours.iter().map(|&j| members[j]).collect();
     all_shared_memory(ctx, &peers)
-}
-
-/// What one member brings to an allreduce's setup, before the plan.
-pub(crate) struct SetupView {
-    pub algorithm: Algorithm,
-    /// This member can run `algorithm` (single-copy needs every member in shared memory).
-    pub feasible: bool,
-    /// See [`host_peers_share_memory`].
-    pub host_shared: bool,
-}
-
-/// What the whole group agreed on.
-pub(crate) struct Agreed {
-    /// How the hosts run the hierarchical allreduce's intra-host phases: in place only
-    /// when every member reaches its host peers through shared memory. Each rank's view of
-    /// that can differ from its peers' (a rank that registered user memory is moved to TCP
-    /// by its peers only), and ranks that decided alone could build schedules that do not
-    /// fit together.
-    pub memory: HostMemory,
-    /// Every member can run the algorithm.
-    pub feasible: bool,
-}
-
-/// Agrees on `mine` with the rest of `group`: a four-word allreduce that every member of
-/// an allreduce's setup joins, before the plan, whatever it chose; `SetupMismatch` where
-/// the members' algorithms differ (their plans would not fit together).
-pub(crate) fn agree(
-    ctx: &Context,
-    group: Group,
-    mine: &SetupView,
-    timeout: Timeout,
-) -> Result<Agreed> {
-    let tag = mine.algorithm.tag() as u32;
-    // The minimum of the tag and of its complement: the tag everywhere when both give it
-    // back.
-    let words = [
-        u32::from(mine.host_shared),
-        u32::from(mine.feasible),
-        tag,
-        !tag,
-    ];
-    let mut least = [0u32; 4];
-    ctx.allreduce(&words, &mut least, ReduceOp::Min, group, timeout)?;
-    if least[2] != tag || !least[3] != tag {
-        return Err(Error::SetupMismatch);
-    }
-    Ok(Agreed {
-        memory: if least[0] == 1 {
-            HostMemory::Shared
-        } else {
-            HostMemory::Staged
-        },
-        feasible: least[1] == 1,
-    })
 }
 
 /// A set-up collective over `count` elements of `T`.
@@ -214,8 +216,12 @@ impl<T: Element> Collective<T> {
         self.count
     }
 
-    /// The data range, between runs.
+    /// The data range, between runs. Refused after a failed run: members of the aborted
+    /// run that have not seen the failure may still write into it.
     pub fn buffer_mut(&mut self) -> Result<&mut [T]> {
+        if let Some(cause) = self.engine.failure() {
+            return Err(Error::Failed(cause));
+        }
         if self.engine.is_active() {
             return Err(Error::InFlight);
         }

@@ -51,6 +51,14 @@ impl DataType {
         }
     }
 
+    /// Whether the type is a floating-point one.
+    pub fn is_float(self) -> bool {
+        matches!(
+            self,
+            DataType::F32 | DataType::F64 | DataType::F16 | DataType::Bf16
+        )
+    }
+
     /// The name nccl-tests prints (`float`, `half`, `int32`, ...).
     pub fn name(self) -> &'static str {
         match self {

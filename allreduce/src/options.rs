@@ -37,6 +37,11 @@ pub struct Thresholds {
 }
 
 impl Thresholds {
+    /// The thresholds as words, for the setup signature (`reduce.rs`).
+    pub(crate) fn words(&self) -> [u64; 3] {
+        [self.small_max, self.ring_min, self.single_copy_min].map(|w| w as u64)
+    }
+
     /// The flat algorithm for a vector of `bytes` on `ranks` ranks.
     ///
     /// The ring's threshold grows with the group from 16 ranks, to `ring_min · p / 12`:

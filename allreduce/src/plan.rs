@@ -3,8 +3,36 @@
 //! setup and by anything that replays schedules without a runtime.
 
 use crate::algorithm::Algorithm;
+use crate::element::Element;
 use crate::options::Thresholds;
+use crate::reduction::Reduction;
 use crate::schedule::{self, Action, HostMemory, Schedule, Shape};
+
+/// Where an average divides by the number of ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Averaging {
+    /// Nowhere: the reduction is not AVG.
+    None,
+    /// Each member divides its own vector before the sum: floating point, as NCCL's
+    /// average and PyTorch DDP's gradient averaging do. The sum of in-range values can
+    /// leave the type's range where their average does not (two ranks of 40000 in `f16`,
+    /// whose largest value is 65504, summed to infinity before the division).
+    Before,
+    /// The sum is divided once at the end: integers, where dividing first would drop
+    /// each member's remainder (the sum wraps on overflow, as SUM does).
+    After,
+}
+
+impl Averaging {
+    /// How `reduction` over elements of `T` averages.
+    pub(crate) fn of<T: Element>(reduction: Reduction) -> Self {
+        match reduction {
+            Reduction::Avg if T::DATA_TYPE.is_float() => Averaging::Before,
+            Reduction::Avg => Averaging::After,
+            _ => Averaging::None,
+        }
+    }
+}
 
 /// What one rank replays for an allreduce.
 #[derive(Clone, Debug)]
@@ -13,15 +41,15 @@ pub(crate) struct Plan {
     /// alternates between runs; one otherwise).
     pub schedules: Vec<Schedule>,
     /// The largest single write the schedules post, in bytes (checked against the
-    /// transport's limit at setup; 0 when every write is at most one chunk).
+    /// transport's limit at setup; 0 when they post none).
     pub largest_send: usize,
 }
 
 /// The plan of `algorithm` for the rank and vector `shape` describes, over a group laid out
 /// on hosts as `hosts` (member indices per host, partitioning the group: see
 /// `schedule::host_layout`), this rank's host running the hierarchical allreduce's
-/// intra-host phases as `host_memory` says; `avg` divides the result by the number of
-/// ranks. `Auto` must have been resolved (it plans as the ring). The hierarchical allreduce
+/// intra-host phases as `host_memory` says, dividing by the number of ranks where
+/// `averaging` says. `Auto` must have been resolved (it plans as the ring). The hierarchical allreduce
 /// picks each unit's algorithm between hosts by `thresholds`, as [`Algorithm::Auto`] would
 /// for a vector of the unit's size on that many ranks.
 pub(crate) fn allreduce_plan(
@@ -30,30 +58,18 @@ pub(crate) fn allreduce_plan(
     hosts: &[Vec<usize>],
     host_memory: HostMemory,
     thresholds: &Thresholds,
-    avg: bool,
+    averaging: Averaging,
 ) -> Plan {
     let bytes = shape.count * shape.elem;
-    match algorithm {
-        Algorithm::RecursiveDoubling => Plan {
-            schedules: (0..2).map(|q| flat(algorithm, shape, avg, q)).collect(),
-            largest_send: bytes,
-        },
-        Algorithm::OneShot => Plan {
-            schedules: (0..2).map(|q| schedule::one_shot(shape, avg, q)).collect(),
-            largest_send: bytes,
-        },
-        Algorithm::SingleCopy => Plan {
-            schedules: vec![schedule::single_copy(shape, avg)],
-            largest_send: 0,
-        },
-        Algorithm::Rabenseifner => Plan {
-            schedules: vec![flat(algorithm, shape, avg, 0)],
-            largest_send: bytes / 2 + shape.elem,
-        },
-        Algorithm::Ring | Algorithm::Auto => Plan {
-            schedules: vec![flat(Algorithm::Ring, shape, avg, 0)],
-            largest_send: 0,
-        },
+    let avg = averaging == Averaging::After;
+    let mut schedules = match algorithm {
+        Algorithm::RecursiveDoubling | Algorithm::OneShot => {
+            (0..2).map(|q| flat(algorithm, shape, avg, q)).collect()
+        }
+        Algorithm::SingleCopy | Algorithm::Rabenseifner => {
+            vec![flat(algorithm, shape, avg, 0)]
+        }
+        Algorithm::Ring | Algorithm::Auto => vec![flat(Algorithm::Ring, shape, avg, 0)],
         Algorithm::Hierarchical => {
             let build = |parity: usize| {
                 let inter = move |sub: &Shape, avg: bool| {
@@ -65,25 +81,35 @@ pub(crate) fn allreduce_plan(
             };
             let (even, odd) = (build(0), build(1));
             // Two schedules only where an embedded recursive doubling alternates its slots.
-            let schedules = if odd.actions == even.actions {
+            if odd.actions == even.actions {
                 vec![even]
             } else {
                 vec![even, odd]
-            };
-            let largest_send = schedules
-                .iter()
-                .flat_map(|s| &s.actions)
-                .map(|a| match a {
-                    Action::Send { len, .. } => *len,
-                    _ => 0,
-                })
-                .max()
-                .unwrap_or(0);
-            Plan {
-                schedules,
-                largest_send,
             }
         }
+    };
+    if averaging == Averaging::Before && bytes > 0 {
+        // Before anything is sent: peers read this rank's vector only after its first
+        // notification.
+        for s in &mut schedules {
+            s.actions.insert(0, Action::Divide { off: 0, len: bytes });
+        }
+    }
+    // From the actions themselves, so that no schedule's write escapes the check against
+    // the transport's limit (Rabenseifner's fold, on groups that are not a power of two,
+    // sends a whole vector, not the half its halving steps send).
+    let largest_send = schedules
+        .iter()
+        .flat_map(|s| &s.actions)
+        .map(|a| match a {
+            Action::Send { len, .. } => *len,
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0);
+    Plan {
+        schedules,
+        largest_send,
     }
 }
 
@@ -122,5 +148,88 @@ fn flat(algorithm: Algorithm, shape: &Shape, avg: bool, parity: usize) -> Schedu
         Algorithm::SingleCopy => schedule::single_copy(shape, avg),
         // Hierarchical never nests (a shard's group has one rank per host).
         Algorithm::Ring | Algorithm::Auto | Algorithm::Hierarchical => schedule::ring(shape, avg),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALGORITHMS: [Algorithm; 6] = [
+        Algorithm::Ring,
+        Algorithm::RecursiveDoubling,
+        Algorithm::Rabenseifner,
+        Algorithm::Hierarchical,
+        Algorithm::OneShot,
+        Algorithm::SingleCopy,
+    ];
+
+    fn shape(me: usize, ranks: usize, count: usize) -> Shape {
+        Shape {
+            me,
+            ranks,
+            count,
+            elem: 4,
+            chunk_bytes: 4096,
+            notif_limit: 65536,
+            ring_staging_bytes: schedule::RING_STAGING_BYTES,
+        }
+    }
+
+    fn plan(alg: Algorithm, me: usize, ranks: usize, count: usize, avg: Averaging) -> Plan {
+        let hosts = [(0..ranks / 2).collect(), (ranks / 2..ranks).collect()];
+        let memory = HostMemory::Shared;
+        let t = Thresholds::default();
+        allreduce_plan(alg, &shape(me, ranks, count), &hosts, memory, &t, avg)
+    }
+
+    fn divides(s: &Schedule) -> Vec<(usize, &Action)> {
+        let d = s.actions.iter().enumerate();
+        d.filter(|(_, a)| matches!(a, Action::Divide { .. }))
+            .collect()
+    }
+
+    /// Floating-point AVG divides each member's whole vector once, before anything else;
+    /// integer AVG divides only at the end, as the schedules place it.
+    #[test]
+    fn an_average_divides_first_for_floats_and_last_for_integers() {
+        assert_eq!(Averaging::of::<f32>(Reduction::Avg), Averaging::Before);
+        assert_eq!(
+            Averaging::of::<half::f16>(Reduction::Avg),
+            Averaging::Before
+        );
+        assert_eq!(Averaging::of::<i32>(Reduction::Avg), Averaging::After);
+        assert_eq!(Averaging::of::<f32>(Reduction::Sum), Averaging::None);
+        for alg in ALGORITHMS {
+            for me in 0..5 {
+                for s in plan(alg, me, 5, 1000, Averaging::Before).schedules {
+                    let whole = Action::Divide { off: 0, len: 4000 };
+                    assert_eq!(divides(&s), [(0, &whole)], "{alg:?} rank {me}");
+                }
+                for s in plan(alg, me, 5, 1000, Averaging::After).schedules {
+                    assert!(divides(&s).iter().all(|(i, _)| *i > 0), "{alg:?} rank {me}");
+                }
+                for s in plan(alg, me, 5, 1000, Averaging::None).schedules {
+                    assert!(divides(&s).is_empty(), "{alg:?} rank {me}");
+                }
+            }
+            // Some member divides its result (the rest may receive theirs divided).
+            let after = (0..5).flat_map(|me| plan(alg, me, 5, 1000, Averaging::After).schedules);
+            assert!(
+                after.map(|s| divides(&s).len()).sum::<usize>() > 0,
+                "{alg:?}"
+            );
+        }
+    }
+
+    /// Rabenseifner's fold on 3 ranks sends a whole vector: the plan declares it (it
+    /// declared half, so a vector over the transport's limit passed setup and failed at
+    /// run time).
+    #[test]
+    fn the_largest_send_counts_rabenseifners_fold() {
+        let bytes = 400_000;
+        let folded =
+            (0..3).map(|me| plan(Algorithm::Rabenseifner, me, 3, bytes / 4, Averaging::None));
+        assert_eq!(folded.map(|p| p.largest_send).max(), Some(bytes));
     }
 }

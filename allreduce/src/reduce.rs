@@ -6,13 +6,11 @@ use std::sync::Arc;
 use gaspi::{Context, Group, Timeout};
 
 use crate::algorithm::Algorithm;
-use crate::collective::{
-    agree, all_shared_memory, host_peers_share_memory, shape_of, Collective, SetupView,
-};
+use crate::collective::{set_up, Collective, GroupSetup};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::options::Options;
-use crate::plan::allreduce_plan;
+use crate::options::{Options, Thresholds};
+use crate::plan::{allreduce_plan, Averaging};
 use crate::reduction::Reduction;
 
 /// A reusable allreduce of `count` elements of `T` over a group.
@@ -38,16 +36,22 @@ fn kind_signature(kind: u64, dtype: u64, reduction: u64, alg: u64, extra: u32) -
     kind | dtype << 8 | reduction << 16 | alg << 24 | u64::from(extra) << 32
 }
 
-/// 32 bits standing for a layout of members on hosts (FNV-1a over the hosts' sizes and
-/// members), for the setup signature: members that see different layouts would build
-/// schedules that do not fit together (the hierarchical allreduce, and `Auto`'s choice), so
-/// they fail setup together with `SetupMismatch` instead of waiting on each other.
-fn layout_digest(hosts: &[Vec<usize>]) -> u32 {
-    let words = hosts
+/// 32 bits standing for what shapes the plan beyond the signature's other words (FNV-1a
+/// over the hosts' sizes and members, then the thresholds), for the setup signature:
+/// members that see different layouts, or pass different thresholds (which pick the
+/// hierarchical allreduce's algorithm between hosts), would build schedules that do not
+/// fit together, so they fail setup together with `SetupMismatch` instead of waiting on
+/// each other.
+fn plan_digest(hosts: &[Vec<usize>], thresholds: &Thresholds) -> u32 {
+    let layout = hosts
         .iter()
         .flat_map(|m| std::iter::once(usize::MAX - m.len()).chain(m.iter().copied()));
+    let words = layout
+        .map(|w| w as u64)
+        .chain([u64::MAX])
+        .chain(thresholds.words());
     let h = words.fold(0xcbf29ce484222325u64, |h, w| {
-        (h ^ w as u64).wrapping_mul(0x100000001b3)
+        (h ^ w).wrapping_mul(0x100000001b3)
     });
     (h ^ h >> 32) as u32
 }
@@ -64,30 +68,27 @@ impl<T: Element> Allreduce<T> {
         options: Options,
     ) -> Result<Self> {
         let options = options.resolved()?;
-        let (members, shape, hosts) = shape_of::<T>(ctx, group, count, &options)?;
+        let setup = set_up::<T>(ctx, group, count, &options, options.algorithm.tag() as u32)?;
+        let GroupSetup { shape, hosts, .. } = &setup;
         let bytes = count * shape.elem;
-        let shared_memory = all_shared_memory(ctx, &members);
-        let algorithm = options.pick(bytes, &hosts, shared_memory);
-        let agreed = agree(
-            ctx,
-            group,
-            &SetupView {
-                algorithm,
-                feasible: algorithm != Algorithm::SingleCopy || shared_memory,
-                host_shared: host_peers_share_memory(ctx, &members, &hosts, shape.me),
-            },
-            options.setup_timeout,
-        )?;
-        if !agreed.feasible {
-            // On every member: nobody goes on to create the segment alone.
+        let algorithm = options.pick(bytes, hosts, setup.all_shared_memory);
+        if algorithm == Algorithm::SingleCopy && !setup.all_shared_memory {
+            // On every member (they agreed on what they asked for and on the transport):
+            // nobody goes on to create the segment alone.
             return Err(Error::AlgorithmUnavailable {
                 algorithm,
                 why: "some member is not reached through shared memory",
             });
         }
-        let avg = reduction == Reduction::Avg;
-        let memory = agreed.memory;
-        let plan = allreduce_plan(algorithm, &shape, &hosts, memory, &options.thresholds, avg);
+        let averaging = Averaging::of::<T>(reduction);
+        let plan = allreduce_plan(
+            algorithm,
+            shape,
+            hosts,
+            setup.host_memory,
+            &options.thresholds,
+            averaging,
+        );
         let signature = [
             count as u64,
             kind_signature(
@@ -95,14 +96,14 @@ impl<T: Element> Allreduce<T> {
                 T::DATA_TYPE as u64,
                 reduction as u64,
                 algorithm.tag(),
-                layout_digest(&hosts),
+                plan_digest(hosts, &options.thresholds),
             ),
             shape.chunk_bytes as u64,
         ];
         let inner = Collective::new(
             ctx,
             group,
-            members,
+            setup.members,
             count,
             reduction,
             plan.schedules,
@@ -172,7 +173,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn layouts_have_different_digests() {
+    fn layouts_and_thresholds_have_different_digests() {
+        let t = Thresholds::default();
         let layouts = [
             vec![vec![0, 1], vec![2, 3]],
             vec![vec![0, 2], vec![1, 3]],
@@ -181,12 +183,29 @@ mod tests {
             vec![vec![0, 1, 2, 3]],
             vec![vec![0], vec![1], vec![2], vec![3]],
         ];
-        let digests: Vec<u32> = layouts.iter().map(|l| layout_digest(l)).collect();
+        let mut digests: Vec<u32> = layouts.iter().map(|l| plan_digest(l, &t)).collect();
+        // The hierarchical allreduce between hosts picks its algorithm by the thresholds.
+        for other in [
+            Thresholds {
+                ring_min: t.ring_min * 2,
+                ..t
+            },
+            Thresholds {
+                small_max: t.small_max / 2,
+                ..t
+            },
+            Thresholds {
+                single_copy_min: t.single_copy_min + 1,
+                ..t
+            },
+        ] {
+            digests.push(plan_digest(&layouts[0], &other));
+        }
         for (i, a) in digests.iter().enumerate() {
             for b in &digests[i + 1..] {
                 assert_ne!(a, b, "{layouts:?}");
             }
         }
-        assert_eq!(digests[0], layout_digest(&[vec![0, 1], vec![2, 3]]));
+        assert_eq!(digests[0], plan_digest(&[vec![0, 1], vec![2, 3]], &t));
     }
 }

@@ -413,6 +413,10 @@ fn dead_peer(name: &str, driver: Driver) {
     assert!(names_1(&e), "start again: {e:?}");
     let e = ar.output().unwrap_err();
     assert!(names_1(&e), "output: {e:?}");
+    // The aborted run's members may still write the data range: no view of it is handed
+    // out any more.
+    let e = ar.input_mut().unwrap_err();
+    assert!(names_1(&e), "input_mut: {e:?}");
     std::process::exit(0);
 }
 
@@ -505,4 +509,94 @@ fn a_failure_outside_the_group_leaves_its_collectives_alone() {
     ar.wait(LONG).unwrap();
     assert!(ar.output().unwrap().iter().all(|&x| x == 3));
     std::process::exit(0);
+}
+
+/// Rank 1 registers user memory (`segment_use`), so its peers reach it over TCP while it
+/// still reaches them through shared memory. The members agree on one view of the
+/// transport: `Auto` sets up the same collective everywhere, and it runs. Before, rank 1
+/// chose the shared-memory chunk size and single-copy, its peers the network's, and every
+/// setup failed with `SetupMismatch`.
+fn user_memory_on_one_rank(ctx: Arc<Context>) {
+    let seg = gaspi::SegmentId(7);
+    let mut mine = vec![0u64; 512];
+    if ctx.rank() == Rank(1) {
+        // SAFETY: `mine` outlives the segment, deleted below before it is dropped, and
+        // nothing writes the segment.
+        unsafe { ctx.segment_use(seg, mine.as_mut_ptr().cast(), 4096, Group::ALL, LONG) }.unwrap();
+    } else {
+        ctx.segment_create(seg, 4096, Group::ALL, LONG, gaspi::Alloc::Initialized)
+            .unwrap();
+    }
+    ctx.barrier(Group::ALL, LONG).unwrap();
+    if ctx.rank() == Rank(1) {
+        assert!(ctx.uses_shm_to(Rank(0)) && ctx.uses_shm_to(Rank(2)));
+    } else {
+        assert!(!ctx.uses_shm_to(Rank(1)));
+    }
+    let me = u64::from(ctx.rank().0);
+    for count in [100, 1 << 20] {
+        let mut ar =
+            Allreduce::<u64>::new(&ctx, Group::ALL, count, Reduction::Sum, Options::default())
+                .unwrap();
+        assert_ne!(ar.algorithm(), Algorithm::SingleCopy, "{count}");
+        ar.start_from(&vec![me + 1; count]).unwrap();
+        assert!(ar.wait(LONG).unwrap().iter().all(|&x| x == 6), "{count}");
+    }
+    let mut b =
+        Broadcast::<u64>::new(&ctx, Group::ALL, 1 << 20, Rank(1), Options::default()).unwrap();
+    b.start_from(&vec![me; 1 << 20]).unwrap();
+    assert!(b.wait(LONG).unwrap().iter().all(|&x| x == 1));
+    ctx.barrier(Group::ALL, LONG).unwrap();
+    ctx.segment_delete(seg).unwrap();
+    drop(mine);
+}
+
+#[test]
+fn user_memory_on_one_rank_keeps_the_members_agreed_shm_3() {
+    spmd(
+        "user_memory_on_one_rank_keeps_the_members_agreed_shm_3",
+        3,
+        Shm,
+        user_memory_on_one_rank,
+    );
+}
+
+/// AVG of floating-point vectors whose sum leaves the type's range while their average
+/// does not: two ranks of 40000 in `f16` (whose largest value is 65504), three of 3e38 in
+/// `f32`. Before, the sum overflowed to infinity before the division.
+fn averages_within_range(ctx: Arc<Context>) {
+    let n = 3000;
+    let big = allreduce::f16::from_f32(40000.0);
+    let mut half = Allreduce::new(&ctx, Group::ALL, n, Reduction::Avg, Options::default()).unwrap();
+    half.start_from(&vec![big; n]).unwrap();
+    assert!(half.wait(LONG).unwrap().iter().all(|&x| x == big));
+    let mut single =
+        Allreduce::<f32>::new(&ctx, Group::ALL, n, Reduction::Avg, Options::default()).unwrap();
+    single.start_from(&vec![3e38; n]).unwrap();
+    let out = single.wait(LONG).unwrap();
+    assert!(
+        out.iter().all(|&x| (x / 3e38 - 1.0).abs() < 1e-6),
+        "{}",
+        out[0]
+    );
+}
+
+#[test]
+fn averages_do_not_overflow_where_the_average_fits_shm_2() {
+    spmd(
+        "averages_do_not_overflow_where_the_average_fits_shm_2",
+        2,
+        Shm,
+        averages_within_range,
+    );
+}
+
+#[test]
+fn averages_do_not_overflow_where_the_average_fits_tcp_3() {
+    spmd(
+        "averages_do_not_overflow_where_the_average_fits_tcp_3",
+        3,
+        Tcp,
+        averages_within_range,
+    );
 }

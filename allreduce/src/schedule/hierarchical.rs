@@ -106,7 +106,7 @@ pub(crate) fn hierarchical(
         .enumerate()
         .find_map(|(h, m)| m.iter().position(|&r| r == sh.me).map(|l| (h, l)));
     let Some((h, l)) = place else {
-        // The caller guarantees a partition (see `collective::shape_of`).
+        // The caller guarantees a partition (see `collective::set_up`).
         debug_assert!(false, "rank {} is on no host of {hosts:?}", sh.me);
         return inter(sh, avg);
     };

@@ -45,7 +45,7 @@ impl Cluster {
         self.ranks.div_ceil(self.per_host.max(1))
     }
 
-    /// Member indices per host, as `collective::shape_of` hands them to the planner.
+    /// Member indices per host, as `collective::set_up` hands them to the planner.
     pub fn layout(&self) -> Vec<Vec<usize>> {
         let k = self.per_host.max(1);
         (0..self.hosts())
@@ -70,7 +70,7 @@ impl Cluster {
     }
 
     /// The shape rank `me` builds for `bytes` of `elem`-byte elements, exactly as
-    /// `collective::shape_of` fills it in with default options.
+    /// `collective::set_up` fills it in with default options.
     pub(crate) fn shape(&self, me: usize, bytes: usize, elem: usize) -> Shape {
         Shape {
             me,

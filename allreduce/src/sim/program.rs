@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::algorithm::Algorithm;
 use crate::options::Thresholds;
-use crate::plan::allreduce_plan;
+use crate::plan::{allreduce_plan, Averaging};
 use crate::schedule::{Action, HostMemory};
 
 use super::cluster::{Cluster, Intra, NOTIF_LIMIT};
@@ -137,7 +137,14 @@ pub(crate) fn build(
     let mut segment_bytes = 0;
     for me in 0..cluster.ranks {
         let shape = cluster.shape(me, bytes, elem);
-        let plan = allreduce_plan(algorithm, &shape, &hosts, memory, &thresholds, false);
+        let plan = allreduce_plan(
+            algorithm,
+            &shape,
+            &hosts,
+            memory,
+            &thresholds,
+            Averaging::None,
+        );
         let segment = plan.schedules.iter().map(|s| s.segment_bytes).max();
         let segment = segment.unwrap_or(0);
         segment_bytes = segment_bytes.max(segment);

@@ -148,7 +148,7 @@ pub(super) fn hierarchical_pipelines_pieces_staged_and_shared() {
 pub(super) fn hierarchical_plan_mixes_algorithms_between_hosts() {
     use crate::algorithm::Algorithm;
     use crate::options::Thresholds;
-    use crate::plan::allreduce_plan;
+    use crate::plan::{allreduce_plan, Averaging};
     let thresholds = Thresholds {
         small_max: 64,
         ring_min: 1024,
@@ -169,7 +169,11 @@ pub(super) fn hierarchical_plan_mixes_algorithms_between_hosts() {
                             &hosts,
                             memory,
                             &thresholds,
-                            avg,
+                            if avg {
+                                Averaging::After
+                            } else {
+                                Averaging::None
+                            },
                         )
                         .schedules
                     },
