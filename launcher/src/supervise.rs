@@ -354,6 +354,7 @@ fn teardown(procs: &mut [Proc], grace: Duration, rx: &Receiver<Event>, dir: &mut
     let deadline = Instant::now() + Duration::from_secs(5);
     while !gone(procs) && Instant::now() < deadline {
         drain(procs, rx, dir, TICK);
+        procs.iter_mut().for_each(Proc::kill_overdue_client);
     }
     for p in procs.iter_mut() {
         if p.reaped.is_none() {

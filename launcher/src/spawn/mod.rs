@@ -28,6 +28,11 @@ pub const SSH_FAILED: i32 = 255;
 /// Marks the control lines that the remote wrapper writes on stderr (`\x1eTNT pid 123`).
 pub const CONTROL_MARK: &[u8] = b"\x1eTNT ";
 
+/// How long an ssh client gets to carry a `kill` to its wrapper and end by itself before it
+/// is killed. Killed at once, it would drop the word unsent; the wrapper would then see only
+/// the end of its input, which it answers gently (SIGTERM, and SIGKILL 3 s later).
+pub const SSH_KILL_DELIVERY: Duration = Duration::from_secs(1);
+
 /// Something a background thread tells the supervisor.
 #[derive(Debug)]
 pub enum Event {
@@ -105,6 +110,9 @@ pub enum Kind {
     Ssh {
         /// The wrapper's control channel: `term`/`kill` lines; EOF stops the rank too.
         control: Option<ChildStdin>,
+        /// When the `kill` word went out: the ssh client is killed if it is still there
+        /// [`SSH_KILL_DELIVERY`] later.
+        kill_sent: Option<Instant>,
         /// The PID the wrapper reported for the rank on its host, `-1` while unknown.
         remote_pid: Arc<AtomicI32>,
         /// The status the wrapper reported (`\x1eTNT exit N`), `-1` while unknown.
@@ -154,29 +162,48 @@ impl Proc {
     /// Signals the rank's whole process group (locally) or asks the remote wrapper to.
     pub fn signal(&mut self, sig: Signal) {
         match &mut self.kind {
-            Kind::Ssh { control, .. } => {
+            Kind::Ssh {
+                control, kill_sent, ..
+            } => {
                 let word = if sig == Signal::SIGKILL {
                     "kill\n"
                 } else {
                     "term\n"
                 };
-                if let Some(c) = control {
-                    if c.write_all(word.as_bytes())
-                        .and_then(|_| c.flush())
-                        .is_err()
-                    {
-                        *control = None;
-                    }
+                let sent = control
+                    .as_mut()
+                    .is_some_and(|c| c.write_all(word.as_bytes()).and_then(|_| c.flush()).is_ok());
+                if !sent {
+                    *control = None;
                 }
                 if sig == Signal::SIGKILL {
-                    // Closing the channel makes the wrapper stop the rank even if the word
-                    // was lost; the ssh client itself goes too.
+                    // The end of the input follows the word, so that the wrapper, its rank
+                    // gone, ends and the ssh client with it; `kill_overdue_client` ends a
+                    // client that does not. Without a channel there is nothing to wait for.
                     *control = None;
-                    let _ = killpg(self.pgid(), Signal::SIGKILL);
+                    if sent {
+                        kill_sent.get_or_insert_with(Instant::now);
+                    } else {
+                        let _ = killpg(self.pgid(), Signal::SIGKILL);
+                    }
                 }
             }
             Kind::Local | Kind::Slurm => {
                 let _ = killpg(self.pgid(), sig);
+            }
+        }
+    }
+
+    /// Kills the ssh client of a rank that was sent `kill` [`SSH_KILL_DELIVERY`] ago and is
+    /// still there: the connection may hang, or a process the rank left may hold it open.
+    pub fn kill_overdue_client(&mut self) {
+        if let Kind::Ssh {
+            kill_sent: Some(at),
+            ..
+        } = self.kind
+        {
+            if self.reaped.is_none() && at.elapsed() >= SSH_KILL_DELIVERY {
+                let _ = killpg(self.pgid(), Signal::SIGKILL);
             }
         }
     }

@@ -5,8 +5,9 @@
 //! user of both hosts; the connection is not), and exports it. It starts the rank in a new
 //! session (so its process group is its PID), reports that PID on stderr, and watches its
 //! stdin: a `term`/`kill` line signals the rank's process group, and end-of-file
-//! (tarantella or the connection is gone) stops it as well. When the rank ends, the wrapper
-//! reports its status and exits with it.
+//! (tarantella or the connection is gone) stops it as well: SIGTERM, then SIGKILL 3 s later,
+//! unless a `kill` came first. When the rank ends, the wrapper reports its status and exits
+//! with it.
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -45,8 +46,8 @@ static WRAPPER: LazyLock<String> = LazyLock::new(|| {
             "cd \"$1\" 2>/dev/null; shift 2; exec 3<&0; ",
             "setsid env \"$@\" </dev/null 3<&- & c=$!; ",
             "printf '\\036TNT pid %s\\n' \"$c\" >&2; ",
-            "( while read -r m; do case \"$m\" in term) kill -TERM -\"$c\";; kill) kill -KILL -\"$c\";; esac; done; ",
-            "kill -TERM -\"$c\" && sleep 3 && kill -KILL -\"$c\" ) <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; ",
+            "( k=; while read -r m; do case \"$m\" in term) kill -TERM -\"$c\";; kill) k=1; kill -KILL -\"$c\";; esac; done; ",
+            "[ -n \"$k\" ] || {{ kill -TERM -\"$c\" && sleep 3 && kill -KILL -\"$c\"; }} ) <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; ",
             "wait \"$c\" 2>/dev/null; r=$?; rm -f \"${mfile}\"; kill \"$w\" 2>/dev/null; kill -TERM -\"$c\" 2>/dev/null; ",
             "printf '\\036TNT exit %s\\n' \"$r\" >&2; exit \"$r\""
         ),
@@ -210,6 +211,7 @@ pub fn spawn(
         host: host.to_string(),
         kind: Kind::Ssh {
             control,
+            kill_sent: None,
             remote_pid,
             remote_exit,
         },
