@@ -98,20 +98,21 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
                     ),
                 }
             });
-        match started {
-            Ok(p) => {
-                dir.record(&PidRecord {
-                    rank: r.rank,
-                    host: None,
-                    pid: p.child.id() as i32,
-                })?;
-                procs.push(p);
-            }
-            Err(e) => {
-                teardown(&mut procs, plan.grace, &rx, &mut dir);
-                finish(plan, &ssh, &dir, &unreached_hosts(&procs));
-                return Err(e);
-            }
+        // Supervised before its PID is recorded: should the record fail, the teardown
+        // below must stop this rank too, with those started before it.
+        let started = started.and_then(|p| {
+            let rec = PidRecord {
+                rank: r.rank,
+                host: None,
+                pid: p.child.id() as i32,
+            };
+            procs.push(p);
+            dir.record(&rec)
+        });
+        if let Err(e) = started {
+            teardown(&mut procs, plan.grace, &rx, &mut dir);
+            finish(plan, &ssh, &dir, &unreached_hosts(&procs));
+            return Err(e);
         }
     }
     let outcome = match outcome {
