@@ -65,3 +65,36 @@ fn ssh_ranks_that_ignore_sigterm_are_killed_right_after_the_grace_period() {
     );
     assert_eq!(status.code(), Some(128 + 15), "{}", job.stderr_text());
 }
+
+/// Runs `sh -c RANK` as the one rank of an ssh job; returns its exit status and stderr.
+fn one_ssh_rank(sshd: &Sshd, dir: &TempDir, rank: &str) -> (Option<i32>, String) {
+    let hf = hostfile(dir, "127.0.0.1 slots=1\n");
+    let mut job = ssh_job(sshd, &hf, &["--", "sh", "-c", rank]);
+    let status = job.wait(LIMIT);
+    (status.code(), job.stderr_text())
+}
+
+/// A remote rank that exits with status 130 by itself is reported with that status, not as
+/// killed by SIGINT (the remote shell's `$?` reads 128 + N for signal N, the same number);
+/// a rank that is killed by SIGTERM is reported as killed.
+#[test]
+fn an_ssh_ranks_exit_status_above_128_is_not_taken_for_a_signal() {
+    let dir = TempDir::new("ssh-status");
+    let Some(sshd) = loopback_sshd(&dir) else {
+        return;
+    };
+    let (code, err) = one_ssh_rank(&sshd, &dir, "exit 130");
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        err.contains("rank 0 on 127.0.0.1 exited with status 130"),
+        "{err}"
+    );
+    assert!(!err.contains("signal"), "{err}");
+
+    let (code, err) = one_ssh_rank(&sshd, &dir, "kill -TERM $$; sleep 5");
+    assert_eq!(code, Some(128 + 15), "{err}");
+    assert!(
+        err.contains("rank 0 on 127.0.0.1 was killed by signal 15 (SIGTERM)"),
+        "{err}"
+    );
+}

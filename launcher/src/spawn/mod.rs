@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::Write;
 use std::process::{Child, ChildStdin, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
@@ -75,6 +75,18 @@ impl RankStatus {
         }
     }
 
+    /// The status of a rank from a shell's `$?` (`wait` in the ssh wrapper), which is 128 + N
+    /// for signal N: such a number is read as a signal. A rank that exited with it by itself
+    /// is told apart only by the reaper's report (see `ssh::REAPER`), where the host has
+    /// `perl`.
+    pub(crate) fn from_shell(r: i32) -> RankStatus {
+        if r > 128 && r < 128 + 65 {
+            RankStatus::Signaled(r - 128)
+        } else {
+            RankStatus::Exited(r)
+        }
+    }
+
     /// The status of a process that ran the rank itself (not through ssh).
     pub(crate) fn from_exit(st: ExitStatus) -> RankStatus {
         use std::os::unix::process::ExitStatusExt;
@@ -115,8 +127,10 @@ pub enum Kind {
         kill_sent: Option<Instant>,
         /// The PID the wrapper reported for the rank on its host, `-1` while unknown.
         remote_pid: Arc<AtomicI32>,
-        /// The status the wrapper reported (`\x1eTNT exit N`), `-1` while unknown.
-        remote_exit: Arc<AtomicI32>,
+        /// How the rank ended, from the first report: its reaper's (`\x1eTNT exited N`,
+        /// `\x1eTNT killed S`), else the wrapper's (`\x1eTNT exit N`, see
+        /// `RankStatus::from_shell`).
+        remote_status: Arc<OnceLock<RankStatus>>,
     },
     /// The `srun` of a Slurm job step.
     Slurm,
@@ -221,13 +235,12 @@ impl Proc {
             }
         }
         if let (None, None) = (&self.reaped, &self.status) {
-            if let Kind::Ssh { remote_exit, .. } = &self.kind {
+            if let Kind::Ssh { remote_status, .. } = &self.kind {
                 // The wrapper said the rank failed, but the ssh client is still there: a
                 // process the rank left in a group or session of its own holds the channel,
                 // maybe for ever. The failure is known; the teardown ends the client.
-                let r = remote_exit.load(Ordering::Acquire);
-                if r > 0 {
-                    self.status = Some(remote_status(r));
+                if let Some(s) = remote_status.get().filter(|s| !s.success()) {
+                    self.status = Some(s.clone());
                 }
             }
         }
@@ -238,7 +251,7 @@ impl Proc {
         match &self.kind {
             Kind::Local | Kind::Slurm => self.status = Some(RankStatus::from_exit(st)),
             Kind::Ssh {
-                remote_exit,
+                remote_status,
                 remote_pid,
                 ..
             } => {
@@ -248,9 +261,8 @@ impl Proc {
                 if !streams_done && at.elapsed() < Duration::from_secs(2) {
                     return;
                 }
-                let r = remote_exit.load(Ordering::Acquire);
-                self.status = Some(if r >= 0 {
-                    remote_status(r)
+                self.status = Some(if let Some(s) = remote_status.get() {
+                    s.clone()
                 } else {
                     // The wrapper reports the rank's PID first thing: without it, ssh never
                     // got as far as the host.
@@ -263,16 +275,6 @@ impl Proc {
                 });
             }
         }
-    }
-}
-
-/// The status of an ssh rank from the exit code its wrapper reported (the shell's: 128 + N
-/// for signal N).
-fn remote_status(r: i32) -> RankStatus {
-    if r > 128 && r < 128 + 65 {
-        RankStatus::Signaled(r - 128)
-    } else {
-        RankStatus::Exited(r)
     }
 }
 
