@@ -150,7 +150,13 @@ pub struct Cli {
 
     /// Seconds each rank waits for the rendezvous with its peers (GASPI_INIT_TIMEOUT_MS).
     #[arg(long, value_name = "SECS", default_value_t = 30.0)]
-    pub timeout: f64,
+    pub init_timeout: f64,
+
+    /// Wall-clock limit for the whole job, as mpirun's --timeout: SECS after the ranks
+    /// start, every rank is stopped (SIGTERM, SIGKILL after --grace) and tarantella exits
+    /// with status 124. [default: none]
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
 
     /// Liveness timeout in seconds (GASPI_HEARTBEAT_TIMEOUT_MS): every rank sends each peer
     /// a heartbeat every quarter of it, and a rank that nothing arrives from for this long
@@ -293,6 +299,25 @@ mod tests {
         for bad in ["0", "0.001", "-1", "soon", "inf"] {
             assert!(parse(&["--heartbeat-timeout", bad]).is_err(), "{bad}");
         }
+    }
+
+    /// `--timeout` is the job's time limit (mpirun's meaning), off unless given; the
+    /// rendezvous has `--init-timeout`.
+    #[test]
+    fn the_time_limit_is_off_unless_given_and_apart_from_the_init_timeout() {
+        let c = Cli::try_parse_from(["tarantella", "--", "p"]).unwrap();
+        assert_eq!((c.timeout, c.init_timeout), (None, 30.0));
+        let c = Cli::try_parse_from([
+            "tarantella",
+            "--timeout",
+            "90",
+            "--init-timeout",
+            "5",
+            "--",
+            "p",
+        ])
+        .unwrap();
+        assert_eq!((c.timeout, c.init_timeout), (Some(90.0), 5.0));
     }
 
     #[test]

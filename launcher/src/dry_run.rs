@@ -38,6 +38,12 @@ pub fn describe(plan: &Plan, ssh: &[String]) -> Result<String> {
         genv::RENDEZVOUS
     );
     out += &gpus(plan);
+    if let Some(limit) = plan.time_limit {
+        out += &format!(
+            "# time limit: {} s (--timeout), then every rank is stopped\n",
+            limit.as_secs_f64()
+        );
+    }
     if plan.mode != Mode::Slurm {
         out += &format!(
             "# machine file ({}, rank r's host on line r): {}\n",

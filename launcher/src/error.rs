@@ -125,6 +125,17 @@ pub enum Error {
         /// What failed there.
         source: std::io::Error,
     },
+    /// The PID of a started process could not be written to the run directory, where
+    /// `--cleanup` finds the job's processes should `tarantella` die.
+    #[error("cannot record the PID of rank {rank} in {path} (which --cleanup reads): {source}")]
+    PidRecord {
+        /// The rank the process runs (or connects to, for an ssh client).
+        rank: usize,
+        /// The file of PIDs.
+        path: PathBuf,
+        /// Why it could not be written.
+        source: std::io::Error,
+    },
     /// Rank 0's host, which is asked for free ports before any rank starts, could not be
     /// reached by ssh (or refused the login).
     #[error("host {host} could not be reached by ssh (status 255): {said}")]

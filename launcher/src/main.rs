@@ -3,7 +3,8 @@
 //! `tarantella --cleanup` stops what a crashed job left behind. The command line is read as
 //! mpirun, srun, torchrun and gaspi_run users type it; the work is the `launcher` library's
 //! (see its crate docs). The exit status is the job's: 0 when every rank succeeded, else the
-//! first failed rank's (128 + N for a signal), 2 for a usage or start-up error.
+//! first failed rank's (128 + N for a signal), 128 + N when `tarantella` got signal N, 124
+//! when the job ran past its time limit (`--timeout`), 2 for a usage or start-up error.
 
 use std::io::Write;
 

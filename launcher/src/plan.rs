@@ -89,6 +89,8 @@ pub struct Plan {
     pub show_all_output: bool,
     /// `--grace`: how long the ranks get between SIGTERM and SIGKILL.
     pub grace: Duration,
+    /// `--timeout`: how long the job may run before it is stopped; `None`: no limit.
+    pub time_limit: Option<Duration>,
     /// Printed once on stderr before the job starts (or before the dry run's text).
     pub warnings: Vec<String>,
     /// What the options set on every rank.
@@ -113,12 +115,23 @@ impl Plan {
             .iter()
             .map(|x| env::parse_export(x, |var| std::env::var(var).ok()))
             .collect::<Result<Vec<_>>>()?;
-        if !(cli.timeout.is_finite() && cli.timeout > 0.0) {
+        if !(cli.init_timeout.is_finite() && cli.init_timeout > 0.0) {
             return Err(Error::Invalid(format!(
-                "--timeout {} must be positive",
-                cli.timeout
+                "--init-timeout {} must be positive",
+                cli.init_timeout
             )));
         }
+        let time_limit = match cli.timeout {
+            None => None,
+            Some(secs) => match Duration::try_from_secs_f64(secs) {
+                Ok(limit) if !limit.is_zero() => Some(limit),
+                _ => {
+                    return Err(Error::Invalid(format!(
+                        "--timeout {secs} must be a positive number of seconds"
+                    )))
+                }
+            },
+        };
         if !(cli.grace.is_finite() && cli.grace >= 0.0) {
             return Err(Error::Invalid(format!(
                 "--grace {} must not be negative",
@@ -200,6 +213,7 @@ impl Plan {
             pinning,
             show_all_output: cli.shows_all_output(),
             grace: Duration::from_secs_f64(cli.grace),
+            time_limit,
             warnings,
             settings: env::Settings::from_cli(cli, exports),
         })

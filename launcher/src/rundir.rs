@@ -184,7 +184,13 @@ impl JobDir {
     /// Appends one PID record (written through at once: `--cleanup` may need it).
     pub fn record(&mut self, rec: &PidRecord) -> Result<()> {
         let host = rec.host.as_deref().unwrap_or("-");
-        writeln!(self.pids, "{} {} {}", rec.rank, host, rec.pid).map_err(rd_err(&self.path))
+        writeln!(self.pids, "{} {} {}", rec.rank, host, rec.pid).map_err(|source| {
+            Error::PidRecord {
+                rank: rec.rank,
+                path: self.path.join("pids"),
+                source,
+            }
+        })
     }
 
     /// Writes the machine file (`lines`, one per rank) and returns its path.

@@ -1,5 +1,6 @@
 //! Running a job: start every rank, watch them, and tear the whole job down when one fails,
-//! when `tarantella` is signalled, or when all have finished.
+//! when `tarantella` is signalled, when the job's time limit (`--timeout`) is up, or when
+//! all have finished.
 
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
@@ -21,6 +22,10 @@ const TICK: Duration = Duration::from_millis(25);
 /// wrote right before it exited may still be in the pipe, and copying it takes a moment.
 const MIN_OUTPUT_DRAIN: Duration = Duration::from_secs(1);
 
+/// `tarantella`'s exit status when the job ran into its time limit (`--timeout`): that of
+/// `timeout(1)`, distinct from the statuses ranks exit with when they fail by themselves.
+pub const TIME_LIMIT_EXIT: i32 = 124;
+
 /// Why the job ends.
 enum Outcome {
     Done,
@@ -31,6 +36,8 @@ enum Outcome {
         status: RankStatus,
     },
     Interrupted(i32),
+    /// The time limit (`--timeout`) is up.
+    TimedOut,
 }
 
 /// Runs the job described by `plan`; returns tarantella's exit status.
@@ -57,6 +64,9 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
         );
     }
 
+    // The time limit counts from the start of the first rank, as mpirun's does. Too far
+    // off to be represented, it is no limit.
+    let deadline = plan.time_limit.and_then(|l| Instant::now().checked_add(l));
     let (tx, rx) = mpsc::channel();
     let mut procs: Vec<Proc> = Vec::new();
     let mut outcome = None;
@@ -72,6 +82,10 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
     for r in plan.ranks.clone() {
         if let Some((sig, _)) = signals::received() {
             outcome = Some(Outcome::Interrupted(sig));
+            break;
+        }
+        if is_past(deadline) {
+            outcome = Some(Outcome::TimedOut);
             break;
         }
         let shown = plan.show_all_output || r.rank == 0;
@@ -98,25 +112,26 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
                     ),
                 }
             });
-        match started {
-            Ok(p) => {
-                dir.record(&PidRecord {
-                    rank: r.rank,
-                    host: None,
-                    pid: p.child.id() as i32,
-                })?;
-                procs.push(p);
-            }
-            Err(e) => {
-                teardown(&mut procs, plan.grace, &rx, &mut dir);
-                finish(plan, &ssh, &dir, &unreached_hosts(&procs));
-                return Err(e);
-            }
+        // Supervised before its PID is recorded: should the record fail, the teardown
+        // below must stop this rank too, with those started before it.
+        let started = started.and_then(|p| {
+            let rec = PidRecord {
+                rank: r.rank,
+                host: None,
+                pid: p.child.id() as i32,
+            };
+            procs.push(p);
+            dir.record(&rec)
+        });
+        if let Err(e) = started {
+            teardown(&mut procs, plan.grace, &rx, &mut dir);
+            finish(plan, &ssh, &dir, &unreached_hosts(&procs));
+            return Err(e);
         }
     }
     let outcome = match outcome {
         Some(o) => o,
-        None => watch(&mut procs, &rx, &mut dir),
+        None => watch(&mut procs, &rx, &mut dir, deadline),
     };
     match &outcome {
         Outcome::Failed { label, status, .. } => {
@@ -127,6 +142,11 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
             Signal::try_from(*sig)
                 .map(|s| s.as_str())
                 .unwrap_or("a signal")
+        ),
+        Outcome::TimedOut => say!(
+            "tarantella: job {} exceeded its time limit of {} s (--timeout); stopping all ranks",
+            plan.job_id,
+            plan.time_limit.unwrap_or_default().as_secs_f64()
         ),
         Outcome::Done => {}
     }
@@ -190,7 +210,13 @@ pub fn run(plan: &mut Plan) -> Result<i32> {
             status.exit_code()
         }
         Outcome::Interrupted(sig) => 128 + sig,
+        Outcome::TimedOut => TIME_LIMIT_EXIT,
     })
+}
+
+/// Whether `deadline` (if any) has come.
+fn is_past(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
 }
 
 /// What the ranks were doing when the first failure came (see `blame`).
@@ -275,8 +301,14 @@ fn choose_ports(plan: &mut Plan, ssh: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Waits until every rank succeeded, one failed, or a signal arrived.
-fn watch(procs: &mut [Proc], rx: &Receiver<Event>, dir: &mut JobDir) -> Outcome {
+/// Waits until every rank succeeded, one failed, a signal arrived, or `deadline` (the time
+/// limit) came.
+fn watch(
+    procs: &mut [Proc],
+    rx: &Receiver<Event>,
+    dir: &mut JobDir,
+    deadline: Option<Instant>,
+) -> Outcome {
     loop {
         if let Some((sig, _)) = signals::received() {
             return Outcome::Interrupted(sig);
@@ -299,7 +331,14 @@ fn watch(procs: &mut [Proc], rx: &Receiver<Event>, dir: &mut JobDir) -> Outcome 
         if all_ok {
             return Outcome::Done;
         }
-        drain(procs, rx, dir, TICK);
+        if is_past(deadline) {
+            return Outcome::TimedOut;
+        }
+        // The deadline shortens the last wait, so that the limit is kept to the millisecond.
+        let wait = deadline.map_or(TICK, |d| {
+            TICK.min(d.saturating_duration_since(Instant::now()))
+        });
+        drain(procs, rx, dir, wait);
     }
 }
 
@@ -354,6 +393,7 @@ fn teardown(procs: &mut [Proc], grace: Duration, rx: &Receiver<Event>, dir: &mut
     let deadline = Instant::now() + Duration::from_secs(5);
     while !gone(procs) && Instant::now() < deadline {
         drain(procs, rx, dir, TICK);
+        procs.iter_mut().for_each(Proc::kill_overdue_client);
     }
     for p in procs.iter_mut() {
         if p.reaped.is_none() {

@@ -84,7 +84,7 @@ fn exports_reach_every_rank_in_order() {
         "64",
         "--transport",
         "tcp",
-        "--timeout",
+        "--init-timeout",
         "7",
         "--",
         PROBE,
@@ -238,6 +238,8 @@ fn dry_run_prints_every_rank_and_starts_nothing() {
             "FOO=bar baz",
             "--job-id",
             "dryjob",
+            "--timeout",
+            "3600",
             "--",
             PROBE,
             "--touch-shm",
@@ -246,6 +248,7 @@ fn dry_run_prints_every_rank_and_starts_nothing() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("# time limit: 3600 s (--timeout)"), "{text}");
     assert!(text.contains("# rank 0 on localhost"), "{text}");
     assert!(text.contains("# rank 1 on localhost"), "{text}");
     assert!(text.contains("GASPI_RANK=1"), "{text}");
@@ -344,6 +347,47 @@ fn ctrl_c_stops_every_rank_and_removes_shared_memory() {
         assert_torn_down(&pids, &id, Duration::from_secs(1));
         assert!(!job.run_dir.path().join(&id).join("pids").exists());
     }
+}
+
+/// `--timeout` is the job's wall-clock limit, as mpirun's: when it is up, every rank is
+/// stopped as on SIGTERM, and tarantella says so and exits with 124 (`timeout(1)`'s status).
+#[test]
+fn the_time_limit_stops_every_rank_and_exits_with_124() {
+    let id = job_id("limit");
+    let started = Instant::now();
+    let mut job = Job::start(&[
+        "-n",
+        "2",
+        "--output-on-all-devices",
+        "--job-id",
+        &id,
+        "--timeout",
+        "1",
+        "--grace",
+        "0.5",
+        "--",
+        PROBE,
+        "--touch-shm",
+        "--child",
+        "--sleep",
+    ]);
+    let st = job.wait(Duration::from_secs(20));
+    let took = started.elapsed();
+    let err = job.stderr_text();
+    assert_eq!(st.code(), Some(124), "{err}");
+    assert!(
+        err.contains(&format!(
+            "tarantella: job {id} exceeded its time limit of 1 s (--timeout); stopping all ranks"
+        )),
+        "{err}"
+    );
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(10),
+        "took {took:?}"
+    );
+    let pids = pids_of(&job);
+    assert_eq!(pids.len(), 4, "{:?}", job.out);
+    assert_torn_down(&pids, &id, Duration::from_secs(1));
 }
 
 #[test]
@@ -543,6 +587,14 @@ fn clear_errors() {
     fails_with(&["-x", "1X=2", "--", "true"], "bad -x");
     fails_with(&["--frobnicate", "--", "true"], "unexpected argument");
     fails_with(&["--log-level", "loud", "--", "true"], "invalid value");
+    // A time limit that is no time, or too long to count (no panic adding it to the clock).
+    for limit in ["0", "-1", "nan", "1e30"] {
+        fails_with(
+            &[&format!("--timeout={limit}"), "--", "true"],
+            "must be a positive number of seconds",
+        );
+    }
+    fails_with(&["--init-timeout", "0", "--", "true"], "--init-timeout");
 }
 
 #[test]

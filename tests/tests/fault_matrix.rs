@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-/// The configured timeout, in seconds: `tarantella --timeout` (the ranks' init timeout,
+/// The configured timeout, in seconds: `tarantella --init-timeout` (the ranks' init timeout,
 /// `GASPI_INIT_TIMEOUT_MS`), which `fault_rank` also uses for every call.
 const TIMEOUT_S: u64 = 4;
 /// `tarantella --heartbeat-timeout`: a rank silent this long is failed by its peers.
@@ -169,7 +169,7 @@ fn run_cell(cell: Cell, tarantella: &Path, program: &Path, base: &Path) -> Verdi
     let start = Instant::now();
     let mut child = Command::new(tarantella)
         .args(["-n", &cell.n.to_string(), "--transport", cell.transport])
-        .args(["--timeout", &TIMEOUT_S.to_string()])
+        .args(["--init-timeout", &TIMEOUT_S.to_string()])
         .args(["--grace", &GRACE_S.to_string()])
         // A rank that stops (SIGSTOP) or goes silent (its sockets closed) is found by the
         // heartbeat, well within the timeout.

@@ -72,7 +72,7 @@ fn run(n: u16, transport: &str) {
         "--output-on-all-devices",
         "--transport",
         transport,
-        "--timeout",
+        "--init-timeout",
         "30",
     ];
     let (status, stdout, stderr) = tarantella(&args, &program);
@@ -122,7 +122,7 @@ fn a_program_with_its_own_subscriber_runs_under_the_launchers_log_level() {
         "debug",
         "--log-on-all-devices",
         "--output-on-all-devices",
-        "--timeout",
+        "--init-timeout",
         "30",
     ];
     let (status, stdout, stderr) = tarantella(&args, &program);

@@ -350,7 +350,7 @@ fn launcher_starts_c_programs() {
             "--output-on-all-devices",
             "--transport",
             transport,
-            "--timeout",
+            "--init-timeout",
             "30",
             "--",
         ])

@@ -49,7 +49,7 @@ pub const REDACTED: &str = "<redacted>";
 /// The options that set the same variables on every rank.
 #[derive(Debug)]
 pub struct Settings {
-    /// `GASPI_INIT_TIMEOUT_MS`, from `--timeout`.
+    /// `GASPI_INIT_TIMEOUT_MS`, from `--init-timeout`.
     pub init_timeout_ms: u64,
     /// `GASPI_TRANSPORT`, from `--transport`.
     pub transport: TransportChoice,
@@ -74,7 +74,7 @@ impl Settings {
     /// already parsed (see [`parse_export`]).
     pub fn from_cli(cli: &Cli, exports: Vec<(String, String)>) -> Settings {
         Settings {
-            init_timeout_ms: (cli.timeout * 1000.0).round() as u64,
+            init_timeout_ms: (cli.init_timeout * 1000.0).round() as u64,
             transport: cli.transport,
             heartbeat_timeout_ms: cli.heartbeat_timeout_ms(),
             log_level: cli.effective_log_level().as_str(),
@@ -268,7 +268,7 @@ const LAUNCHER_VARIABLES: &[(&str, &str)] = &[
     ),
     (genv::JOB_TOKEN, "tarantella draws a random one per run"),
     (genv::JOB_ID, "use --job-id"),
-    (genv::INIT_TIMEOUT_MS, "use --timeout"),
+    (genv::INIT_TIMEOUT_MS, "use --init-timeout"),
     (genv::TRANSPORT, "use --transport"),
     (genv::HEARTBEAT_TIMEOUT_MS, "use --heartbeat-timeout"),
     (tnt_env::JOB_ID, "use --job-id"),

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::Write;
 use std::process::{Child, ChildStdin, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
@@ -27,6 +27,11 @@ pub const SSH_FAILED: i32 = 255;
 
 /// Marks the control lines that the remote wrapper writes on stderr (`\x1eTNT pid 123`).
 pub const CONTROL_MARK: &[u8] = b"\x1eTNT ";
+
+/// How long an ssh client gets to carry a `kill` to its wrapper and end by itself before it
+/// is killed. Killed at once, it would drop the word unsent; the wrapper would then see only
+/// the end of its input, which it answers gently (SIGTERM, and SIGKILL 3 s later).
+pub const SSH_KILL_DELIVERY: Duration = Duration::from_secs(1);
 
 /// Something a background thread tells the supervisor.
 #[derive(Debug)]
@@ -70,6 +75,18 @@ impl RankStatus {
         }
     }
 
+    /// The status of a rank from a shell's `$?` (`wait` in the ssh wrapper), which is 128 + N
+    /// for signal N: such a number is read as a signal. A rank that exited with it by itself
+    /// is told apart only by the reaper's report (see `ssh::REAPER`), where the host has
+    /// `perl`.
+    pub(crate) fn from_shell(r: i32) -> RankStatus {
+        if r > 128 && r < 128 + 65 {
+            RankStatus::Signaled(r - 128)
+        } else {
+            RankStatus::Exited(r)
+        }
+    }
+
     /// The status of a process that ran the rank itself (not through ssh).
     pub(crate) fn from_exit(st: ExitStatus) -> RankStatus {
         use std::os::unix::process::ExitStatusExt;
@@ -105,10 +122,15 @@ pub enum Kind {
     Ssh {
         /// The wrapper's control channel: `term`/`kill` lines; EOF stops the rank too.
         control: Option<ChildStdin>,
+        /// When the `kill` word went out: the ssh client is killed if it is still there
+        /// [`SSH_KILL_DELIVERY`] later.
+        kill_sent: Option<Instant>,
         /// The PID the wrapper reported for the rank on its host, `-1` while unknown.
         remote_pid: Arc<AtomicI32>,
-        /// The status the wrapper reported (`\x1eTNT exit N`), `-1` while unknown.
-        remote_exit: Arc<AtomicI32>,
+        /// How the rank ended, from the first report: its reaper's (`\x1eTNT exited N`,
+        /// `\x1eTNT killed S`), else the wrapper's (`\x1eTNT exit N`, see
+        /// `RankStatus::from_shell`).
+        remote_status: Arc<OnceLock<RankStatus>>,
     },
     /// The `srun` of a Slurm job step.
     Slurm,
@@ -154,29 +176,48 @@ impl Proc {
     /// Signals the rank's whole process group (locally) or asks the remote wrapper to.
     pub fn signal(&mut self, sig: Signal) {
         match &mut self.kind {
-            Kind::Ssh { control, .. } => {
+            Kind::Ssh {
+                control, kill_sent, ..
+            } => {
                 let word = if sig == Signal::SIGKILL {
                     "kill\n"
                 } else {
                     "term\n"
                 };
-                if let Some(c) = control {
-                    if c.write_all(word.as_bytes())
-                        .and_then(|_| c.flush())
-                        .is_err()
-                    {
-                        *control = None;
-                    }
+                let sent = control
+                    .as_mut()
+                    .is_some_and(|c| c.write_all(word.as_bytes()).and_then(|_| c.flush()).is_ok());
+                if !sent {
+                    *control = None;
                 }
                 if sig == Signal::SIGKILL {
-                    // Closing the channel makes the wrapper stop the rank even if the word
-                    // was lost; the ssh client itself goes too.
+                    // The end of the input follows the word, so that the wrapper, its rank
+                    // gone, ends and the ssh client with it; `kill_overdue_client` ends a
+                    // client that does not. Without a channel there is nothing to wait for.
                     *control = None;
-                    let _ = killpg(self.pgid(), Signal::SIGKILL);
+                    if sent {
+                        kill_sent.get_or_insert_with(Instant::now);
+                    } else {
+                        let _ = killpg(self.pgid(), Signal::SIGKILL);
+                    }
                 }
             }
             Kind::Local | Kind::Slurm => {
                 let _ = killpg(self.pgid(), sig);
+            }
+        }
+    }
+
+    /// Kills the ssh client of a rank that was sent `kill` [`SSH_KILL_DELIVERY`] ago and is
+    /// still there: the connection may hang, or a process the rank left may hold it open.
+    pub fn kill_overdue_client(&mut self) {
+        if let Kind::Ssh {
+            kill_sent: Some(at),
+            ..
+        } = self.kind
+        {
+            if self.reaped.is_none() && at.elapsed() >= SSH_KILL_DELIVERY {
+                let _ = killpg(self.pgid(), Signal::SIGKILL);
             }
         }
     }
@@ -194,13 +235,12 @@ impl Proc {
             }
         }
         if let (None, None) = (&self.reaped, &self.status) {
-            if let Kind::Ssh { remote_exit, .. } = &self.kind {
+            if let Kind::Ssh { remote_status, .. } = &self.kind {
                 // The wrapper said the rank failed, but the ssh client is still there: a
                 // process the rank left in a group or session of its own holds the channel,
                 // maybe for ever. The failure is known; the teardown ends the client.
-                let r = remote_exit.load(Ordering::Acquire);
-                if r > 0 {
-                    self.status = Some(remote_status(r));
+                if let Some(s) = remote_status.get().filter(|s| !s.success()) {
+                    self.status = Some(s.clone());
                 }
             }
         }
@@ -211,7 +251,7 @@ impl Proc {
         match &self.kind {
             Kind::Local | Kind::Slurm => self.status = Some(RankStatus::from_exit(st)),
             Kind::Ssh {
-                remote_exit,
+                remote_status,
                 remote_pid,
                 ..
             } => {
@@ -221,9 +261,8 @@ impl Proc {
                 if !streams_done && at.elapsed() < Duration::from_secs(2) {
                     return;
                 }
-                let r = remote_exit.load(Ordering::Acquire);
-                self.status = Some(if r >= 0 {
-                    remote_status(r)
+                self.status = Some(if let Some(s) = remote_status.get() {
+                    s.clone()
                 } else {
                     // The wrapper reports the rank's PID first thing: without it, ssh never
                     // got as far as the host.
@@ -236,16 +275,6 @@ impl Proc {
                 });
             }
         }
-    }
-}
-
-/// The status of an ssh rank from the exit code its wrapper reported (the shell's: 128 + N
-/// for signal N).
-fn remote_status(r: i32) -> RankStatus {
-    if r > 128 && r < 128 + 65 {
-        RankStatus::Signaled(r - 128)
-    } else {
-        RankStatus::Exited(r)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Copying a rank's output streams to where they go ([`Sink`]), line by line, on a thread per
 //! stream; the last lines stay in the rank's [`Tail`], and the control lines of the ssh
-//! wrapper (`\x1eTNT pid N`, `\x1eTNT exit N`) are taken out of its stderr.
+//! wrapper and its reaper (`\x1eTNT pid N`, `\x1eTNT exited N`, `\x1eTNT killed S`,
+//! `\x1eTNT exit N`) are taken out of its stderr.
 //!
 //! Lines are the unit, so that ranks' lines do not interleave mid-line. Two exceptions keep
 //! output moving and memory bounded: what a rank has written up to a carriage return goes
@@ -10,9 +11,9 @@
 use std::io::{BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use super::{Event, OpenStreams, Sink, Tail, CONTROL_MARK};
+use super::{Event, OpenStreams, RankStatus, Sink, Tail, CONTROL_MARK};
 
 /// The most bytes of an unfinished line held back waiting for its end.
 const MAX_HELD: usize = 64 * 1024;
@@ -25,8 +26,10 @@ pub struct Control {
     pub events: Sender<Event>,
     /// Set to the remote PID (`\x1eTNT pid N`).
     pub remote_pid: Arc<AtomicI32>,
-    /// Set to the rank's exit status (`\x1eTNT exit N`).
-    pub remote_exit: Arc<AtomicI32>,
+    /// Set to how the rank ended, by the first report: the reaper's exact one
+    /// (`\x1eTNT exited N`, `\x1eTNT killed S`) comes before the wrapper's (`\x1eTNT exit N`,
+    /// the shell's `$?`).
+    pub remote_status: Arc<OnceLock<RankStatus>>,
 }
 
 /// Copies `stream` into `sink` on a background thread, counted in `open` until the stream
@@ -149,7 +152,15 @@ fn line(out: &mut Out, control: Option<&Control>, line: &mut Vec<u8>) {
                 c.remote_pid.store(pid, Ordering::Release);
                 let _ = c.events.send(Event::RemotePid { idx: c.idx, pid });
             }
-            (Some("exit"), Some(code)) => c.remote_exit.store(code, Ordering::Release),
+            (Some("exited"), Some(code)) => {
+                let _ = c.remote_status.set(RankStatus::Exited(code));
+            }
+            (Some("killed"), Some(sig)) => {
+                let _ = c.remote_status.set(RankStatus::Signaled(sig));
+            }
+            (Some("exit"), Some(code)) => {
+                let _ = c.remote_status.set(RankStatus::from_shell(code));
+            }
             _ => out.part(line),
         }
         return;
@@ -184,16 +195,16 @@ mod tests {
     #[test]
     fn a_control_line_after_a_partial_line_is_still_read() {
         let (events, _rx) = std::sync::mpsc::channel();
-        let remote_exit = Arc::new(AtomicI32::new(-1));
+        let remote_status = Arc::new(OnceLock::new());
         let control = Control {
             idx: 0,
             events,
             remote_pid: Arc::new(AtomicI32::new(-1)),
-            remote_exit: remote_exit.clone(),
+            remote_status: remote_status.clone(),
         };
         let input: &[u8] = b"child: half a line\x1eTNT exit 3\nof text\n";
         let (text, tail) = pumped("control", input, Some(control));
-        assert_eq!(remote_exit.load(Ordering::Acquire), 3);
+        assert_eq!(remote_status.get(), Some(&RankStatus::Exited(3)));
         assert_eq!(text, "child: half a line\nof text\n");
         assert_eq!(tail, ["child: half a line", "of text"]);
     }

@@ -5,15 +5,18 @@
 //! user of both hosts; the connection is not), and exports it. It starts the rank in a new
 //! session (so its process group is its PID), reports that PID on stderr, and watches its
 //! stdin: a `term`/`kill` line signals the rank's process group, and end-of-file
-//! (tarantella or the connection is gone) stops it as well. When the rank ends, the wrapper
-//! reports its status and exits with it.
+//! (tarantella or the connection is gone) stops it as well: SIGTERM, then SIGKILL 3 s later,
+//! unless a `kill` came first. When the rank ends, the wrapper reports its status and exits
+//! with it. A shell's `$?` reads 128 + N both for a rank killed by signal N and for one that
+//! exited with that number, so where the host has `perl` the rank runs under `REAPER`,
+//! which reports which of the two it was.
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicI32;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, Instant};
 
 use gaspi::env as genv;
@@ -43,18 +46,40 @@ static WRAPPER: LazyLock<String> = LazyLock::new(|| {
             "m=$(mktemp \"${{TMPDIR:-/tmp}}/tnt-$2-{suffix}XXXXXX\") || {{ echo \"tarantella: cannot create the machine file ({mfile}) on $(uname -n)\" >&2; exit 98; }}; ",
             "while read -r h && [ -n \"$h\" ]; do printf '%s\\n' \"$h\"; done >\"$m\"; {mfile}=$m; export {mfile}; ",
             "cd \"$1\" 2>/dev/null; shift 2; exec 3<&0; ",
-            "setsid env \"$@\" </dev/null 3<&- & c=$!; ",
+            "if command -v perl >/dev/null 2>&1; then setsid perl -e '{reaper}' -- env \"$@\" </dev/null 3<&- & ",
+            "else setsid env \"$@\" </dev/null 3<&- & fi; c=$!; ",
             "printf '\\036TNT pid %s\\n' \"$c\" >&2; ",
-            "( while read -r m; do case \"$m\" in term) kill -TERM -\"$c\";; kill) kill -KILL -\"$c\";; esac; done; ",
-            "kill -TERM -\"$c\" && sleep 3 && kill -KILL -\"$c\" ) <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; ",
+            "( k=; while read -r m; do case \"$m\" in term) kill -TERM -\"$c\";; kill) k=1; kill -KILL -\"$c\";; esac; done; ",
+            "[ -n \"$k\" ] || {{ kill -TERM -\"$c\" && sleep 3 && kill -KILL -\"$c\"; }} ) <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; ",
             "wait \"$c\" 2>/dev/null; r=$?; rm -f \"${mfile}\"; kill \"$w\" 2>/dev/null; kill -TERM -\"$c\" 2>/dev/null; ",
             "printf '\\036TNT exit %s\\n' \"$r\" >&2; exit \"$r\""
         ),
         token = genv::JOB_TOKEN,
         mfile = genv::MFILE,
         suffix = MACHINE_FILE_SUFFIX,
+        reaper = REAPER,
     )
 });
+
+/// The Perl program the rank runs under where the host has `perl` (arguments: the rank's
+/// `env` command). It leads the rank's session in its place, runs the rank as its child,
+/// and reports how it ended as the shell cannot: `\x1eTNT exited N` or `\x1eTNT killed S`,
+/// before the wrapper's own report (`exit`, the shell's view), which is kept for when the
+/// reaper itself was killed (SIGKILL to the group). It blocks every signal it can, so that
+/// what the rank's group is sent reaches the rank only; the rank gets the signal mask back.
+/// Without Perl's POSIX module it runs the rank in its own place. No single quote: it goes
+/// into the wrapper between them.
+const REAPER: &str = concat!(
+    "eval { require POSIX; 1 } or exec { $ARGV[0] } @ARGV; ",
+    "$all = POSIX::SigSet->new; $all->fillset; $old = POSIX::SigSet->new; ",
+    "POSIX::sigprocmask(POSIX::SIG_BLOCK(), $all, $old); ",
+    "defined($p = fork) or die \"tarantella: cannot start the rank: $!\\n\"; ",
+    "if (!$p) { POSIX::sigprocmask(POSIX::SIG_SETMASK(), $old); exec { $ARGV[0] } @ARGV; ",
+    "print STDERR \"tarantella: cannot run $ARGV[0]: $!\\n\"; POSIX::_exit(127) } ",
+    "waitpid($p, 0); $s = $? & 127; ",
+    "printf STDERR \"\\036TNT %s %d\\n\", $s ? (\"killed\", $s) : (\"exited\", $? >> 8); ",
+    "exit($s ? 128 + $s : $? >> 8)"
+);
 
 /// The ssh command: `$TARANTELLA_SSH` (split like a shell would) or `ssh`.
 pub fn base_command() -> Result<Vec<String>> {
@@ -192,7 +217,7 @@ pub fn spawn(
     let open = OpenStreams::default();
     let tails = Tails::default();
     let remote_pid = Arc::new(AtomicI32::new(-1));
-    let remote_exit = Arc::new(AtomicI32::new(-1));
+    let remote_status = Arc::new(OnceLock::new());
     if let Some(s) = child.stdout.take() {
         pump(s, out, tails.stdout.clone(), None, &open);
     }
@@ -201,7 +226,7 @@ pub fn spawn(
             idx,
             events,
             remote_pid: remote_pid.clone(),
-            remote_exit: remote_exit.clone(),
+            remote_status: remote_status.clone(),
         };
         pump(s, err, tails.stderr.clone(), Some(control), &open);
     }
@@ -210,8 +235,9 @@ pub fn spawn(
         host: host.to_string(),
         kind: Kind::Ssh {
             control,
+            kill_sent: None,
             remote_pid,
-            remote_exit,
+            remote_status,
         },
         child,
         open_streams: open,

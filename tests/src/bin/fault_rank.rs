@@ -15,7 +15,7 @@
 //!   rank that hangs before joining).
 //! - VICTIM: the rank that injects the fault.
 //!
-//! Every timeout (init's, from `GASPI_INIT_TIMEOUT_MS`, which `tarantella --timeout` sets,
+//! Every timeout (init's, from `GASPI_INIT_TIMEOUT_MS`, which `tarantella --init-timeout` sets,
 //! and each call's) is that one configured timeout. The victim prints
 //! `rank V: injecting FAULT in PHASE at step K` first; a survivor prints
 //! `rank R: PHASE step K: <error>` (the error's `Display`) when a call fails and exits with

@@ -25,7 +25,7 @@ pub struct Setup {
     pub ranks: u16,
     /// `tarantella --transport`.
     pub transport: String,
-    /// `tarantella --timeout` (seconds the ranks wait for each other in `Context::init`).
+    /// `tarantella --init-timeout` (seconds the ranks wait for each other in `Context::init`).
     pub init_timeout_s: f64,
     /// `tarantella --grace` (seconds between SIGTERM and SIGKILL at teardown).
     pub grace_s: f64,
@@ -206,7 +206,7 @@ pub fn run(setup: &Setup, index: usize, id: &str, plan: JobPlan, windows: Window
         .arg("--output-on-all-devices")
         .arg("--transport")
         .arg(&setup.transport)
-        .arg("--timeout")
+        .arg("--init-timeout")
         .arg(setup.init_timeout_s.to_string())
         .arg("--grace")
         .arg(setup.grace_s.to_string())

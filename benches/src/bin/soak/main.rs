@@ -66,7 +66,7 @@ struct Args {
     /// Bound on every wait of a rank, in ms (a stopped peer fails the job after this).
     #[arg(long, default_value_t = 5000)]
     op_timeout_ms: u64,
-    /// `tarantella --timeout`: seconds the ranks wait for each other in init.
+    /// `tarantella --init-timeout`: seconds the ranks wait for each other in init.
     #[arg(long, default_value_t = 10.0)]
     init_timeout: f64,
     /// `tarantella --grace` (and `--cleanup --grace`): seconds from SIGTERM to SIGKILL.
@@ -164,7 +164,7 @@ fn main() -> ExitCode {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let header = format!(
         "soak: {} jobs of {} ranks over {}, kill fraction {}, seed {seed:#x}, run {}..={} ms, \
-         {cores} cores\n  tarantella {} (--timeout {} --grace {}), ranks {} (--timeout-ms {}), \
+         {cores} cores\n  tarantella {} (--init-timeout {} --grace {}), ranks {} (--timeout-ms {}), \
          job ids {run}-N, runs in {}\n\n",
         args.jobs,
         args.ranks,

@@ -100,7 +100,16 @@ const WRAPPER_TEST_JOB: &str = "wrapper-test";
 /// Runs the wrapper here (as the remote shell would) with `stdin` on its stdin, kept open
 /// until it exits; returns its exit status, stdout and stderr.
 fn run_wrapper(stdin: Option<&str>, argv: &[&str]) -> (Option<i32>, String, String) {
-    let mut child = Command::new("sh")
+    run_wrapper_in(Command::new("sh"), stdin, argv)
+}
+
+/// [`run_wrapper`] with `sh`, the command it starts as, set up by the caller.
+fn run_wrapper_in(
+    mut sh: Command,
+    stdin: Option<&str>,
+    argv: &[&str],
+) -> (Option<i32>, String, String) {
+    let mut child = sh
         .args(["-c", &WRAPPER, "tarantella-rank", "/", WRAPPER_TEST_JOB])
         .args(argv)
         .stdin(if stdin.is_some() {
@@ -206,4 +215,55 @@ fn remote_command_quotes_everything() {
         &words[4..],
         ["/home/u/my dir", "j1", "A=x y", "prog", "it's"]
     );
+}
+
+const TOKEN: &str = "00112233445566778899aabbccddeeff";
+
+/// Where the host has `perl`, the rank's reaper reports an exit status above 128 as the
+/// exit status it is, and a death by a signal as that signal, ahead of the shell's
+/// ambiguous `$?` (which the wrapper still reports, and exits with).
+#[test]
+fn the_reaper_tells_an_exit_status_above_128_from_a_signal() {
+    if Command::new("perl").arg("-v").output().is_err() {
+        println!("SKIPPED: no perl on this host");
+        return;
+    }
+    let input = wrapper_input(TOKEN, &[]);
+    let (code, _, err) = run_wrapper(Some(&input), &["sh", "-c", "exit 130"]);
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        err.contains("\x1eTNT exited 130\n\x1eTNT exit 130\n"),
+        "{err:?}"
+    );
+    let (code, _, err) = run_wrapper(Some(&input), &["sh", "-c", "kill -TERM $$; sleep 5"]);
+    assert_eq!(code, Some(128 + 15), "{err}");
+    assert!(
+        err.contains("\x1eTNT killed 15\n\x1eTNT exit 143\n"),
+        "{err:?}"
+    );
+}
+
+/// Without `perl` the rank runs directly under the wrapper, which reports the shell's `$?`.
+#[test]
+fn without_perl_the_wrapper_reports_the_shells_status() {
+    let bin = std::env::temp_dir().join(format!("tnt-no-perl-{}", std::process::id()));
+    std::fs::create_dir_all(&bin).unwrap();
+    // What the wrapper runs besides shell builtins, and nothing else.
+    for tool in ["sh", "env", "setsid", "mktemp", "rm", "sleep"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .unwrap();
+        let path = String::from_utf8(found.stdout).unwrap();
+        let _ = std::fs::remove_file(bin.join(tool));
+        std::os::unix::fs::symlink(path.trim(), bin.join(tool)).unwrap();
+    }
+    let mut sh = Command::new(bin.join("sh"));
+    sh.env("PATH", &bin);
+    let input = wrapper_input(TOKEN, &[]);
+    let (code, _, err) = run_wrapper_in(sh, Some(&input), &["sh", "-c", "exit 3"]);
+    std::fs::remove_dir_all(&bin).unwrap();
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("\x1eTNT exit 3\n"), "{err:?}");
+    assert!(!err.contains("exited"), "{err:?}");
 }
