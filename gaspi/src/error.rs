@@ -53,8 +53,9 @@ pub enum Error {
     /// (`gaspi_config_set`) after init. Terminate and drop the existing context first.
     #[error("GASPI is already initialized in this process")]
     AlreadyInitialized,
-    /// `GASPI_ERR_NULLPTR`: a required pointer argument was null (`gaspi_segment_bind`'s
-    /// memory, an output argument or callback of the C API); the field names the argument.
+    /// `GASPI_ERR_NULLPTR`: a required pointer argument was null (the memory of
+    /// [`Context::segment_bind`](crate::Context::segment_bind), an output argument or callback
+    /// of the C API); the field names the argument.
     #[error("null pointer passed for {0}")]
     NullPointer(&'static str),
     /// `GASPI_ERR_INV_SEGSIZE`: a segment of 0 bytes, or larger than this implementation

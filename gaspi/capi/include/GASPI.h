@@ -219,6 +219,7 @@ gaspi_return_t gaspi_segment_register(const gaspi_segment_id_t segment_id,
 gaspi_return_t gaspi_segment_create(const gaspi_segment_id_t segment_id, const gaspi_size_t size,
                                     const gaspi_group_t group, const gaspi_timeout_t timeout_ms,
                                     const gaspi_alloc_t alloc_policy);
+/* bind/use with pointer == NULL: the library allocates the memory (as GPI-2 1.5 does). */
 gaspi_return_t gaspi_segment_bind(gaspi_segment_id_t const segment_id,
                                   gaspi_pointer_t const pointer, gaspi_size_t const size,
                                   gaspi_memory_description_t const memory_description);
