@@ -203,6 +203,8 @@ gaspi_return_t gaspi_disconnect(const gaspi_rank_t rank, const gaspi_timeout_t t
 /* Groups */
 gaspi_return_t gaspi_group_create(gaspi_group_t *const group);
 gaspi_return_t gaspi_group_delete(const gaspi_group_t group);
+/* group_add to a committed group is allowed (as in GPI-2): the group is then refused by its
+ * collectives (GASPI_ERR_INV_GROUP) until every member has committed it again. */
 gaspi_return_t gaspi_group_add(const gaspi_group_t group, const gaspi_rank_t rank);
 gaspi_return_t gaspi_group_commit(const gaspi_group_t group, const gaspi_timeout_t timeout_ms);
 gaspi_return_t gaspi_group_num(gaspi_number_t *const group_num);
