@@ -9,6 +9,10 @@
 //! of the crate): programs linked with `-lgaspi` (or `-lGPI2`, a symlink in the install)
 //! then need `libgaspi.so.1`, which `install.sh` lays out as a symlink to
 //! `libgaspi.so.1.0.0`. Bump it with `ABI_VERSION` in `install.sh` on an incompatible change.
+//!
+//! And it compiles `src/printf.c`, GPI-2's variadic `gaspi_printf`/`gaspi_printf_to` (stable
+//! Rust cannot define C variadic functions), linked whole: no Rust code calls them, and the
+//! linker would otherwise leave the archive member out of `libgaspi.so`.
 
 /// Kept in step with `ABI_VERSION` in `install.sh` (a test checks both).
 const SONAME: &str = "libgaspi.so.1";
@@ -19,6 +23,15 @@ fn main() {
         println!("cargo:rustc-cdylib-link-arg=-Wl,--version-script={dir}/exports.map");
         println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,{SONAME}");
     }
+    cc::Build::new()
+        .file("src/printf.c")
+        .include("include")
+        .flag_if_supported("-std=c99")
+        .warnings_into_errors(true)
+        .link_lib_modifier("+whole-archive")
+        .compile("tnt_gaspi_printf");
+    println!("cargo:rerun-if-changed=src/printf.c");
+    println!("cargo:rerun-if-changed=include");
     println!("cargo:rerun-if-changed=exports.map");
     println!("cargo:rerun-if-changed=build.rs");
 }

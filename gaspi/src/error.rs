@@ -53,8 +53,9 @@ pub enum Error {
     /// (`gaspi_config_set`) after init. Terminate and drop the existing context first.
     #[error("GASPI is already initialized in this process")]
     AlreadyInitialized,
-    /// `GASPI_ERR_NULLPTR`: a required pointer argument was null (`gaspi_segment_bind`'s
-    /// memory, an output argument or callback of the C API); the field names the argument.
+    /// `GASPI_ERR_NULLPTR`: a required pointer argument was null (the memory of
+    /// [`Context::segment_bind`](crate::Context::segment_bind), an output argument or callback
+    /// of the C API); the field names the argument.
     #[error("null pointer passed for {0}")]
     NullPointer(&'static str),
     /// `GASPI_ERR_INV_SEGSIZE`: a segment of 0 bytes, or larger than this implementation
@@ -88,15 +89,23 @@ pub enum Error {
         segment: SegmentId,
     },
     /// `GASPI_ERR_INV_GROUP`: the group does not exist; is not committed when a collective
-    /// or segment creation needs it, or already committed for `gaspi_group_add`; this rank
-    /// is not a member (`gaspi_group_commit`); the members
-    /// disagree on who belongs; or `GASPI_GROUP_ALL` was to be deleted.
+    /// or segment creation needs it; this rank is not a member (`gaspi_group_commit`); the
+    /// members disagree on who belongs; or `GASPI_GROUP_ALL` was to be deleted.
     #[error("invalid group {group}: {why}")]
     InvalidGroup {
         /// The group id (`gaspi_group_t`).
         group: u8,
         /// Which of the conditions above failed.
         why: &'static str,
+    },
+    /// `GASPI_ERR_INV_GROUP`: ranks were added to the group after its last commit
+    /// (`gaspi_group_add` of a committed group, which GPI-2 allows); its collectives and
+    /// segment creation are refused until every member has committed it again (GPI-2 leaves
+    /// them undefined until then). Call `group_commit` on every member, the added ones too.
+    #[error("group {group} changed since its last commit: every member must commit it again")]
+    GroupChanged {
+        /// The group id (`gaspi_group_t`).
+        group: u8,
     },
     /// `GASPI_ERR_INV_RANK`: the rank argument is not below the number of ranks
     /// (`gaspi_proc_num`).
@@ -394,7 +403,7 @@ impl Error {
             Error::NullPointer(_) => ERR_NULLPTR,
             Error::InvalidSegmentSize { .. } => ERR_INV_SEGSIZE,
             Error::InvalidSegment { .. } | Error::SegmentExists { .. } => ERR_INV_SEG,
-            Error::InvalidGroup { .. } => ERR_INV_GROUP,
+            Error::InvalidGroup { .. } | Error::GroupChanged { .. } => ERR_INV_GROUP,
             Error::InvalidRank { .. } | Error::AlreadyMember { .. } => ERR_INV_RANK,
             Error::InvalidQueue { .. } => ERR_INV_QUEUE,
             Error::LocalOutOfBounds { .. } => ERR_INV_LOC_OFF,

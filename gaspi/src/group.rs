@@ -3,7 +3,9 @@
 //!
 //! Groups must be created, filled and committed in the same order on all members (their ids
 //! must agree); commit checks that all members list the same ranks. Each committed group owns
-//! an internal segment, registered with every member, for its collectives.
+//! an internal segment, registered with every member, for its collectives. As in GPI-2, ranks
+//! may be added to a committed group; it is then used again once every member, the added
+//! ones included, has committed it again.
 
 use std::sync::Arc;
 
@@ -19,7 +21,7 @@ pub(crate) mod state;
 
 use collectives::NOTIF_SLOTS;
 use doubling::MAX_STEPS;
-use state::{commit_tag, Coll, Committed, GroupState};
+use state::{commit_tag, Coll, Committed, GroupState, Pending};
 
 impl Context {
     fn invalid_group(group: Group, why: &'static str) -> Error {
@@ -52,15 +54,14 @@ impl Context {
         let i = free.ok_or(Error::TooManyGroups {
             max: g.len() as u32,
         })?;
-        g[i] = Some(GroupState {
-            members: Vec::new(),
-            committed: None,
-            coll: Arc::default(),
-        });
+        g[i] = Some(GroupState::new(Vec::new()));
         Ok(Group(i as u8))
     }
 
-    /// Adds `rank` to an uncommitted group (`gaspi_group_add`).
+    /// Adds `rank` to a group (`gaspi_group_add`). The group may be committed already, as in
+    /// GPI-2 (its GPI2_GRP.c adds to any existing group): the member list changes at once
+    /// ([`group_size`](Self::group_size)), and the group's collectives fail with
+    /// [`Error::GroupChanged`] until every member has committed it again.
     pub fn group_add(&self, group: Group, rank: Rank) -> Result<()> {
         self.check_rank(rank)?;
         let mut g = self.groups.groups.lock();
@@ -68,9 +69,6 @@ impl Context {
             .get_mut(usize::from(group.0))
             .and_then(|s| s.as_mut())
             .ok_or(Self::invalid_group(group, "no such group"))?;
-        if st.committed.is_some() {
-            return Err(Self::invalid_group(group, "already committed"));
-        }
         if st.members.contains(&rank) {
             return Err(Error::AlreadyMember {
                 group: group.0,
@@ -87,20 +85,22 @@ impl Context {
         if group == Group::ALL {
             return Err(Self::invalid_group(group, "GROUP_ALL cannot be deleted"));
         }
-        let st = {
-            let mut g = self.groups.groups.lock();
-            g.get_mut(usize::from(group.0))
-                .and_then(|s| s.take())
-                .ok_or(Self::invalid_group(group, "no such group"))?
-        };
-        if let Some(c) = st.committed {
-            self.delete_key(c.key);
-        }
+        self.groups
+            .groups
+            .lock()
+            .get_mut(usize::from(group.0))
+            .and_then(|s| s.take())
+            .ok_or(Self::invalid_group(group, "no such group"))?;
+        // Its internal segment, also one left by a commit that never completed.
+        self.delete_key(Self::group_key(group));
         Ok(())
     }
 
     /// Establishes the group with all members (`gaspi_group_commit`); this rank must be a
-    /// member. Returns when every member has committed the same group.
+    /// member. Returns when every member has committed the same group. Committing a group
+    /// again after ranks were added to it ([`group_add`](Self::group_add)) starts afresh with
+    /// the new members (every member must commit); committing it again unchanged does
+    /// nothing.
     pub fn group_commit(&self, group: Group, timeout: Timeout) -> Result<()> {
         self.commit(group, timeout.deadline())
     }
@@ -108,13 +108,13 @@ impl Context {
     pub(crate) fn commit_group_all(&self, deadline: Deadline) -> Result<()> {
         {
             let mut g = self.groups.groups.lock();
-            g[0] = Some(GroupState {
-                members: (0..self.sh.nranks).map(Rank).collect(),
-                committed: None,
-                coll: Arc::default(),
-            });
+            g[0] = Some(GroupState::new((0..self.sh.nranks).map(Rank).collect()));
         }
         self.commit(Group::ALL, deadline)
+    }
+
+    fn group_key(group: Group) -> SegKey {
+        INTERNAL_BASE + SegKey::from(group.0)
     }
 
     fn commit(&self, group: Group, deadline: Deadline) -> Result<()> {
@@ -123,29 +123,25 @@ impl Context {
             .iter()
             .position(|r| *r == self.sh.rank)
             .ok_or(Self::invalid_group(group, "this rank is not a member"))?;
-        let key = INTERNAL_BASE + SegKey::from(group.0);
-        let commit = {
-            let mut commits = self.groups.commits.lock();
-            let c = &mut commits[usize::from(group.0)];
-            // A commit resumed after a timeout keeps the count of its first call.
-            if self.sh.segments.local(key).is_none() {
-                *c = c.wrapping_add(1);
-            }
-            *c
+        let key = Self::group_key(group);
+        let Some(tags) = self.begin_commit(group, &members)? else {
+            return Ok(());
         };
-        let tag = commit_tag(&members, commit);
         let buf = self.sh.config.allreduce_round_bytes();
         let seg = match self.sh.segments.local(key) {
             Some(s) => s,
             None => {
                 let mem = self.sh.new_memory(key, 4 * MAX_STEPS * buf, NOTIF_SLOTS)?;
-                self.sh.insert_local_tagged(key, mem, tag)?
+                self.sh.insert_local(key, mem)?
             }
         };
-        for &r in &members {
-            self.register_key(key, r, deadline)?;
+        for (&r, &tag) in members.iter().zip(&tags) {
+            self.register_key(key, r, tag, deadline)?;
         }
-        for &r in members.iter().filter(|r| **r != self.sh.rank) {
+        for (&r, &tag) in members.iter().zip(&tags) {
+            if r == self.sh.rank {
+                continue;
+            }
             let theirs = self
                 .sh
                 .wait_remote(r, key, deadline, |s| s.tag >> 48 == tag >> 48)?;
@@ -155,9 +151,69 @@ impl Context {
         }
         let mut g = self.groups.groups.lock();
         if let Some(Some(st)) = g.get_mut(usize::from(group.0)) {
-            st.committed = Some(Arc::new(Committed { key, seg, me, buf }));
+            st.committed = Some(Arc::new(Committed {
+                key,
+                seg,
+                members,
+                me,
+                buf,
+            }));
+            st.pending = None;
         }
         Ok(())
+    }
+
+    /// The tag to announce the group's segment with to each of `members` (in their order):
+    /// those of the commit under way when this call resumes it (same members, after a
+    /// timeout), else those of a new commit, after the segment of the previous one (committed
+    /// with other members, or never finished) is gone. `None`: committed with these members
+    /// already, nothing to do.
+    fn begin_commit(&self, group: Group, members: &[Rank]) -> Result<Option<Vec<u64>>> {
+        let key = Self::group_key(group);
+        let have_segment = self.sh.segments.local(key).is_some();
+        let resume = {
+            let g = self.groups.groups.lock();
+            let st = g
+                .get(usize::from(group.0))
+                .and_then(|s| s.as_ref())
+                .ok_or(Self::invalid_group(group, "no such group"))?;
+            if st.committed.as_ref().is_some_and(|c| c.members == members) {
+                return Ok(None);
+            }
+            st.pending
+                .as_ref()
+                .filter(|p| p.members == members && have_segment)
+                .map(|p| p.tags.clone())
+        };
+        if let Some(tags) = resume {
+            return Ok(Some(tags));
+        }
+        // Peers learn of the old segment's end before the new one's registration (same
+        // ordered channel), so none takes the old one for the new.
+        self.delete_key(key);
+        let tags: Vec<u64> = {
+            let mut commits = self.groups.commits.lock();
+            members
+                .iter()
+                .map(|&r| {
+                    let c = commits.entry((group.0, r)).or_default();
+                    *c = c.wrapping_add(1);
+                    commit_tag(members, *c)
+                })
+                .collect()
+        };
+        let mut g = self.groups.groups.lock();
+        let st = g
+            .get_mut(usize::from(group.0))
+            .and_then(|s| s.as_mut())
+            .ok_or(Self::invalid_group(group, "no such group"))?;
+        st.committed = None;
+        st.coll = Arc::default();
+        st.pending = Some(Pending {
+            members: members.to_vec(),
+            tags: tags.clone(),
+        });
+        Ok(Some(tags))
     }
 
     /// Number of groups (`gaspi_group_num`).
@@ -194,7 +250,16 @@ impl Context {
             .committed
             .clone()
             .ok_or(Self::invalid_group(group, "not committed"))?;
-        Ok((st.members.clone(), c, st.coll.clone()))
+        if c.members != st.members {
+            return Err(Error::GroupChanged { group: group.0 });
+        }
+        Ok((c.members.clone(), c, st.coll.clone()))
+    }
+
+    /// The members of `group` when it is ready for collectives: committed, and unchanged
+    /// since (what segment creation on a group needs).
+    pub(crate) fn committed_members(&self, group: Group) -> Result<Vec<Rank>> {
+        Ok(self.committed(group)?.0)
     }
 
     /// A collective that starts while a member has failed or left can never complete: it

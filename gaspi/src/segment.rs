@@ -22,6 +22,9 @@ mod handle;
 
 pub use handle::Segment;
 
+/// The tag user segments are announced with (group segments carry their commit's).
+pub(crate) const USER_TAG: u64 = 0;
+
 impl Shared {
     /// Path of the shared-memory file of `rank`'s segment `key` (when shm is in use).
     pub(crate) fn shm_path(&self, rank: Rank, key: SegKey) -> Option<PathBuf> {
@@ -41,22 +44,13 @@ impl Shared {
         }
     }
 
+    /// Adds local segment `key` over `mem`, registered with the verbs device when there is
+    /// one (peers learn about the region only through the directory entry written then;
+    /// without one they reach this segment over TCP).
     pub(crate) fn insert_local(
         &self,
         key: SegKey,
         mem: SegmentMemory,
-    ) -> Result<Arc<LocalSegment>> {
-        self.insert_local_tagged(key, mem, 0)
-    }
-
-    /// Adds local segment `key` over `mem`, registered with the verbs device when there is
-    /// one (peers learn about the region only through the directory entry written then;
-    /// without one they reach this segment over TCP).
-    pub(crate) fn insert_local_tagged(
-        &self,
-        key: SegKey,
-        mem: SegmentMemory,
-        tag: u64,
     ) -> Result<Arc<LocalSegment>> {
         self.segments.insert_local_with(key, || {
             let mem = Arc::new(mem);
@@ -69,7 +63,7 @@ impl Shared {
                     v.unregister_segment(key);
                 }
             }
-            LocalSegment::new(mem, tag, self.rank, self.nranks, self.state.failures())
+            LocalSegment::new(mem, self.rank, self.nranks, self.state.failures())
         })
     }
 
@@ -236,7 +230,8 @@ impl Context {
         Ok(())
     }
 
-    /// Binds user memory and registers it with `group` (`gaspi_segment_use`).
+    /// Binds user memory and registers it with `group` (`gaspi_segment_use`), which must be
+    /// committed and unchanged since (checked before the memory is bound).
     ///
     /// # Safety
     /// As for [`segment_bind`](Self::segment_bind).
@@ -248,6 +243,7 @@ impl Context {
         group: Group,
         timeout: Timeout,
     ) -> Result<()> {
+        self.committed_members(group)?;
         // SAFETY: forwarded from this function's contract.
         unsafe { self.segment_bind(seg, ptr, size)? };
         self.register_with_group(seg, group, timeout)
@@ -257,10 +253,18 @@ impl Context {
     pub fn segment_register(&self, seg: SegmentId, rank: Rank, timeout: Timeout) -> Result<()> {
         self.check_rank(rank)?;
         let key = self.user_key(seg)?;
-        self.register_key(key, rank, timeout.deadline())
+        self.register_key(key, rank, USER_TAG, timeout.deadline())
     }
 
-    pub(crate) fn register_key(&self, key: SegKey, rank: Rank, deadline: Deadline) -> Result<()> {
+    /// Makes local segment `key` visible to `rank`, announced with `tag` (what a group's
+    /// commit tells its members apart by; [`USER_TAG`] for user segments).
+    pub(crate) fn register_key(
+        &self,
+        key: SegKey,
+        rank: Rank,
+        tag: u64,
+        deadline: Deadline,
+    ) -> Result<()> {
         let local = self.sh.segments.local(key).ok_or(Error::InvalidSegment {
             segment: SegmentId(key as u8),
             rank: None,
@@ -274,7 +278,7 @@ impl Context {
             size: local.mem.len() as u64,
             notif_count: local.mem.notif_count(),
             shm_data: local.mem.data_shareable(),
-            tag: local.tag,
+            tag,
         };
         self.tcp()?.call_control(
             rank,
@@ -284,8 +288,9 @@ impl Context {
     }
 
     /// Allocates `seg` on every member of `group` and registers it with all of them
-    /// (`gaspi_segment_create`). Collective over `group` (which must be committed): no member
-    /// returns before every member has registered its segment with every other.
+    /// (`gaspi_segment_create`). Collective over `group` (which must be committed, and not
+    /// changed since: [`Error::GroupChanged`]): no member returns before every member has
+    /// registered its segment with every other.
     pub fn segment_create(
         &self,
         seg: SegmentId,
@@ -294,7 +299,9 @@ impl Context {
         timeout: Timeout,
         alloc: Alloc,
     ) -> Result<()> {
-        self.group_members(group)?;
+        // The group is checked before anything happens: allocation and announcements to
+        // its members are not undone by a failure later.
+        self.committed_members(group)?;
         self.segment_alloc(seg, size, alloc)?;
         self.register_with_group(seg, group, timeout)
             .inspect_err(|_| {
@@ -313,9 +320,9 @@ impl Context {
     fn register_with_group(&self, seg: SegmentId, group: Group, timeout: Timeout) -> Result<()> {
         let deadline = timeout.deadline();
         let key = self.user_key(seg)?;
-        let members = self.group_members(group)?;
+        let members = self.committed_members(group)?;
         for &r in &members {
-            self.register_key(key, r, deadline)?;
+            self.register_key(key, r, USER_TAG, deadline)?;
         }
         self.barrier_deadline(group, deadline)
     }

@@ -41,7 +41,7 @@ fn is_variant(code: i32, e: &Error) -> bool {
             e,
             Error::InvalidSegment { .. } | Error::SegmentExists { .. }
         ),
-        ERR_INV_GROUP => matches!(e, Error::InvalidGroup { .. }),
+        ERR_INV_GROUP => matches!(e, Error::InvalidGroup { .. } | Error::GroupChanged { .. }),
         ERR_INV_RANK => matches!(e, Error::InvalidRank { .. } | Error::AlreadyMember { .. }),
         ERR_INV_QUEUE => matches!(e, Error::InvalidQueue { .. }),
         ERR_INV_LOC_OFF => matches!(e, Error::LocalOutOfBounds { .. }),
@@ -375,11 +375,26 @@ fn group_errors(ctx: &Context, peer: Rank) {
     );
     ctx.group_commit(g, T).unwrap();
     if n > 1 {
-        check(
-            "group_add after commit",
-            ctx.group_add(g, peer),
-            ERR_INV_GROUP,
-            &gs,
+        // As in GPI-2, a committed group takes new members; it is then refused by its
+        // collectives and segment creation until every member has committed it again.
+        ctx.group_add(g, peer).unwrap();
+        assert_eq!(ctx.group_size(g).unwrap(), 2);
+        let changed = format!("group {} changed since its last commit", g.0);
+        expect! {
+            "barrier after group_add": ctx.barrier(g, T) => ERR_INV_GROUP, changed;
+            "allreduce after group_add": ctx.allreduce(&[1u64], &mut out, ReduceOp::Sum, g, T)
+                => ERR_INV_GROUP, changed;
+            "segment_create after group_add":
+                ctx.segment_create(SegmentId(6), SZ, g, T, Alloc::Initialized)
+                => ERR_INV_GROUP, changed;
+        }
+        assert!(matches!(
+            ctx.barrier(g, T),
+            Err(Error::GroupChanged { group }) if group == g.0
+        ));
+        assert!(
+            ctx.segment_ptr(SegmentId(6)).is_err(),
+            "nothing was allocated"
         );
         let g2 = ctx.group_create().unwrap();
         ctx.group_add(g2, peer).unwrap();

@@ -154,6 +154,43 @@ spmd_cases! {
     tcp_3 = (3, Tcp), shm_4 = (4, Shm), verbs_3 = (3, FakeVerbs),
 }
 
+/// `group_add` after `group_commit`, as GPI-2 allows: a group grows one rank at a time,
+/// `{0}`, `{0, 1}`, ..., rank k joining at step k with the same group id. Before each new
+/// commit the group refuses collectives with `GroupChanged`; after it, they work on every
+/// member (a rank's commits are counted per peer, so newcomers and old members agree).
+fn group_grows_after_commit(ctx: Context) {
+    let (me, n) = (ctx.rank().0, ctx.num_ranks());
+    let g = ctx.group_create().unwrap();
+    for r in 0..=me {
+        ctx.group_add(g, Rank(r)).unwrap();
+    }
+    for step in me..n {
+        if step > me {
+            ctx.group_add(g, Rank(step)).unwrap();
+            let res = ctx.barrier(g, T);
+            assert!(
+                matches!(res, Err(Error::GroupChanged { group }) if group == g.0),
+                "{res:?}"
+            );
+        }
+        ctx.group_commit(g, T).unwrap();
+        ctx.barrier(g, T).unwrap();
+        let mut sum = [0u64];
+        ctx.allreduce(&[u64::from(me) + 1], &mut sum, ReduceOp::Sum, g, T)
+            .unwrap();
+        let k = u64::from(step) + 1;
+        assert_eq!(sum[0], k * (k + 1) / 2, "step {step}");
+        assert_eq!(ctx.group_size(g).unwrap(), u32::from(step) + 1);
+    }
+    ctx.group_delete(g).unwrap();
+    finish(ctx);
+}
+
+spmd_cases! {
+    groups_grow, group_grows_after_commit,
+    tcp_3 = (3, Tcp), shm_4 = (4, Shm), verbs_3 = (3, FakeVerbs),
+}
+
 /// GPI-2's configuration edges, honoured by the runtime: a 1,000,000-element allreduce of
 /// doubles (in rounds of the round buffer), 255 groups, and notification ids up to twice the
 /// default number.

@@ -203,6 +203,8 @@ gaspi_return_t gaspi_disconnect(const gaspi_rank_t rank, const gaspi_timeout_t t
 /* Groups */
 gaspi_return_t gaspi_group_create(gaspi_group_t *const group);
 gaspi_return_t gaspi_group_delete(const gaspi_group_t group);
+/* group_add to a committed group is allowed (as in GPI-2): the group is then refused by its
+ * collectives (GASPI_ERR_INV_GROUP) until every member has committed it again. */
 gaspi_return_t gaspi_group_add(const gaspi_group_t group, const gaspi_rank_t rank);
 gaspi_return_t gaspi_group_commit(const gaspi_group_t group, const gaspi_timeout_t timeout_ms);
 gaspi_return_t gaspi_group_num(gaspi_number_t *const group_num);
@@ -219,6 +221,7 @@ gaspi_return_t gaspi_segment_register(const gaspi_segment_id_t segment_id,
 gaspi_return_t gaspi_segment_create(const gaspi_segment_id_t segment_id, const gaspi_size_t size,
                                     const gaspi_group_t group, const gaspi_timeout_t timeout_ms,
                                     const gaspi_alloc_t alloc_policy);
+/* bind/use with pointer == NULL: the library allocates the memory (as GPI-2 1.5 does). */
 gaspi_return_t gaspi_segment_bind(gaspi_segment_id_t const segment_id,
                                   gaspi_pointer_t const pointer, gaspi_size_t const size,
                                   gaspi_memory_description_t const memory_description);

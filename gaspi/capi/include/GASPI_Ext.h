@@ -5,7 +5,7 @@
 #ifndef TARANTELLA_GASPI_EXT_H
 #define TARANTELLA_GASPI_EXT_H
 
-#include <stdarg.h>
+/* Programs written against earlier versions of this header got printf from it. */
 #include <stdio.h>
 
 #include "GASPI.h"
@@ -43,41 +43,18 @@ gaspi_return_t gaspi_rw_list_elem_max(gaspi_number_t *const elem_max);
 /* Detailed message of this thread's last failed call ("" if none); valid until the next. */
 const char *tnt_gaspi_last_error(void);
 
-/* printf with the caller's rank in front, one line at a time: "[Rank    3]: text". Before
- * init the rank shows as "-". gaspi_printf_to prints on the caller's output as well (the
- * launcher collects the output of every rank); `rank` is accepted for compatibility. */
-static inline void gaspi_vprintf_rank_(const char *fmt, va_list ap) {
-  char buf[4096];
-  gaspi_rank_t r;
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  if (gaspi_proc_rank(&r) == GASPI_SUCCESS) {
-    printf("[Rank %4u]: %s", (unsigned)r, buf);
-  } else {
-    printf("[Rank    -]: %s", buf);
-  }
-  fflush(stdout);
-}
-
 #if defined(__GNUC__)
-static inline void gaspi_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static inline void gaspi_printf_to(gaspi_rank_t rank, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+#define TNT_GASPI_PRINTF_FORMAT(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define TNT_GASPI_PRINTF_FORMAT(fmt, args)
 #endif
 
-static inline void gaspi_printf(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  gaspi_vprintf_rank_(fmt, ap);
-  va_end(ap);
-}
-
-static inline void gaspi_printf_to(gaspi_rank_t rank, const char *fmt, ...) {
-  va_list ap;
-  (void)rank;
-  va_start(ap, fmt);
-  gaspi_vprintf_rank_(fmt, ap);
-  va_end(ap);
-}
+/* printf with the caller's rank in front, one line per call: "[Rank    3]: text" on this
+ * process's stdout (flushed); before init the rank shows as "-". gaspi_printf_to prints on
+ * the caller's output as well (the launcher collects the output of every rank); `rank` is
+ * accepted for compatibility. Functions of the library, declared as GPI-2 declares them. */
+void gaspi_printf(const char *fmt, ...) TNT_GASPI_PRINTF_FORMAT(1, 2);
+void gaspi_printf_to(gaspi_rank_t rank, const char *fmt, ...) TNT_GASPI_PRINTF_FORMAT(2, 3);
 
 #ifdef __cplusplus
 }

@@ -107,6 +107,8 @@ void pgaspi_print_affinity_mask(void);
 void pgaspi_delay(void);
 gaspi_return_t pgaspi_cpu_frequency(gaspi_float *const cpu_mhz);
 gaspi_return_t pgaspi_rw_list_elem_max(gaspi_number_t *const elem_max);
+void pgaspi_printf(const char *fmt, ...) TNT_GASPI_PRINTF_FORMAT(1, 2);
+void pgaspi_printf_to(gaspi_rank_t rank, const char *fmt, ...) TNT_GASPI_PRINTF_FORMAT(2, 3);
 
 /* GASPI_Threads.h */
 gaspi_return_t pgaspi_threads_get_tid(gaspi_int *const tid);

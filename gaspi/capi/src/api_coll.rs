@@ -71,6 +71,9 @@ gaspi_api! { COLL_API;
         with_ctx(|c| c.group_delete(Group(group)))
     }
 
+    /// `gaspi_group_add`: also to a committed group, as in GPI-2; the group then answers its
+    /// collectives and segment creation with `GASPI_ERR_INV_GROUP` until every member has
+    /// called `gaspi_group_commit` again (`rt::Error::GroupChanged`).
     fn gaspi_group_add(group: gaspi_group_t, rank: gaspi_rank_t) {
         with_ctx(|c| c.group_add(Group(group), Rank(rank)))
     }

@@ -235,6 +235,11 @@ gaspi_api! { COMM_API;
                 num,
                 Timeout(timeout_ms),
             )?;
+            // Waiting for none returns at once with `*first_id` untouched, as in GPI-2
+            // (src/GPI2_IO.c): no notification was found, so there is no id to report.
+            if num == 0 {
+                return Ok(());
+            }
             out(first_id, "first_id", id.0)
         })
     }

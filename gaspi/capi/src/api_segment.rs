@@ -43,7 +43,9 @@ gaspi_api! { SEGMENT_API;
     }
 
     /// `gaspi_segment_bind`: user memory as a segment. `memory_description` is accepted and
-    /// ignored (host memory only).
+    /// ignored (host memory only). A null `pointer` asks the library for the memory, as in
+    /// GPI-2 1.5 (`pgaspi_segment_alloc_maybe` in its src/GPI2_SEG.c): the segment is
+    /// allocated as by `gaspi_segment_alloc`, so no caller memory is ever dereferenced.
     fn gaspi_segment_bind(
         segment_id: gaspi_segment_id_t,
         pointer: gaspi_pointer_t,
@@ -51,12 +53,18 @@ gaspi_api! { SEGMENT_API;
         memory_description: gaspi_memory_description_t,
     ) {
         let _ = memory_description;
-        need(pointer, "pointer")?;
-        // SAFETY: the caller promises (as the standard requires) that `pointer..pointer+size`
-        // stays valid memory until the segment is deleted.
-        with_ctx(|c| unsafe { c.segment_bind(SegmentId(segment_id), pointer.cast(), size) })
+        let seg = SegmentId(segment_id);
+        if pointer.is_null() {
+            return with_ctx(|c| c.segment_alloc(seg, size, Alloc::Uninitialized));
+        }
+        // SAFETY: `pointer` is non-null, and the caller promises (as the standard requires)
+        // that `pointer..pointer+size` stays valid memory until the segment is deleted.
+        with_ctx(|c| unsafe { c.segment_bind(seg, pointer.cast(), size) })
     }
 
+    /// `gaspi_segment_use`: `gaspi_segment_bind`, then registration with `group` and a
+    /// barrier of it. A null `pointer` allocates, as for bind (GPI-2 1.5 does the same), which
+    /// makes it `gaspi_segment_create` without initialization.
     fn gaspi_segment_use(
         segment_id: gaspi_segment_id_t,
         pointer: gaspi_pointer_t,
@@ -66,11 +74,12 @@ gaspi_api! { SEGMENT_API;
         memory_description: gaspi_memory_description_t,
     ) {
         let _ = memory_description;
-        need(pointer, "pointer")?;
+        let (seg, group, timeout) = (SegmentId(segment_id), Group(group), Timeout(timeout));
+        if pointer.is_null() {
+            return with_ctx(|c| c.segment_create(seg, size, group, timeout, Alloc::Uninitialized));
+        }
         // SAFETY: as for `gaspi_segment_bind`.
-        with_ctx(|c| unsafe {
-            c.segment_use(SegmentId(segment_id), pointer.cast(), size, Group(group), Timeout(timeout))
-        })
+        with_ctx(|c| unsafe { c.segment_use(seg, pointer.cast(), size, group, timeout) })
     }
 
     fn gaspi_segment_num(segment_num: *mut gaspi_number_t) {

@@ -140,7 +140,7 @@ fn statically_linked_program_runs() {
     );
 }
 
-/// Names of the functions the headers declare (not the `static inline` printf helpers).
+/// Names of the functions the headers declare.
 fn declared_functions() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for h in ["GASPI.h", "GASPI_Ext.h", "GASPI_Threads.h"] {

@@ -184,3 +184,20 @@ fn posting_to_a_dead_rank_fails_at_wait_tcp_3() {
 fn posting_to_a_dead_rank_fails_at_wait_shm_4() {
     one_dies(4, TransportChoice::Shm);
 }
+
+/// `gaspi_group_add` after `gaspi_group_commit` (GPI-2 allows it): the grown group refuses
+/// collectives until committed again, then works on every member (`group_grow.c`).
+#[test]
+fn group_grows_after_commit_tcp_3() {
+    passes("group_grow", 3, TransportChoice::Tcp);
+}
+
+#[test]
+fn group_grows_after_commit_shm_4() {
+    passes("group_grow", 4, TransportChoice::Shm);
+}
+
+#[test]
+fn group_grows_after_commit_tcp_4() {
+    passes("group_grow", 4, TransportChoice::Tcp);
+}

@@ -2,7 +2,8 @@
 //! writes, queue waits, passive messages and `gaspi_threads_sync_all`, built with
 //! AddressSanitizer), and `PGASPI.h`, the profiling interface (a tool that defines its own
 //! `gaspi_*` and calls `pgaspi_*`, linked dynamically and statically), which is generated
-//! from the other headers (`TNT_BLESS=1` regenerates it).
+//! from the other headers (`TNT_BLESS=1` regenerates it); and `gaspi_printf`/`gaspi_printf_to`,
+//! exported functions of the library that a program may declare or look up itself.
 
 mod common;
 
@@ -90,6 +91,47 @@ fn profiling_tool_interposes_gaspi_calls_shared() {
 fn profiling_tool_interposes_gaspi_calls_static() {
     let exe = compile("pgaspi_tool", Link::Static, "a", &[]);
     passes(&exe, "pgaspi_tool", 2, TransportChoice::Shm);
+}
+
+/// `gaspi_printf`/`gaspi_printf_to` are exported functions (they were `static inline` in
+/// `GASPI_Ext.h`, so a program that declares them itself, as GPI-2 codes and bindings may,
+/// did not link): `printf_export.c` declares them itself, calls them before init, with a
+/// 5000-character line and (`dlsym`) through pointers found by name at run time.
+fn printf_exported(link: Link, tag: &str, args: &[&str], t: TransportChoice) {
+    let exe = compile("printf_export", link, tag, &[]);
+    let mut job = Job::new(2, &exe);
+    job.args = args.iter().map(|a| a.to_string()).collect();
+    job.transport = t;
+    job.timeout = Duration::from_secs(90);
+    let out = job.run();
+    out.assert_success();
+    let long = "x".repeat(5000);
+    for r in &out.ranks {
+        let mut want = vec![
+            "[Rank    -]: before init 7\n".to_string(),
+            format!("[Rank {:4}]: long {long}\n", r.rank),
+            format!("[Rank {:4}]: to rank 0 from {}\n", r.rank, r.rank),
+            format!("[Rank {:4}]: printf_export ok on 2 ranks\n", r.rank),
+        ];
+        if !args.is_empty() {
+            for f in ["gaspi_printf", "gaspi_printf_to", "pgaspi_printf"] {
+                want.push(format!("[Rank {:4}]: found by dlsym: {f}\n", r.rank));
+            }
+        }
+        for w in want {
+            assert!(r.stdout.contains(&w), "{w:?} missing\n{}", out.report());
+        }
+    }
+}
+
+#[test]
+fn printf_functions_are_exported_shared() {
+    printf_exported(Link::Shared, "so", &["dlsym"], TransportChoice::Tcp);
+}
+
+#[test]
+fn printf_functions_are_exported_static() {
+    printf_exported(Link::Static, "a", &[], TransportChoice::Shm);
 }
 
 /// The function declarations of a header: comments and preprocessor lines dropped, each

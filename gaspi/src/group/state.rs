@@ -2,6 +2,7 @@
 //! internal segment, and the progress of its collectives (resumable after a timeout).
 //! Plain data; the operations are in `group` and `group::collectives`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -9,34 +10,61 @@ use parking_lot::Mutex;
 use crate::memory::segment_table::LocalSegment;
 use crate::types::{Rank, SegKey};
 
-/// A committed group's internal segment and this member's place in it.
+/// A committed group's internal segment, the members it was committed with and this
+/// member's place among them.
 pub(crate) struct Committed {
     pub key: SegKey,
     pub seg: Arc<LocalSegment>,
+    pub members: Vec<Rank>,
     pub me: usize,
     pub buf: usize,
 }
 
-/// One group on this member.
+/// A commit begun and not finished (it timed out): the members it is for and the tag
+/// announced to each (same order). Calling commit again with the same members resumes it.
+pub(crate) struct Pending {
+    pub members: Vec<Rank>,
+    pub tags: Vec<u64>,
+}
+
+/// One group on this member. `members` may differ from `committed.members`: ranks added
+/// after the commit (as GPI-2 allows) count at once for `group_size`, and the group needs a
+/// new commit before its collectives.
 pub(crate) struct GroupState {
     pub members: Vec<Rank>,
     pub committed: Option<Arc<Committed>>,
+    pub pending: Option<Pending>,
     pub coll: Arc<Mutex<Coll>>,
+}
+
+impl GroupState {
+    pub fn new(members: Vec<Rank>) -> Self {
+        GroupState {
+            members,
+            committed: None,
+            pending: None,
+            coll: Arc::default(),
+        }
+    }
 }
 
 pub(crate) struct GroupTable {
     pub groups: Mutex<Vec<Option<GroupState>>>,
-    /// Per group id, how many times it was committed here. Members create, commit and delete
-    /// a group id in the same order, so the n-th commit is the same on all of them, and a
-    /// peer's registration from an earlier life of the id is told apart from the current one.
-    pub commits: Mutex<Vec<u16>>,
+    /// Per group id and peer, how many commits of the id begun here included that peer. A
+    /// commit completes only when every member commits the same member list, so the n-th
+    /// commit of an id that includes two ranks is the same commit on both, whatever else
+    /// either did with the id: a peer's registration from an earlier life of the id is told
+    /// apart from the current one, and a rank can join a group that the others committed
+    /// before without it (`group_add` after `group_commit`), where a count per id would
+    /// differ between old and new members.
+    pub commits: Mutex<HashMap<(u8, Rank), u16>>,
 }
 
 impl GroupTable {
     pub fn new(max: u32) -> Self {
         GroupTable {
             groups: Mutex::new((0..max).map(|_| None).collect()),
-            commits: Mutex::new(vec![0; max as usize]),
+            commits: Mutex::new(HashMap::new()),
         }
     }
 }

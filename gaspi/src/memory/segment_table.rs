@@ -30,8 +30,6 @@ pub(crate) struct RemoteKeys {
 
 pub(crate) struct LocalSegment {
     pub mem: Arc<SegmentMemory>,
-    /// Announced with the registration (group segments: a digest of the member list).
-    pub tag: u64,
     /// Ranks this segment is registered with (allowed to access it).
     allowed: Vec<AtomicBool>,
     /// Peer failures already reported by waits on this segment.
@@ -174,16 +172,9 @@ impl SegmentTable {
 
 impl LocalSegment {
     /// A segment over `mem`, accessible to `me` only until registered with peers.
-    pub fn new(
-        mem: Arc<SegmentMemory>,
-        tag: u64,
-        me: Rank,
-        nranks: u16,
-        failures_seen: u64,
-    ) -> Self {
+    pub fn new(mem: Arc<SegmentMemory>, me: Rank, nranks: u16, failures_seen: u64) -> Self {
         LocalSegment {
             mem,
-            tag,
             failures_seen: AtomicU64::new(failures_seen),
             allowed: (0..nranks).map(|r| AtomicBool::new(r == me.0)).collect(),
         }

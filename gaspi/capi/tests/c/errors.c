@@ -140,8 +140,6 @@ static void null_pointers(void) {
   EXPECT(gaspi_group_size(0, NULL), GASPI_ERR_NULLPTR);
   EXPECT(gaspi_group_ranks(0, NULL), GASPI_ERR_NULLPTR);
   EXPECT(gaspi_group_max(NULL), GASPI_ERR_NULLPTR);
-  EXPECT(gaspi_segment_bind(5, NULL, 64, 0), GASPI_ERR_NULLPTR);
-  EXPECT(gaspi_segment_use(5, NULL, 64, GASPI_GROUP_ALL, TMO, 0), GASPI_ERR_NULLPTR);
   EXPECT(gaspi_segment_num(NULL), GASPI_ERR_NULLPTR);
   EXPECT(gaspi_segment_list(1, NULL), GASPI_ERR_NULLPTR);
   EXPECT(gaspi_segment_ptr(0, NULL), GASPI_ERR_NULLPTR);

@@ -1,7 +1,8 @@
 /* What GPI-2 accepts and does where we once differed: the calls valid before init (timing
  * included), configurations at the edges of GPI-2's ranges and their effect (a 1,000,000
  * element allreduce, 255 groups, notification ids up to the configured number), waiting for
- * zero notifications, resetting without the old value, and the minimum transfer size.
+ * zero notifications, resetting without the old value, the minimum transfer size, and
+ * gaspi_segment_bind/use without memory (NULL: the library allocates it).
  * With the argument "zero", notification_num = 0 (the default) is configured instead. */
 #include "check.h"
 #include <stdlib.h>
@@ -71,8 +72,11 @@ static void notifications(int zero) {
   ASSERT(val == 0);
   /* One past the configured number is refused. */
   EXPECT(gaspi_notify(0, right, (gaspi_notification_id_t)num, 1, 0, TMO), GASPI_ERR_INV_NOTIF_ID);
-  /* Waiting for zero notifications returns at once, even with nothing set. */
-  CHECK(gaspi_notify_waitsome(0, 0, 0, &got, GASPI_BLOCK));
+  /* Waiting for zero notifications returns at once, even with nothing set, and leaves
+     first_id alone (GPI-2's src/GPI2_IO.c returns before touching it). */
+  got = 12345;
+  CHECK(gaspi_notify_waitsome(0, 5, 0, &got, GASPI_BLOCK));
+  ASSERT(got == 12345);
   CHECK(gaspi_wait(0, TMO));
   CHECK(gaspi_barrier(GASPI_GROUP_ALL, TMO));
 }
@@ -116,6 +120,37 @@ static void transfer_sizes(void) {
   CHECK(gaspi_barrier(GASPI_GROUP_ALL, TMO));
   for (gaspi_rank_t i = 0; i < n; i++) ASSERT(mem[i] == (int)me);
   CHECK(gaspi_barrier(GASPI_GROUP_ALL, TMO));
+}
+
+/* gaspi_segment_bind and gaspi_segment_use with a NULL pointer allocate the segment's
+   memory, as GPI-2 1.5 does (src/GPI2_SEG.c, pgaspi_segment_alloc_maybe): a usable segment
+   of the size asked for, local for bind, registered with the group for use. A size of 0 is
+   still GASPI_ERR_INV_SEGSIZE. */
+static void bind_without_memory(void) {
+  gaspi_pointer_t p = NULL;
+  gaspi_size_t size = 0;
+  CHECK(gaspi_segment_bind(1, NULL, 4096, 0));
+  CHECK(gaspi_segment_ptr(1, &p));
+  CHECK(gaspi_segment_size(1, me, &size));
+  ASSERT(p != NULL && size == 4096);
+  memset(p, 0x5a, 4096);
+  CHECK(gaspi_segment_delete(1));
+  EXPECT(gaspi_segment_bind(1, NULL, 0, 0), GASPI_ERR_INV_SEGSIZE);
+  EXPECT(gaspi_segment_use(1, NULL, 0, GASPI_GROUP_ALL, TMO, 0), GASPI_ERR_INV_SEGSIZE);
+
+  CHECK(gaspi_segment_use(2, NULL, 4096, GASPI_GROUP_ALL, TMO, 0));
+  CHECK(gaspi_segment_ptr(2, &p));
+  long *v = (long *)p;
+  v[0] = 1000 + (long)me;
+  CHECK(gaspi_barrier(GASPI_GROUP_ALL, TMO));
+  gaspi_rank_t right = (gaspi_rank_t)((me + 1) % n), left = (gaspi_rank_t)((me + n - 1) % n);
+  gaspi_notification_id_t id;
+  CHECK(gaspi_write_notify(2, 0, right, 2, sizeof(long), sizeof(long), 3, 1, 0, TMO));
+  CHECK(gaspi_notify_waitsome(2, 3, 1, &id, TMO));
+  ASSERT(id == 3 && v[1] == 1000 + (long)left);
+  CHECK(gaspi_wait(0, TMO));
+  CHECK(gaspi_barrier(GASPI_GROUP_ALL, TMO));
+  CHECK(gaspi_segment_delete(2));
 }
 
 /* GPI-2's machine helpers of GASPI_Ext.h. */
@@ -177,6 +212,7 @@ int main(int argc, char **argv) {
   CHECK(gaspi_proc_num(&n));
   notifications(zero);
   transfer_sizes();
+  bind_without_memory();
   machine();
   if (!zero) {
     big_allreduce();
