@@ -197,7 +197,9 @@ impl<T: Element> Collective<T> {
         let engine = Engine::new(
             Arc::clone(&seg),
             members,
-            options.queue,
+            options
+                .queue
+                .unwrap_or_else(|| crate::queue::collectives_queue(ctx)),
             plan,
             Kernels::of::<T>(),
             reduction,

@@ -51,6 +51,7 @@ mod engine;
 mod error;
 mod options;
 mod plan;
+mod queue;
 mod reduce;
 mod reduction;
 mod region;

@@ -158,8 +158,10 @@ pub struct Options {
     pub chunk_bytes: Option<usize>,
     /// Broadcasts up to this many bytes use the binomial tree, larger ones the chain.
     pub tree_max: usize,
-    /// The gaspi queue the collective posts on.
-    pub queue: QueueId,
+    /// The gaspi queue the collective posts on; `None` (the default): a queue of the
+    /// collectives' own, created on the context for them, so that the application's waits
+    /// on its queues do not meet the collectives' requests.
+    pub queue: Option<QueueId>,
     /// Bound on the collective constructor (it talks to every member).
     pub setup_timeout: Timeout,
     /// Who drives the collective forward: the caller inside `test`/`wait` (the default) or
@@ -174,7 +176,7 @@ impl Default for Options {
             thresholds: Thresholds::default(),
             chunk_bytes: None,
             tree_max: 64 << 10,
-            queue: QueueId(0),
+            queue: None,
             setup_timeout: Timeout::BLOCK,
             driver: Driver::Caller,
         }

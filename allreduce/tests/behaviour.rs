@@ -600,3 +600,48 @@ fn averages_do_not_overflow_where_the_average_fits_tcp_3() {
         averages_within_range,
     );
 }
+
+/// The collectives post on a queue of their own, created once per context: what the
+/// application posted on queue 0 is still there after a run (before, the collective's
+/// flushes waited for it and its writes joined it), and a second collective takes no
+/// further queue.
+fn own_queue(ctx: Arc<Context>) {
+    let seg = gaspi::SegmentId(5);
+    ctx.segment_create(seg, 64, Group::ALL, LONG, gaspi::Alloc::Initialized)
+        .unwrap();
+    let peer = Rank((ctx.rank().0 + 1) % ctx.num_ranks());
+    let q0 = gaspi::QueueId(0);
+    ctx.notify(seg, peer, gaspi::NotificationId(0), 1, q0)
+        .unwrap();
+    let queues = ctx.queue_num();
+    let me = u64::from(ctx.rank().0);
+    let o = Options {
+        algorithm: Algorithm::Ring,
+        ..Options::default()
+    };
+    for _ in 0..2 {
+        let mut ar =
+            Allreduce::<u64>::new(&ctx, Group::ALL, 100_000, Reduction::Sum, o.clone()).unwrap();
+        ar.start_from(&vec![me; 100_000]).unwrap();
+        assert!(ar.wait(LONG).unwrap().iter().all(|&x| x == 3));
+        assert_eq!(
+            ctx.queue_size(q0).unwrap(),
+            1,
+            "the application's post is left alone"
+        );
+        assert_eq!(ctx.queue_num(), queues + 1, "one queue for the collectives");
+    }
+    ctx.wait(q0, LONG).unwrap();
+    ctx.barrier(Group::ALL, LONG).unwrap();
+    ctx.segment_delete(seg).unwrap();
+}
+
+#[test]
+fn collectives_keep_to_a_queue_of_their_own_tcp_3() {
+    spmd(
+        "collectives_keep_to_a_queue_of_their_own_tcp_3",
+        3,
+        Tcp,
+        own_queue,
+    );
+}
