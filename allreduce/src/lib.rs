@@ -60,6 +60,7 @@ mod setup;
 pub mod sim;
 mod simd;
 mod stream_copy;
+mod thresholds;
 mod widen;
 
 use std::sync::Arc;
@@ -71,9 +72,10 @@ pub use broadcast::Broadcast;
 pub use element::{DataType, Element};
 pub use error::{Error, Result};
 pub use half::{bf16, f16};
-pub use options::{Driver, Options, Thresholds, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
+pub use options::{Driver, Options, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
 pub use reduce::Allreduce;
 pub use reduction::Reduction;
+pub use thresholds::Thresholds;
 
 /// Reduces `data` in place over `group` (sets up a collective, runs it once, frees it).
 /// For repeated reductions keep an [`Allreduce`] instead.

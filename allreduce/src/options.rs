@@ -4,6 +4,7 @@ use gaspi::{QueueId, Timeout};
 
 use crate::algorithm::Algorithm;
 use crate::error::{Error, Result};
+use crate::thresholds::Thresholds;
 
 /// Who drives a collective forward: which thread runs its sends, receives and reductions
 /// between `start` and the end of the run.
@@ -15,76 +16,6 @@ pub enum Driver {
     /// A thread per collective that runs each started operation to completion; `test`
     /// only looks and `wait` sleeps until it is done.
     Thread,
-}
-
-/// Message-size thresholds of [`Algorithm::Auto`], in bytes of the whole vector (and of
-/// the hierarchical allreduce's choice for each shard between hosts).
-///
-/// Measured on a 2-core machine with 2–4 ranks over shared memory and TCP loopback (see
-/// `docs/allreduce.md`): recursive doubling wins while the message is latency-bound, the
-/// ring once the pipeline has enough chunks to hide its `2(p-1)` steps, and Rabenseifner
-/// in between. Override with `TNT_ALLREDUCE_SMALL_MAX` and `TNT_ALLREDUCE_RING_MIN`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Thresholds {
-    /// Up to this size: recursive doubling.
-    pub small_max: usize,
-    /// From this size: ring. Between the two: Rabenseifner.
-    pub ring_min: usize,
-    /// From this size, on ranks that all share memory: single-copy (measured on 4 ranks:
-    /// it ties Rabenseifner at 64–256 KiB and is 1.1–1.7× faster from 1 MiB; on 2 ranks
-    /// 1.0–2.0× the ring's speed from 1 MiB).
-    pub single_copy_min: usize,
-}
-
-impl Thresholds {
-    /// The thresholds as words, for the setup signature (`reduce.rs`).
-    pub(crate) fn words(&self) -> [u64; 3] {
-        [self.small_max, self.ring_min, self.single_copy_min].map(|w| w as u64)
-    }
-
-    /// The flat algorithm for a vector of `bytes` on `ranks` ranks.
-    ///
-    /// The ring's threshold grows with the group from 16 ranks, to `ring_min · p / 12`:
-    /// its `2(p-1)` steps each pay a message's latency where Rabenseifner pays `2 log2 p`,
-    /// so the vector must be larger before the ring's pipelining pays for them (the
-    /// simulator, `allreduce::sim`, one rank per host: Rabenseifner ahead at 4 MiB on 16
-    /// and 32 ranks, at 16 MiB on 64, 64 MiB on 256 and 256 MiB on 1024; the ring from 16,
-    /// 64, 256 MiB and 1 GiB). Groups of
-    /// 3, 5, 6 or 7 ranks take the ring right above `small_max`: Rabenseifner first folds
-    /// the surplus ranks' whole vectors into partners, a full extra exchange that a group
-    /// this small does not win back (measured on 3 ranks: 256 KiB in 53 µs by the ring
-    /// against 91 µs by Rabenseifner, docs/allreduce.md).
-    pub(crate) fn flat(&self, bytes: usize, ranks: usize) -> Algorithm {
-        let ring_min = if ranks >= 16 {
-            self.ring_min.saturating_mul(ranks) / 12
-        } else {
-            self.ring_min
-        };
-        self.flat_from(bytes, ranks, ring_min)
-    }
-
-    /// [`flat`](Self::flat) for a group spread over several hosts with several members on
-    /// some: the ring from `ring_min` whatever the rank count. There Rabenseifner's
-    /// exchanges between hosts all cross a host's link at once, `k` ranks' worth of bytes,
-    /// where the ring in rank order streams one rank's; the simulator finds the ring ahead
-    /// from 4–16 MiB at 64–1024 ranks on 2–8 per host, where one rank per host needed
-    /// 16–256 MiB.
-    pub(crate) fn flat_across_hosts(&self, bytes: usize, ranks: usize) -> Algorithm {
-        self.flat_from(bytes, ranks, self.ring_min)
-    }
-
-    fn flat_from(&self, bytes: usize, ranks: usize, ring_min: usize) -> Algorithm {
-        if bytes <= self.small_max {
-            Algorithm::RecursiveDoubling
-        } else if ranks <= 2 || (ranks < 8 && !ranks.is_power_of_two()) {
-            // On two ranks Rabenseifner is the ring without its pipeline.
-            Algorithm::Ring
-        } else if bytes < ring_min {
-            Algorithm::Rabenseifner
-        } else {
-            Algorithm::Ring
-        }
-    }
 }
 
 /// How much less a host's link carries in the hierarchical allreduce than in a flat ring
@@ -111,16 +42,6 @@ const HIERARCHICAL_MIN_SAVING: f64 = 1.07;
 /// (the simulator: 8–32 ranks on 2–8 per host, 1–4 MiB).
 const HIERARCHICAL_LATENCY_MAX: usize = 16 << 20;
 
-impl Default for Thresholds {
-    fn default() -> Self {
-        Thresholds {
-            small_max: 64 << 10,
-            ring_min: 4 << 20,
-            single_copy_min: 1 << 20,
-        }
-    }
-}
-
 /// Pipelining chunk of the ring and of the chain broadcast when every member is reached
 /// through shared memory: small enough that the pipeline fills quickly, large enough that
 /// a notification per chunk costs nothing (measured: 256 KiB beats 4 MiB by 1.3-1.5x at
@@ -141,7 +62,7 @@ pub const NET_CHUNK_BYTES: usize = 1 << 20;
 /// | `TNT_ALLREDUCE_ALGORITHM` | `auto`, `ring`, `rd`, `rabenseifner`, `hierarchical`, `one-shot`, `single-copy`: used when `algorithm` is `Auto` |
 /// | `TNT_ALLREDUCE_SMALL_MAX` | bytes: recursive doubling up to this size |
 /// | `TNT_ALLREDUCE_RING_MIN` | bytes: ring from this size |
-/// | `TNT_ALLREDUCE_SINGLE_COPY_MIN` | bytes: single-copy from this size when all members share memory |
+/// | `TNT_ALLREDUCE_SINGLE_COPY_MIN` | bytes: single-copy from this size when all members share memory (on 2 ranks too) |
 /// | `TNT_ALLREDUCE_CHUNK` | bytes: pipelining chunk (ring, chain broadcast) |
 /// | `TNT_BROADCAST_TREE_MAX` | bytes: binomial-tree broadcast up to this size, chain above |
 ///
@@ -247,7 +168,9 @@ impl Options {
             o.thresholds.ring_min = v;
         }
         if let Some(v) = env_bytes("TNT_ALLREDUCE_SINGLE_COPY_MIN")? {
+            // Whoever sets it means it for every group size.
             o.thresholds.single_copy_min = v;
+            o.thresholds.single_copy_min_two_ranks = v;
         }
         if let Some(v) = env_bytes("TNT_ALLREDUCE_CHUNK")? {
             o.chunk_bytes = Some(v);
@@ -270,7 +193,8 @@ impl Options {
     /// choice (`allreduce::sim`; its test checks that they agree).
     ///
     /// With `shared_memory` (every member reached through shared memory: one host), two
-    /// ranks or more and at least `single_copy_min` bytes, `Auto` takes single-copy.
+    /// ranks or more and at least `Thresholds::single_copy_from` bytes, `Auto` takes
+    /// single-copy.
     pub(crate) fn pick(
         &self,
         bytes: usize,
@@ -287,7 +211,9 @@ impl Options {
                 || link_saving(ranks, hosts.len()) >= HIERARCHICAL_MIN_SAVING);
         match self.algorithm {
             Algorithm::Auto
-                if shared_memory && ranks > 1 && bytes >= self.thresholds.single_copy_min =>
+                if shared_memory
+                    && ranks > 1
+                    && bytes >= self.thresholds.single_copy_from(ranks) =>
             {
                 Algorithm::SingleCopy
             }
@@ -350,6 +276,11 @@ mod tests {
         );
         assert_eq!(o.pick(64 << 20, &one_host(2), true), Algorithm::SingleCopy);
         assert_eq!(o.pick(64 << 20, &one_host(2), false), Algorithm::Ring);
+        // Two ranks: single-copy only once the ring's working set leaves the cache.
+        for mib in [1, 2, 4] {
+            assert_eq!(o.pick(mib << 20, &one_host(2), true), Algorithm::Ring);
+        }
+        assert_eq!(o.pick(8 << 20, &one_host(2), true), Algorithm::SingleCopy);
         assert_eq!(
             o.pick(4 << 10, &one_host(4), true),
             Algorithm::RecursiveDoubling

@@ -4,9 +4,9 @@
 
 use crate::algorithm::Algorithm;
 use crate::element::Element;
-use crate::options::Thresholds;
 use crate::reduction::Reduction;
 use crate::schedule::{self, Action, HostMemory, Schedule, Shape};
+use crate::thresholds::Thresholds;
 
 /// Where an average divides by the number of ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

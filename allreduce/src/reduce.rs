@@ -9,9 +9,10 @@ use crate::algorithm::Algorithm;
 use crate::collective::{set_up, Collective, GroupSetup};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::options::{Options, Thresholds};
+use crate::options::Options;
 use crate::plan::{allreduce_plan, Averaging};
 use crate::reduction::Reduction;
+use crate::thresholds::Thresholds;
 
 /// A reusable allreduce of `count` elements of `T` over a group.
 ///
@@ -196,6 +197,10 @@ mod tests {
             },
             Thresholds {
                 single_copy_min: t.single_copy_min + 1,
+                ..t
+            },
+            Thresholds {
+                single_copy_min_two_ranks: t.single_copy_min_two_ranks + 1,
                 ..t
             },
         ] {

@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 
 use crate::algorithm::Algorithm;
-use crate::options::Thresholds;
 use crate::plan::{allreduce_plan, Averaging};
 use crate::schedule::{Action, HostMemory};
+use crate::thresholds::Thresholds;
 
 use super::cluster::{Cluster, Intra, NOTIF_LIMIT};
 use super::error::SimError;

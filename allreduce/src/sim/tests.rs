@@ -273,12 +273,24 @@ fn disagreements() -> Vec<(usize, usize, usize, Algorithm, Algorithm)> {
 }
 
 /// The runtime's choice equals the simulator's fastest (ties within 5% accepted) on every
-/// point of the grid of [`disagreements`]: the rules of `Options::pick` and
-/// `Thresholds::flat` were set from the simulator's choice there (single-copy on two ranks
-/// of a host, the ring's threshold growing from 16 ranks, the ring on small
-/// non-powers of two, the hierarchical allreduce only on few hosts), so a change to either
-/// the rules or the model that makes them disagree fails here.
+/// point of the grid of [`disagreements`] but those where measurement overrides the model:
+/// the rules of `Options::pick` and `Thresholds::flat` were set from the simulator's choice
+/// (the ring's threshold growing from 16 ranks, the ring on small non-powers of two, the
+/// hierarchical allreduce only on few hosts), so a change to either the rules or the model
+/// that makes them disagree fails here.
+///
+/// The exception: two ranks of one host at 1 and 4 MiB, where the model prefers the
+/// in-place reads of single-copy (or of the hierarchical allreduce, which on one host is
+/// the same within 5%) and the runtime takes the ring. Measured on two VMs, single-copy is
+/// 1.3–1.7× slower than the ring from 1 to 4 MiB (a tie at 8), and the validation shows the model's error on
+/// exactly these points, seen in both of its runs: single-copy at 4 MiB predicted 37–40%
+/// fast, the staged algorithms 28–64% slow (docs/allreduce.md, "Simulator").
 #[test]
 fn the_runtime_choice_is_the_simulators_choice() {
-    assert_eq!(disagreements(), vec![]);
+    let in_place = Algorithm::Hierarchical;
+    let measured_over_model: Vec<_> = [2, 4, 8]
+        .into_iter()
+        .flat_map(|k| [1 << 20, 4 << 20].map(|b| (2, k, b, in_place, Algorithm::Ring)))
+        .collect();
+    assert_eq!(disagreements(), measured_over_model);
 }

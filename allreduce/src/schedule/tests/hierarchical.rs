@@ -147,12 +147,13 @@ pub(super) fn hierarchical_pipelines_pieces_staged_and_shared() {
 #[test]
 pub(super) fn hierarchical_plan_mixes_algorithms_between_hosts() {
     use crate::algorithm::Algorithm;
-    use crate::options::Thresholds;
     use crate::plan::{allreduce_plan, Averaging};
+    use crate::thresholds::Thresholds;
     let thresholds = Thresholds {
         small_max: 64,
         ring_min: 1024,
         single_copy_min: usize::MAX,
+        single_copy_min_two_ranks: usize::MAX,
     };
     for hosts in LAYOUTS.map(layout) {
         let p = hosts.iter().map(Vec::len).sum();
