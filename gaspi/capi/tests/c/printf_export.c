@@ -16,6 +16,8 @@ void gaspi_printf_to(gaspi_rank_t rank, const char *fmt, ...);
 typedef void (*printf_fn)(const char *fmt, ...);
 typedef void (*printf_to_fn)(gaspi_rank_t rank, const char *fmt, ...);
 
+/* check.h's ASSERT, repeated: check.h includes GASPI_Ext.h, which this program must do
+ * without. */
 #define ASSERT(cond)                                                                    \
   do {                                                                                  \
     if (!(cond)) {                                                                      \
