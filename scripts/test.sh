@@ -7,6 +7,8 @@ bash scripts/setup.sh
 # The trainer links libtorch from the torch wheel in .venv/ (created once, then reused).
 bash scripts/setup-torch.sh
 source scripts/torch-env.sh
+# The C ABI's small C shim compiles with warnings as errors here (not in users' builds).
+export TNT_STRICT_C=1
 cargo fmt --all --check
 # Clippy also holds the code to the MSRV (`rust-version` in Cargo.toml): its
 # `incompatible_msrv` lint fails on any std API newer than that.

@@ -3,7 +3,7 @@
 //! setup and by anything that replays schedules without a runtime.
 
 use crate::algorithm::Algorithm;
-use crate::element::Element;
+use crate::element::{DataType, Element};
 use crate::reduction::Reduction;
 use crate::schedule::{self, Action, HostMemory, Schedule, Shape};
 use crate::thresholds::Thresholds;
@@ -13,13 +13,15 @@ use crate::thresholds::Thresholds;
 pub(crate) enum Averaging {
     /// Nowhere: the reduction is not AVG.
     None,
-    /// Each member divides its own vector before the sum: floating point, as NCCL's
-    /// average and PyTorch DDP's gradient averaging do. The sum of in-range values can
-    /// leave the type's range where their average does not (two ranks of 40000 in `f16`,
-    /// whose largest value is 65504, summed to infinity before the division).
+    /// Each member divides its own vector before the sum, as NCCL's average and PyTorch
+    /// DDP's gradient averaging do: `f16`, whose largest value is 65504, so that sums of
+    /// values in its range stay in it (two ranks of 40000 summed to infinity before the
+    /// division). It costs a pass over the whole vector where dividing at the end costs
+    /// one over each member's block, and rounds every term.
     Before,
-    /// The sum is divided once at the end: integers, where dividing first would drop
-    /// each member's remainder (the sum wraps on overflow, as SUM does).
+    /// The sum is divided once at the end, by each block's owner: the wider floating-point
+    /// types, whose sums of realistic values do not overflow, and integers, where dividing
+    /// first would drop each member's remainder (the sum wraps on overflow, as SUM does).
     After,
 }
 
@@ -27,7 +29,7 @@ impl Averaging {
     /// How `reduction` over elements of `T` averages.
     pub(crate) fn of<T: Element>(reduction: Reduction) -> Self {
         match reduction {
-            Reduction::Avg if T::DATA_TYPE.is_float() => Averaging::Before,
+            Reduction::Avg if T::DATA_TYPE == DataType::F16 => Averaging::Before,
             Reduction::Avg => Averaging::After,
             _ => Averaging::None,
         }
@@ -189,15 +191,19 @@ mod tests {
             .collect()
     }
 
-    /// Floating-point AVG divides each member's whole vector once, before anything else;
-    /// integer AVG divides only at the end, as the schedules place it.
+    /// `f16` AVG divides each member's whole vector once, before anything else; the other
+    /// types divide only at the end, as the schedules place it.
     #[test]
-    fn an_average_divides_first_for_floats_and_last_for_integers() {
-        assert_eq!(Averaging::of::<f32>(Reduction::Avg), Averaging::Before);
+    fn an_average_divides_first_for_f16_and_last_for_the_others() {
         assert_eq!(
             Averaging::of::<half::f16>(Reduction::Avg),
             Averaging::Before
         );
+        assert_eq!(
+            Averaging::of::<half::bf16>(Reduction::Avg),
+            Averaging::After
+        );
+        assert_eq!(Averaging::of::<f32>(Reduction::Avg), Averaging::After);
         assert_eq!(Averaging::of::<i32>(Reduction::Avg), Averaging::After);
         assert_eq!(Averaging::of::<f32>(Reduction::Sum), Averaging::None);
         for alg in ALGORITHMS {

@@ -17,10 +17,10 @@ pub enum Reduction {
     Max,
     /// The product (wrapping on overflow for integer types).
     Prod,
-    /// The sum divided by the number of ranks. Floating-point members divide their own
-    /// vector first, as NCCL's average does, so that the sum cannot overflow where the
-    /// average would not (`f16` tops out at 65504); integers divide the sum once (integer
-    /// division, the sum wrapping on overflow as SUM's does).
+    /// The sum divided by the number of ranks. With `f16` members divide their own vector
+    /// first, as NCCL's average does, so that the sum cannot overflow where the average
+    /// would not (`f16` tops out at 65504); the other types divide the sum once (integer
+    /// division for integers, the sum wrapping on overflow as SUM's does).
     Avg,
 }
 

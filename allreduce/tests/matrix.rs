@@ -105,24 +105,25 @@ cases!(
 );
 
 /// The check the cases rely on finds a wrong element wherever it lies, in the period it
-/// compares with the reference or past it, for exact results and for floating-point
-/// averages.
+/// compares with the reference or past it, for exact results and for `f16` averages
+/// (divided first).
 #[test]
 fn the_check_finds_a_wrong_element_anywhere() {
-    let (p, n) = (3, 1000);
-    for op in [Reduction::Sum, Reduction::Avg] {
+    fn check<T: TestElem>(op: Reduction, from: fn(f32) -> T, divide_first: bool) {
+        let (p, n) = (3, 1000);
         let mut out = vec![0f32; n];
-        let mut part = vec![0f32; n];
+        let mut part = vec![T::from_small(0); n];
         for r in 0..p {
             fill_input(&mut part, op, r);
             for (o, x) in out.iter_mut().zip(&part) {
-                *o += *x / if op == Reduction::Avg { p as f32 } else { 1.0 };
+                *o += x.to_f64() as f32 / if divide_first { p as f32 } else { 1.0 };
             }
         }
+        let out: Vec<T> = out.into_iter().map(from).collect();
         assert_eq!(check_output(&out, op, p), Ok(()), "{op:?}");
         for j in [3, common::PERIOD, 500, n - 1] {
             let mut wrong = out.clone();
-            wrong[j] += 1.0;
+            wrong[j] = from(wrong[j].to_f64() as f32 + 1.0);
             let message = check_output(&wrong, op, p).unwrap_err();
             assert!(
                 message.starts_with(&format!("element {j} ")),
@@ -130,4 +131,6 @@ fn the_check_finds_a_wrong_element_anywhere() {
             );
         }
     }
+    check::<f32>(Reduction::Sum, |x| x, false);
+    check::<f16>(Reduction::Avg, f16::from_f32, true);
 }

@@ -27,11 +27,14 @@ fn main() {
         .file("src/printf.c")
         .include("include")
         .flag_if_supported("-std=c99")
-        .warnings_into_errors(true)
+        // Strict in the project's own checks (scripts/test.sh sets it); a user's newer
+        // compiler with new warnings must not break the library's build.
+        .warnings_into_errors(std::env::var_os("TNT_STRICT_C").is_some())
         .link_lib_modifier("+whole-archive")
         .compile("tnt_gaspi_printf");
     println!("cargo:rerun-if-changed=src/printf.c");
     println!("cargo:rerun-if-changed=include");
     println!("cargo:rerun-if-changed=exports.map");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=TNT_STRICT_C");
 }

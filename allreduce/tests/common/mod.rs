@@ -5,7 +5,7 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::Hasher;
 
-use allreduce::{bf16, f16, Element, Reduction};
+use allreduce::{bf16, f16, DataType, Element, Reduction};
 use gaspi::{Context, Group, ReduceOp, Timeout};
 
 /// Test values: small integers, so sums, products and extremes are exact in every type.
@@ -95,9 +95,9 @@ pub fn fill_input<T: TestElem>(data: &mut [T], op: Reduction, me: usize) {
 /// results repeat as the inputs do, bit for bit: sums, products and extremes of the small
 /// inputs are exact in every type, whatever the order of reduction, and integer AVG
 /// divides the exact sum once. (Compared as bytes, the check stays fast in the unoptimized
-/// build.) Floating-point AVG: see [`check_rounded_average`].
+/// build.) `f16` AVG: see [`check_rounded_average`].
 pub fn check_output<T: TestElem>(out: &[T], op: Reduction, p: usize) -> Result<(), String> {
-    if op == Reduction::Avg && T::TOL > 0.0 {
+    if op == Reduction::Avg && T::DATA_TYPE == DataType::F16 {
         return check_rounded_average(out, p);
     }
     for (j, got) in out.iter().take(PERIOD).enumerate() {
@@ -129,7 +129,7 @@ pub fn check_output<T: TestElem>(out: &[T], op: Reduction, p: usize) -> Result<(
     Ok(())
 }
 
-/// Floating-point AVG divides each member's vector before the sum (see `Reduction::Avg`),
+/// `f16` AVG divides each member's vector before the sum (see `Reduction::Avg`),
 /// so its terms are rounded and an element's bits depend on the order its terms were added
 /// in, which differs between elements. Every element is compared with the exact average,
 /// within the rounding of its at most `2p` operations on values up to 8 (`TOL` is about

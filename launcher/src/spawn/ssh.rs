@@ -70,7 +70,7 @@ static WRAPPER: LazyLock<String> = LazyLock::new(|| {
 /// Without Perl's POSIX module it runs the rank in its own place. No single quote: it goes
 /// into the wrapper between them.
 const REAPER: &str = concat!(
-    "eval { require POSIX; 1 } or exec { $ARGV[0] } @ARGV; ",
+    "eval { require POSIX; 1 } or exec { $ARGV[0] } @ARGV or die \"tarantella: cannot run $ARGV[0]: $!\\n\"; ",
     "$all = POSIX::SigSet->new; $all->fillset; $old = POSIX::SigSet->new; ",
     "POSIX::sigprocmask(POSIX::SIG_BLOCK(), $all, $old); ",
     "defined($p = fork) or die \"tarantella: cannot start the rank: $!\\n\"; ",
