@@ -51,6 +51,8 @@ def worker(rank, world, args, port, results):
         dist.init_process_group(backend, rank=rank, world_size=world)
     torch.manual_seed(42)
     model = torchvision.models.resnet50().cuda()
+    layout = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = model.to(memory_format=layout)
     if args.mode != "plain":
         model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[0], bucket_cap_mb=args.bucket_cap_mb)
@@ -59,7 +61,7 @@ def worker(rank, world, args, port, results):
     pool = torch.randn(POOL, 3, 224, 224, device="cuda")
     labels = torch.randint(0, 1000, (POOL,), device="cuda")
     rows = torch.arange(micro, device="cuda") % POOL
-    x, y = pool[rows], labels[rows]
+    x, y = pool[rows].contiguous(memory_format=layout), labels[rows]
     from contextlib import nullcontext
     no_sync = model.no_sync if args.mode != "plain" else nullcontext
     timed_steps(model, opt, x, y, args.batch_size, 2, args.amp, nullcontext)  # warm-up
@@ -84,6 +86,8 @@ def main():
     ap.add_argument("--bucket-cap-mb", type=float, default=25)
     ap.add_argument("--cudnn-benchmark", action="store_true",
                     help="cuDNN times each convolution's algorithms and keeps the fastest")
+    ap.add_argument("--channels-last", action="store_true",
+                    help="model and batches in channels-last (NHWC) memory format")
     args = ap.parse_args()
     world = 1 if args.mode in ("plain", "ddp-nccl") else args.ranks
     ctx = mp.get_context("spawn")
@@ -97,7 +101,8 @@ def main():
         p.join()
     exposed = max(step - local, 0.0) if args.mode != "plain" else 0.0
     print(f"peer mode={args.mode}{' amp=bf16' if args.amp else ''}"
-          f"{' cudnn-benchmark' if args.cudnn_benchmark else ''} ranks={world} "
+          f"{' cudnn-benchmark' if args.cudnn_benchmark else ''}"
+          f"{' channels-last' if args.channels_last else ''} ranks={world} "
           f"B={args.batch_size} images/s={args.batch_size / step * 1e3:.1f} "
           f"step_ms={step:.2f} exposed_comm_ms={exposed:.2f} "
           f"mem_step2_mib={mem2:.0f} mem_end_mib={mem_end:.0f}")

@@ -4,10 +4,16 @@
 #
 #   benches/gpu/device.sh BIN_DIR LOG_DIR [tests|bench|all]
 #
-# MPS_ROWS (e.g. "plain ours2 gloo"), where set, runs those benchmark rows again under CUDA's
-# Multi-Process Service; CUDNN_ROWS runs its rows again with cuDNN's autotuning
-# (CUDNN_BENCHMARK=1 of benches/gpu/run.sh), ours and the peers alike.
-#
+# PASSES says which benchmark passes run, in order (default "table"), each over ROWS (see
+# benches/gpu/run.sh; default all):
+#   table       as given (CUDNN_BENCHMARK and CHANNELS_LAST of run.sh apply where set)
+#   tuned       with cuDNN's autotuning and channels-last, ours and the peers alike
+#   mps         under CUDA's Multi-Process Service (two ranks share the GPU instead of
+#               taking turns on it)
+#   mps-tuned   both
+# ROWS_<pass> (ROWS_mps_tuned for mps-tuned) gives one pass other rows, e.g.
+#   PASSES="mps-tuned tuned" ROWS="plain ours2 gloo" ROWS_tuned="plain ours1 ours2 gloo"
+
 # BIN_DIR is what benches/gpu/prepare.sh made: `tarantella`, `train` and the `gpu_path` test
 # binary, built in release and stripped, and `checkout`, the path they were built in. The test
 # binary runs `train` from that path (`<checkout>/target/release/train`): on another machine
@@ -31,7 +37,8 @@ if ldd "$BIN/train" | grep -q "not found"; then
 fi
 
 checkout=$(cat "$BIN/checkout")
-if [ "$checkout" != "$PWD" ]; then
+# The tree sent to a GPU machine may land at the same path without its (ignored) builds.
+if [ "$checkout" != "$PWD" ] || [ ! -x "$checkout/target/release/train" ]; then
   [ -e "$checkout" ] || { mkdir -p "$(dirname "$checkout")" && ln -s "$PWD" "$checkout"; }
   mkdir -p "$checkout/target/release"
   cp "$BIN/train" "$BIN/tarantella" "$checkout/target/release/"
@@ -56,24 +63,36 @@ if [ "$WHAT" != bench ]; then
 fi
 
 if [ "$WHAT" != tests ]; then
-  stamp "benchmark"
-  benches/gpu/run.sh "$BIN" 2>&1 | tee "$LOG/bench.log"
-  if [ -n "${CUDNN_ROWS:-}" ]; then
-    stamp "benchmark with cuDNN autotuning: $CUDNN_ROWS"
-    CUDNN_BENCHMARK=1 ROWS=$CUDNN_ROWS benches/gpu/run.sh "$BIN" 2>&1 | sed 's/^/cudnn /' |
-      tee "$LOG/bench-cudnn.log"
-  fi
-  # Two ranks on one GPU time-slice it; under MPS their kernels share it instead. The daemon
-  # lives in this script's own directories and is stopped before the script ends.
-  if [ -n "${MPS_ROWS:-}" ] && command -v nvidia-cuda-mps-control >/dev/null; then
-    stamp "benchmark under MPS: $MPS_ROWS"
-    export CUDA_MPS_PIPE_DIRECTORY=/tmp/tnt-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/tnt-mps/log
-    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-    if nvidia-cuda-mps-control -d; then
-      ROWS=$MPS_ROWS RUN_LIMIT=90 benches/gpu/run.sh "$BIN" 2>&1 | sed 's/^/mps /' |
-        tee "$LOG/bench-mps.log"
-      echo quit | nvidia-cuda-mps-control
+  # Under MPS the daemon lives in this script's own directories and is stopped after the
+  # pass; only that pass's processes are pointed at it.
+  mps=(CUDA_MPS_PIPE_DIRECTORY=/tmp/tnt-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/tnt-mps/log)
+  for pass in ${PASSES:-table}; do
+    stamp "benchmark pass: $pass"
+    env=()
+    case $pass in
+      table) ;;
+      tuned) env=(CUDNN_BENCHMARK=1 CHANNELS_LAST=1) ;;
+      mps) ;;
+      mps-tuned) env=(CUDNN_BENCHMARK=1 CHANNELS_LAST=1) ;;
+      *) echo "unknown pass $pass"; continue ;;
+    esac
+    if [[ $pass == mps* ]]; then
+      if ! command -v nvidia-cuda-mps-control >/dev/null; then
+        echo "no nvidia-cuda-mps-control: pass $pass skipped"
+        continue
+      fi
+      mkdir -p /tmp/tnt-mps/pipe /tmp/tnt-mps/log
+      env "${mps[@]}" nvidia-cuda-mps-control -d || continue
+      env+=("${mps[@]}")
     fi
-  fi
+    rows_of_pass=ROWS_${pass//-/_}
+    rows=${!rows_of_pass:-${ROWS:-}}
+    [ -n "$rows" ] && env+=(ROWS="$rows")
+    env "${env[@]}" RUN_LIMIT=120 benches/gpu/run.sh "$BIN" 2>&1 | sed "s/^/$pass /" |
+      tee "$LOG/bench-$pass.log"
+    if [[ $pass == mps* ]]; then
+      echo quit | env "${mps[@]}" nvidia-cuda-mps-control
+    fi
+  done
 fi
 stamp "done"

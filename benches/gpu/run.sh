@@ -11,8 +11,10 @@
 # torch and torchvision. STEPS timed steps per run (default 30, after 3 warm-up steps), BATCH
 # the global batch (default 128), ROWS which rows (below). CUDNN_BENCHMARK=1 runs every row,
 # ours and the peers alike, with cuDNN's autotuning (`--cudnn-benchmark`, PyTorch's
-# `cudnn.benchmark`). Each row runs on its own: one that fails prints FAILED and its output's
-# end, and the table goes on. Not part of the test path.
+# `cudnn.benchmark`); CHANNELS_LAST=1 likewise keeps every row's model and batches
+# channels-last (`--channels-last`, PyTorch's `memory_format=torch.channels_last`). Each row
+# runs on its own: one that fails prints FAILED and its output's end, and the table goes on.
+# Not part of the test path.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:-target/release}
@@ -22,6 +24,7 @@ B=${BATCH:-128}
 RUN_LIMIT=${RUN_LIMIT:-240}
 tune=()
 [ "${CUDNN_BENCHMARK:-0}" = 1 ] && tune=(--cudnn-benchmark)
+[ "${CHANNELS_LAST:-0}" = 1 ] && tune+=(--channels-last)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
 # One row of ours: ranks, then extra train flags.

@@ -434,7 +434,8 @@ pub fn load_tensors(
 fn on_cpu(named: Vec<(String, Tensor)>) -> Result<Vec<(String, Tensor)>> {
     named
         .into_iter()
-        .map(|(name, t)| Ok((name, t.f_to_device(tch::Device::Cpu)?)))
+        // Row-major: safetensors stores the logical order (channels-last weights are not).
+        .map(|(name, t)| Ok((name, t.f_to_device(tch::Device::Cpu)?.f_contiguous()?)))
         .collect()
 }
 

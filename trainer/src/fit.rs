@@ -106,6 +106,15 @@ pub fn train(comm: &Comm, cfg: &TrainConfig) -> Result<TrainSummary> {
     tch::manual_seed(cfg.seed as i64);
     let vs = nn::VarStore::new(device);
     let model = cfg.model.build(&vs.root(), &cfg.mlp_hidden)?;
+    if cfg.channels_last {
+        let converted = crate::memory_format::convert_variables(&vs)?;
+        if master && converted == 0 {
+            tracing::warn!(
+                "--channels-last: {:?} has no convolution to convert",
+                cfg.model
+            );
+        }
+    }
     let mut ddp = DataParallel::new(comm, &vs, cfg.ddp)?;
     let mut opt = Optimizer::new(cfg.optimizer, ddp.params(), cfg.lr)?;
     let mut summary = TrainSummary::default();

@@ -53,6 +53,7 @@ mod grad_dtype;
 mod hooks;
 pub mod idx;
 pub mod manifest;
+pub mod memory_format;
 pub mod metrics;
 pub mod models;
 mod multi_tensor;

@@ -27,6 +27,7 @@ use tch::{Device, Tensor};
 
 use crate::comm::BucketAllreduce;
 use crate::error::{Error, Result};
+use crate::memory_format::dense_view;
 use crate::multi_tensor::foreach_copy;
 use crate::pinned::PageLocked;
 use crate::stream::{copy_async, set_current_device, Event, Stream};
@@ -342,8 +343,8 @@ fn pack(members: &[Member], to: &Tensor, copy_stream: Option<&Stream>) -> Result
         if let Some(stream) = copy_stream {
             stream.record_tensor(&grad)?;
         }
-        ranges.push(flat_view(to, m)?);
-        grads.push(grad.f_reshape([-1])?);
+        ranges.push(dense_view(&flat_view(to, m)?, &grad)?);
+        grads.push(grad);
     }
     foreach_copy(&ranges, &grads)
 }
@@ -354,7 +355,7 @@ fn unpack(members: &[Member], from: &Tensor) -> Result<()> {
     let (mut grads, mut ranges) = (Vec::new(), Vec::new());
     for m in members {
         let grad = grad_of(m)?;
-        ranges.push(flat_view(from, m)?.f_view(grad.size().as_slice())?);
+        ranges.push(dense_view(&flat_view(from, m)?, &grad)?);
         grads.push(grad);
     }
     foreach_copy(&grads, &ranges)

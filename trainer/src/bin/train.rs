@@ -153,6 +153,10 @@ struct Args {
     /// (PyTorch's `cudnn.benchmark`); GPU only, the first steps are slower.
     #[arg(long)]
     cudnn_benchmark: bool,
+    /// Keep convolution weights and image batches channels-last (NHWC in memory, PyTorch's
+    /// `memory_format=torch.channels_last`): faster convolutions on GPUs' tensor cores.
+    #[arg(long)]
+    channels_last: bool,
     /// Stage CPU gradients the way GPU gradients are (a flat buffer packed by the hooks,
     /// copied in and out): tests the GPU path's logic on machines without a GPU.
     #[arg(long, hide = true)]
@@ -364,6 +368,7 @@ fn run(args: Args) -> trainer::Result<()> {
         device: args.device,
         amp_bf16: matches!(args.amp, Some(AmpArg::Bf16)),
         cudnn_benchmark: args.cudnn_benchmark,
+        channels_last: args.channels_last,
         profile: args.profile,
         max_steps: args.max_steps,
         record: args.record,

@@ -89,6 +89,9 @@ pub struct TrainConfig {
     /// keeps the fastest (`torch.backends.cudnn.benchmark`; TensorFlow, under Keras, does
     /// this by default). On a GPU only; the first steps are slower.
     pub cudnn_benchmark: bool,
+    /// Convolution weights and image batches in channels-last layout
+    /// ([`memory_format`](crate::memory_format)), as cuDNN's tensor cores want them.
+    pub channels_last: bool,
     /// Time every step and print medians (compute, exposed communication, optimizer).
     pub profile: bool,
     /// Stop after this many optimizer steps in total (for tests and benchmarks).

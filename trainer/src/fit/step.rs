@@ -68,7 +68,10 @@ impl<'a> Stepper<'a> {
         let mut trace = StepTrace::default();
         let effective_batch = cfg.batch_size * cfg.grad_accum;
         for (micro_step, indices) in group.iter().enumerate() {
-            let (x, y) = self.samples.batch(indices, self.device)?;
+            let (mut x, y) = self.samples.batch(indices, self.device)?;
+            if cfg.channels_last {
+                x = crate::memory_format::channels_last(&x)?;
+            }
             ddp.zero_grad();
             let (logits, loss, loss_sum) = {
                 let _amp = cfg
