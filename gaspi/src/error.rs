@@ -187,7 +187,8 @@ pub enum Error {
     /// `GASPI_ERR_INV_NUM`: a count argument is out of range: list operations with 0 or more
     /// than `rw_list_elem_max` elements, an allreduce of 0 or more than `allreduce_elem_max`
     /// elements, a statistics counter that does not exist, `gaspi_queue_create` with all
-    /// queues in use. The message names the bound.
+    /// queues in use, a Rust `notify_waitsome` of 0 notifications (no id to return; the C
+    /// call returns success there, as GPI-2 does). The message names the bound.
     #[error("invalid number: {0}")]
     InvalidNumber(String),
     /// `GASPI_ERR_INV_SIZE`: a buffer size that does not fit the call: an allreduce input

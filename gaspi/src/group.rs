@@ -16,12 +16,11 @@ use crate::error::{Error, Result};
 use crate::types::{Deadline, Group, Rank, SegKey, Timeout, INTERNAL_BASE};
 
 mod collectives;
+mod commit;
 mod doubling;
 pub(crate) mod state;
 
-use collectives::NOTIF_SLOTS;
-use doubling::MAX_STEPS;
-use state::{commit_tag, Coll, Committed, GroupState, Pending};
+use state::{Coll, Committed, GroupState};
 
 impl Context {
     fn invalid_group(group: Group, why: &'static str) -> Error {
@@ -101,6 +100,12 @@ impl Context {
     /// again after ranks were added to it ([`group_add`](Self::group_add)) starts afresh with
     /// the new members (every member must commit); committing it again unchanged does
     /// nothing.
+    ///
+    /// As in GPI-2, members that list different ranks wait for their lists to agree until
+    /// the timeout; then this returns [`Error::InvalidGroup`] ("members differ") where a
+    /// member's list was seen to differ, else [`Error::Timeout`]. Either way, calling commit
+    /// again (with the same members: it resumes; or after `group_add`) can still succeed,
+    /// whatever commits of the id failed or were abandoned on either side before.
     pub fn group_commit(&self, group: Group, timeout: Timeout) -> Result<()> {
         self.commit(group, timeout.deadline())
     }
@@ -115,105 +120,6 @@ impl Context {
 
     fn group_key(group: Group) -> SegKey {
         INTERNAL_BASE + SegKey::from(group.0)
-    }
-
-    fn commit(&self, group: Group, deadline: Deadline) -> Result<()> {
-        let members = self.group_members(group)?;
-        let me = members
-            .iter()
-            .position(|r| *r == self.sh.rank)
-            .ok_or(Self::invalid_group(group, "this rank is not a member"))?;
-        let key = Self::group_key(group);
-        let Some(tags) = self.begin_commit(group, &members)? else {
-            return Ok(());
-        };
-        let buf = self.sh.config.allreduce_round_bytes();
-        let seg = match self.sh.segments.local(key) {
-            Some(s) => s,
-            None => {
-                let mem = self.sh.new_memory(key, 4 * MAX_STEPS * buf, NOTIF_SLOTS)?;
-                self.sh.insert_local(key, mem)?
-            }
-        };
-        for (&r, &tag) in members.iter().zip(&tags) {
-            self.register_key(key, r, tag, deadline)?;
-        }
-        for (&r, &tag) in members.iter().zip(&tags) {
-            if r == self.sh.rank {
-                continue;
-            }
-            let theirs = self
-                .sh
-                .wait_remote(r, key, deadline, |s| s.tag >> 48 == tag >> 48)?;
-            if theirs.tag != tag {
-                return Err(Self::invalid_group(group, "members differ between ranks"));
-            }
-        }
-        let mut g = self.groups.groups.lock();
-        if let Some(Some(st)) = g.get_mut(usize::from(group.0)) {
-            st.committed = Some(Arc::new(Committed {
-                key,
-                seg,
-                members,
-                me,
-                buf,
-            }));
-            st.pending = None;
-        }
-        Ok(())
-    }
-
-    /// The tag to announce the group's segment with to each of `members` (in their order):
-    /// those of the commit under way when this call resumes it (same members, after a
-    /// timeout), else those of a new commit, after the segment of the previous one (committed
-    /// with other members, or never finished) is gone. `None`: committed with these members
-    /// already, nothing to do.
-    fn begin_commit(&self, group: Group, members: &[Rank]) -> Result<Option<Vec<u64>>> {
-        let key = Self::group_key(group);
-        let have_segment = self.sh.segments.local(key).is_some();
-        let resume = {
-            let g = self.groups.groups.lock();
-            let st = g
-                .get(usize::from(group.0))
-                .and_then(|s| s.as_ref())
-                .ok_or(Self::invalid_group(group, "no such group"))?;
-            if st.committed.as_ref().is_some_and(|c| c.members == members) {
-                return Ok(None);
-            }
-            st.pending
-                .as_ref()
-                .filter(|p| p.members == members && have_segment)
-                .map(|p| p.tags.clone())
-        };
-        if let Some(tags) = resume {
-            return Ok(Some(tags));
-        }
-        // Peers learn of the old segment's end before the new one's registration (same
-        // ordered channel), so none takes the old one for the new.
-        self.delete_key(key);
-        let tags: Vec<u64> = {
-            let mut commits = self.groups.commits.lock();
-            members
-                .iter()
-                .map(|&r| {
-                    let c = commits.entry((group.0, r)).or_default();
-                    *c = c.wrapping_add(1);
-                    commit_tag(members, *c)
-                })
-                .collect()
-        };
-        let mut g = self.groups.groups.lock();
-        let st = g
-            .get_mut(usize::from(group.0))
-            .and_then(|s| s.as_mut())
-            .ok_or(Self::invalid_group(group, "no such group"))?;
-        st.committed = None;
-        st.coll = Arc::default();
-        st.pending = Some(Pending {
-            members: members.to_vec(),
-            tags: tags.clone(),
-        });
-        Ok(Some(tags))
     }
 
     /// Number of groups (`gaspi_group_num`).

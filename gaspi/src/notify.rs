@@ -155,8 +155,12 @@ impl Context {
     }
 
     /// Waits until one of notifications `first..first+num` of local segment `seg` is non-zero
-    /// and returns the lowest such id, without resetting it (`gaspi_notify_waitsome`). With
-    /// `num == 0` it returns `first` at once.
+    /// and returns the lowest such id, without resetting it (`gaspi_notify_waitsome`).
+    ///
+    /// `num == 0` is refused at once with [`Error::InvalidNumber`] (after the segment is
+    /// checked): no notification can be found among none, so there is no id to return, and
+    /// returning `first` would claim it is set. (The C `gaspi_notify_waitsome` returns
+    /// `GASPI_SUCCESS` then and leaves `first_id` untouched, as GPI-2 does.)
     ///
     /// When nothing is set and a rank has failed since the last wait on this segment
     /// reported a failure, returns [`Error::PeerFailed`] naming it (once per failure and
@@ -199,8 +203,10 @@ impl Context {
     ) -> Result<NotificationId> {
         let local = self.local_segment(seg)?;
         if num == 0 {
-            // Waiting for none of no notifications is done at once (as in GPI-2).
-            return Ok(first);
+            return Err(Error::InvalidNumber(format!(
+                "notify_waitsome of 0 notifications from {first}: none can be found \
+                 (num must be at least 1)"
+            )));
         }
         self.check_notification(&local.mem, seg, first.0, num)?;
         let watch = match from {

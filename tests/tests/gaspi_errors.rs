@@ -190,6 +190,14 @@ fn one_sided_errors(ctx: &Context, peer: Rank) {
         "notify queue": ctx.notify(S, peer, nid(1), 1, QueueId(9)) => ERR_INV_QUEUE, "queue 9";
         "waitsome unknown": ctx.notify_waitsome(UNKNOWN, nid(0), 1, T) => ERR_INV_SEG, "segment 7";
         "reset unknown": ctx.notify_reset(UNKNOWN, nid(0)) => ERR_INV_SEG, "segment 7";
+        // Waiting for none of no notifications has no id to return: refused at once, even
+        // with BLOCK (the C call returns success there and leaves first_id alone, as GPI-2).
+        "waitsome none": ctx.notify_waitsome(S, nid(3), 0, Timeout::BLOCK)
+            => ERR_INV_NUM, "0 notifications from 3";
+        "waitsome_from none": ctx.notify_waitsome_from(S, nid(3), 0, peer, Timeout::BLOCK)
+            => ERR_INV_NUM, "0 notifications";
+        "waitsome none unknown": ctx.notify_waitsome(UNKNOWN, nid(0), 0, Timeout::BLOCK)
+            => ERR_INV_SEG, "segment 7";
     }
     // List lengths; a list with one bad element posts nothing.
     let max = ctx.rw_list_elem_max() as usize;

@@ -229,17 +229,19 @@ gaspi_api! { COMM_API;
     ) {
         need(first_id, "first_id")?;
         with_ctx(|c| {
+            // Waiting for none returns at once with `*first_id` untouched, as in GPI-2
+            // (src/GPI2_IO.c checks the segment, then returns before touching it): no
+            // notification was found, so there is no id to report. The Rust call refuses
+            // `num == 0` instead (it has no way to say "no id").
+            if num == 0 {
+                return c.segment_ptr(SegmentId(segment_id_local)).map(drop);
+            }
             let id = c.notify_waitsome(
                 SegmentId(segment_id_local),
                 NotificationId(notification_begin),
                 num,
                 Timeout(timeout_ms),
             )?;
-            // Waiting for none returns at once with `*first_id` untouched, as in GPI-2
-            // (src/GPI2_IO.c): no notification was found, so there is no id to report.
-            if num == 0 {
-                return Ok(());
-            }
             out(first_id, "first_id", id.0)
         })
     }

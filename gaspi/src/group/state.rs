@@ -21,7 +21,8 @@ pub(crate) struct Committed {
 }
 
 /// A commit begun and not finished (it timed out): the members it is for and the tag
-/// announced to each (same order). Calling commit again with the same members resumes it.
+/// announced to each (same order; a peer's caught-up generation included). Calling commit
+/// again with the same members resumes it.
 pub(crate) struct Pending {
     pub members: Vec<Rank>,
     pub tags: Vec<u64>,
@@ -50,13 +51,14 @@ impl GroupState {
 
 pub(crate) struct GroupTable {
     pub groups: Mutex<Vec<Option<GroupState>>>,
-    /// Per group id and peer, how many commits of the id begun here included that peer. A
-    /// commit completes only when every member commits the same member list, so the n-th
-    /// commit of an id that includes two ranks is the same commit on both, whatever else
-    /// either did with the id: a peer's registration from an earlier life of the id is told
-    /// apart from the current one, and a rank can join a group that the others committed
-    /// before without it (`group_add` after `group_commit`), where a count per id would
-    /// differ between old and new members.
+    /// Per group id and peer, the generation of the last commit of the id that included
+    /// that peer: each new commit counts one on; a peer found ahead (it began commits with
+    /// this rank that this rank did not: abandoned after a timeout, or listing other
+    /// members) is caught up with (see `group::commit`). So a peer's registration from an
+    /// earlier life of the id is told apart from the current one, ranks whose histories of
+    /// the id differ still agree on the next commit, and a rank can join a group that the
+    /// others committed before without it (`group_add` after `group_commit`), where a count
+    /// per id would differ between old and new members.
     pub commits: Mutex<HashMap<(u8, Rank), u16>>,
 }
 
@@ -69,16 +71,40 @@ impl GroupTable {
     }
 }
 
-/// The tag a group's internal segment is registered with: the commit count in the top 16
-/// bits, a digest of the member list below.
-pub(super) fn commit_tag(members: &[Rank], commit: u16) -> u64 {
+/// The tag a group's internal segment is registered with: the pair's generation of the
+/// commit in the top 16 bits, [`TAG_SEEN`] clear, a digest of the member list below.
+pub(super) fn commit_tag(members: &[Rank], generation: u16) -> u64 {
     let digest = members.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, r| {
         (h ^ u64::from(r.0) ^ 0x5bd1).wrapping_mul(0x100_0000_01b3)
     });
-    (u64::from(commit) << 48) | (digest & TAG_DIGEST)
+    (u64::from(generation) << 48) | (digest & TAG_DIGEST)
 }
 
-const TAG_DIGEST: u64 = (1 << 48) - 1;
+/// Set in a commit's registration once its sender has seen the peer's registration of the
+/// same generation and members.
+pub(super) const TAG_SEEN: u64 = 1 << 47;
+
+const TAG_DIGEST: u64 = TAG_SEEN - 1;
+
+pub(super) fn generation(tag: u64) -> u16 {
+    (tag >> 48) as u16
+}
+
+/// `tag` (its members) at `generation`, [`TAG_SEEN`] clear.
+pub(super) fn with_generation(tag: u64, generation: u16) -> u64 {
+    (u64::from(generation) << 48) | (tag & TAG_DIGEST)
+}
+
+/// How many generations `theirs` is ahead of `ours` (negative: behind). Generations wrap
+/// (16 bits), so they are compared as serial numbers: ranks never drift 2^15 apart.
+pub(super) fn ahead(theirs: u64, ours: u64) -> i16 {
+    generation(theirs).wrapping_sub(generation(ours)) as i16
+}
+
+/// Whether two commit tags list the same members.
+pub(super) fn same_members(a: u64, b: u64) -> bool {
+    a & TAG_DIGEST == b & TAG_DIGEST
+}
 
 #[derive(Default)]
 pub(crate) struct RoundState {

@@ -77,6 +77,9 @@ static void notifications(int zero) {
   got = 12345;
   CHECK(gaspi_notify_waitsome(0, 5, 0, &got, GASPI_BLOCK));
   ASSERT(got == 12345);
+  /* The segment is still checked first (segment 9 was never created). */
+  EXPECT(gaspi_notify_waitsome(9, 5, 0, &got, GASPI_BLOCK), GASPI_ERR_INV_SEG);
+  ASSERT(got == 12345);
   CHECK(gaspi_wait(0, TMO));
   CHECK(gaspi_barrier(GASPI_GROUP_ALL, TMO));
 }

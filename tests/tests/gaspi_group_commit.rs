@@ -1,0 +1,162 @@
+//! `group_commit` after commits of the same group id that failed: members whose histories of
+//! the id differ (a commit that listed other members, one abandoned after a timeout while a
+//! peer never joined) still agree on the next commit with the same members, and GPI-2's
+//! retry of a timed-out commit still resumes it. Multi-process tests on 3 ranks over TCP,
+//! shared memory and the fake verbs device; every commit has a time bound, and the harness
+//! kills a job after 60 s.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use tarantella_tests::spmd_cases;
+
+/// The commits that must succeed: ample on a loaded machine, and a commit waiting for a
+/// registration that never comes (the bug these tests guard against) fails well inside the
+/// harness's bound.
+const COMMIT: Timeout = Timeout::ms(10_000);
+
+/// The commits meant to fail: they cannot complete, so this is only how long they take.
+const SHORT: Timeout = Timeout::ms(1_500);
+
+/// What a commit that cannot complete returns: `Timeout`, or, where a member's list was seen
+/// to differ, `InvalidGroup` saying so; never success.
+fn failed(res: Result<()>) {
+    assert!(
+        matches!(
+            res,
+            Err(Error::Timeout)
+                | Err(Error::InvalidGroup {
+                    why: "members differ between ranks",
+                    ..
+                })
+        ),
+        "expected the commit to fail: {res:?}"
+    );
+}
+
+/// `g` works on all ranks of the job: a barrier, and an allreduce that every rank adds to.
+fn works_on_all(ctx: &Context, g: Group) {
+    let n = u64::from(ctx.num_ranks());
+    assert_eq!(ctx.group_size(g).unwrap(), ctx.num_ranks().into());
+    ctx.barrier(g, T).unwrap();
+    let mut sum = [0u64];
+    let mine = [u64::from(ctx.rank().0) + 1];
+    ctx.allreduce(&mine, &mut sum, ReduceOp::Sum, g, T).unwrap();
+    assert_eq!(sum[0], n * (n + 1) / 2);
+}
+
+fn add_all(ctx: &Context, g: Group) {
+    for r in 0..ctx.num_ranks() {
+        ctx.group_add(g, Rank(r)).unwrap();
+    }
+}
+
+/// (a) Rank 1 lists `{0, 1}`, ranks 0 and 2 list `{0, 1, 2}`: the commit fails on all three
+/// (0 and 1 see each other's list differ; 2 waits for 1, which did not list it). Then rank 1
+/// adds rank 2 and all commit again: 0 and 2 resume their commit, 1 begins a new one, one
+/// generation ahead of 0 for their pair. That commit succeeds and the group works.
+fn lists_differ_then_agree(ctx: Context) {
+    let me = ctx.rank().0;
+    let g = ctx.group_create().unwrap();
+    if me == 1 {
+        ctx.group_add(g, Rank(0)).unwrap();
+        ctx.group_add(g, Rank(1)).unwrap();
+    } else {
+        add_all(&ctx, g);
+    }
+    ctx.barrier(Group::ALL, T).unwrap();
+    let res = ctx.group_commit(g, SHORT);
+    if me == 2 {
+        timed_out(res);
+    } else {
+        failed(res);
+    }
+    ctx.barrier(Group::ALL, T).unwrap();
+    if me == 1 {
+        ctx.group_add(g, Rank(2)).unwrap();
+    }
+    ctx.group_commit(g, COMMIT).unwrap();
+    works_on_all(&ctx, g);
+    ctx.group_delete(g).unwrap();
+    finish(ctx);
+}
+
+spmd_cases! {
+    lists_differ, lists_differ_then_agree,
+    tcp_3 = (3, Tcp), shm_3 = (3, Shm), verbs_3 = (3, FakeVerbs),
+}
+
+/// (b) Rank 0 commits `{0, 1, 2}` alone and gives up after the timeout; it deletes the
+/// group and makes it anew (the same id), so its next commit is a new one, a generation
+/// ahead of ranks 1 and 2, which never committed the id. All three then commit `{0, 1, 2}`:
+/// it succeeds, although 1 and 2 may still hold rank 0's registration of the abandoned
+/// commit (with the same members) when they begin.
+fn abandoned_then_recreated(ctx: Context) {
+    if ctx.rank().0 == 0 {
+        let g = ctx.group_create().unwrap();
+        add_all(&ctx, g);
+        timed_out(ctx.group_commit(g, SHORT));
+        ctx.group_delete(g).unwrap();
+    }
+    ctx.barrier(Group::ALL, T).unwrap();
+    let g = ctx.group_create().unwrap();
+    assert_eq!(g, Group(1), "the ids agree");
+    add_all(&ctx, g);
+    ctx.group_commit(g, COMMIT).unwrap();
+    works_on_all(&ctx, g);
+    ctx.group_delete(g).unwrap();
+    finish(ctx);
+}
+
+spmd_cases! {
+    abandoned_recreated, abandoned_then_recreated,
+    tcp_3 = (3, Tcp), shm_3 = (3, Shm), verbs_3 = (3, FakeVerbs),
+}
+
+/// (b') Rank 0 commits `{0, 1}` alone and gives up; rank 1 never joined. Rank 0 then adds
+/// rank 2 and all three commit `{0, 1, 2}`: rank 0 is a generation ahead of rank 1 for
+/// their pair, and the commit succeeds.
+fn abandoned_then_grown(ctx: Context) {
+    let me = ctx.rank().0;
+    let g = ctx.group_create().unwrap();
+    if me == 0 {
+        ctx.group_add(g, Rank(0)).unwrap();
+        ctx.group_add(g, Rank(1)).unwrap();
+        timed_out(ctx.group_commit(g, SHORT));
+        ctx.group_add(g, Rank(2)).unwrap();
+    } else {
+        add_all(&ctx, g);
+    }
+    ctx.barrier(Group::ALL, T).unwrap();
+    ctx.group_commit(g, COMMIT).unwrap();
+    works_on_all(&ctx, g);
+    ctx.group_delete(g).unwrap();
+    finish(ctx);
+}
+
+spmd_cases! {
+    abandoned_grown, abandoned_then_grown,
+    tcp_3 = (3, Tcp), shm_3 = (3, Shm),
+}
+
+/// GPI-2's retry: ranks 0 and 1 commit `{0, 1, 2}` while rank 2 does not yet; both time
+/// out. All three then commit it (0 and 1 resume theirs) and it succeeds, as in GPI-2.
+fn timed_out_then_resumed(ctx: Context) {
+    let me = ctx.rank().0;
+    let g = ctx.group_create().unwrap();
+    add_all(&ctx, g);
+    if me != 2 {
+        timed_out(ctx.group_commit(g, SHORT));
+    }
+    ctx.barrier(Group::ALL, T).unwrap();
+    ctx.group_commit(g, COMMIT).unwrap();
+    works_on_all(&ctx, g);
+    ctx.group_delete(g).unwrap();
+    finish(ctx);
+}
+
+spmd_cases! {
+    resumed, timed_out_then_resumed,
+    tcp_3 = (3, Tcp), shm_3 = (3, Shm),
+}
