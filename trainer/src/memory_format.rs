@@ -8,7 +8,7 @@
 //! gradient with the parameter's strides, so converting the model's 4-D weights once is enough.
 //!
 //! The gradient buckets copy each gradient into its range of the flat buffer in the gradient's
-//! own memory order ([`dense_view`]), so channels-last gradients travel without a transposing
+//! own memory order (`dense_view`), so channels-last gradients travel without a transposing
 //! copy; the range's contents are then a permutation of the NCHW order, the same on every rank.
 //!
 //! ```
