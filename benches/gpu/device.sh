@@ -37,8 +37,9 @@ if ldd "$BIN/train" | grep -q "not found"; then
 fi
 
 checkout=$(cat "$BIN/checkout")
-# The tree sent to a GPU machine may land at the same path without its (ignored) builds.
-if [ "$checkout" != "$PWD" ] || [ ! -x "$checkout/target/release/train" ]; then
+# The tree sent to a GPU machine may land at the same path, without its (ignored) builds or
+# with an earlier call's: the tests must run BIN_DIR's `train`.
+if [ "$checkout" != "$PWD" ] || ! cmp -s "$BIN/train" "$checkout/target/release/train"; then
   [ -e "$checkout" ] || { mkdir -p "$(dirname "$checkout")" && ln -s "$PWD" "$checkout"; }
   mkdir -p "$checkout/target/release"
   cp "$BIN/train" "$BIN/tarantella" "$checkout/target/release/"
@@ -82,13 +83,16 @@ if [ "$WHAT" != tests ]; then
         continue
       fi
       mkdir -p /tmp/tnt-mps/pipe /tmp/tnt-mps/log
-      env "${mps[@]}" nvidia-cuda-mps-control -d || continue
+      if ! env "${mps[@]}" nvidia-cuda-mps-control -d; then
+        echo "the MPS daemon did not start: pass $pass skipped"
+        continue
+      fi
       env+=("${mps[@]}")
     fi
     rows_of_pass=ROWS_${pass//-/_}
     rows=${!rows_of_pass:-${ROWS:-}}
     [ -n "$rows" ] && env+=(ROWS="$rows")
-    env "${env[@]}" RUN_LIMIT=120 benches/gpu/run.sh "$BIN" 2>&1 | sed "s/^/$pass /" |
+    env "${env[@]}" RUN_LIMIT=${RUN_LIMIT:-120} benches/gpu/run.sh "$BIN" 2>&1 | sed "s/^/$pass /" |
       tee "$LOG/bench-$pass.log"
     if [[ $pass == mps* ]]; then
       echo quit | env "${mps[@]}" nvidia-cuda-mps-control

@@ -159,3 +159,43 @@ fn ssh_ranks_see_the_job_as_gaspi_run_shows_it_to_a_gpi2_program() {
         }
     }
 }
+
+/// SIGINT and SIGQUIT are at their default action in an ssh rank, as in a local one (and
+/// under mpirun or srun). The wrapper's shell starts the rank as a background job, which a
+/// shell without job control starts with both ignored; a Python rank would then never raise
+/// `KeyboardInterrupt`.
+#[test]
+fn ssh_ranks_start_with_sigint_and_sigquit_at_their_default_action() {
+    let dir = TempDir::new("ssh-sigint");
+    let Some(sshd) = loopback_sshd(&dir) else {
+        return;
+    };
+    let run = TempDir::new("sshrun-sigint");
+    let mut cmd = tarantella(run.path());
+    cmd.env(tnt_env::SSH, &sshd.ssh).args([
+        "-H",
+        "127.0.0.1:2",
+        "--output-on-all-devices",
+        "--",
+        "grep",
+        "SigIgn",
+        "/proc/self/status",
+    ]);
+    let mut job = Job::spawn(cmd, run);
+    assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
+    let ignored: Vec<u64> = job
+        .out
+        .iter()
+        .filter_map(|l| l.split("SigIgn:").nth(1))
+        .map(|mask| u64::from_str_radix(mask.trim(), 16).expect("a hexadecimal mask"))
+        .collect();
+    assert_eq!(ignored.len(), 2, "one mask per rank: {:?}", job.out);
+    // Bit N - 1 stands for signal N: SIGINT is 2, SIGQUIT 3.
+    for mask in ignored {
+        assert_eq!(
+            mask & 0b110,
+            0,
+            "SIGINT or SIGQUIT ignored: SigIgn {mask:#x}"
+        );
+    }
+}

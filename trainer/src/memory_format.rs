@@ -25,8 +25,9 @@ use tch::{nn, Tensor};
 
 use crate::error::Result;
 
-/// `t` in channels-last layout when it is 4-D (a copy; same shape and values), else a
-/// shallow clone.
+/// `t` in channels-last layout when it is 4-D (same shape and values: a copy, or `t` itself
+/// where it already is, as for one channel or a 1x1 kernel, whose strides fit both layouts),
+/// else a shallow clone.
 pub fn channels_last(t: &Tensor) -> Result<Tensor> {
     if t.dim() != 4 {
         return Ok(t.shallow_clone());

@@ -67,9 +67,14 @@ static WRAPPER: LazyLock<String> = LazyLock::new(|| {
 /// before the wrapper's own report (`exit`, the shell's view), which is kept for when the
 /// reaper itself was killed (SIGKILL to the group). It blocks every signal it can, so that
 /// what the rank's group is sent reaches the rank only; the rank gets the signal mask back.
-/// Without Perl's POSIX module it runs the rank in its own place. No single quote: it goes
-/// into the wrapper between them.
+/// It also puts SIGINT and SIGQUIT back to their default action: the wrapper's shell starts
+/// its background job with both ignored (POSIX, for a shell without job control), and local
+/// ranks, mpirun's and srun's start with them at their default (a Python rank would never
+/// raise `KeyboardInterrupt`). Without Perl's POSIX module it runs the rank in its own place;
+/// without Perl, the rank keeps both ignored. No single quote: it goes into the wrapper
+/// between them.
 const REAPER: &str = concat!(
+    "$SIG{INT} = $SIG{QUIT} = \"DEFAULT\"; ",
     "eval { require POSIX; 1 } or exec { $ARGV[0] } @ARGV or die \"tarantella: cannot run $ARGV[0]: $!\\n\"; ",
     "$all = POSIX::SigSet->new; $all->fillset; $old = POSIX::SigSet->new; ",
     "POSIX::sigprocmask(POSIX::SIG_BLOCK(), $all, $old); ",
