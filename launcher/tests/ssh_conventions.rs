@@ -14,24 +14,26 @@ use common::*;
 
 const LIMIT: Duration = Duration::from_secs(90);
 
-#[test]
-fn ssh_ranks_from_a_host_list_on_the_command_line() {
-    let dir = TempDir::new("ssh-H");
-    let Some(sshd) = loopback_sshd(&dir) else {
-        return;
-    };
-    let run = TempDir::new("sshrun");
+/// Runs `program` as two ranks on 127.0.0.1 through a private sshd (`-H 127.0.0.1:2`) and
+/// waits for its success; `None` (skipped) without sshd.
+fn two_ssh_ranks_of(name: &str, program: &[&str]) -> Option<Job> {
+    let dir = TempDir::new(name);
+    let sshd = loopback_sshd(&dir)?;
+    let run = TempDir::new(&format!("{name}-run"));
     let mut cmd = tarantella(run.path());
-    cmd.env(tnt_env::SSH, &sshd.ssh).args([
-        "-H",
-        "127.0.0.1:2",
-        "--output-on-all-devices",
-        "--",
-        PROBE,
-        "--rendezvous",
-    ]);
+    cmd.env(tnt_env::SSH, &sshd.ssh)
+        .args(["-H", "127.0.0.1:2", "--output-on-all-devices", "--"])
+        .args(program);
     let mut job = Job::spawn(cmd, run);
     assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
+    Some(job)
+}
+
+#[test]
+fn ssh_ranks_from_a_host_list_on_the_command_line() {
+    let Some(job) = two_ssh_ranks_of("ssh-H", &[PROBE, "--rendezvous"]) else {
+        return;
+    };
     job.assert_rendezvous_ok(2);
     let rdv: Vec<String> = job
         .out
@@ -166,23 +168,10 @@ fn ssh_ranks_see_the_job_as_gaspi_run_shows_it_to_a_gpi2_program() {
 /// `KeyboardInterrupt`.
 #[test]
 fn ssh_ranks_start_with_sigint_and_sigquit_at_their_default_action() {
-    let dir = TempDir::new("ssh-sigint");
-    let Some(sshd) = loopback_sshd(&dir) else {
+    let program = ["grep", "SigIgn", "/proc/self/status"];
+    let Some(job) = two_ssh_ranks_of("ssh-sigint", &program) else {
         return;
     };
-    let run = TempDir::new("sshrun-sigint");
-    let mut cmd = tarantella(run.path());
-    cmd.env(tnt_env::SSH, &sshd.ssh).args([
-        "-H",
-        "127.0.0.1:2",
-        "--output-on-all-devices",
-        "--",
-        "grep",
-        "SigIgn",
-        "/proc/self/status",
-    ]);
-    let mut job = Job::spawn(cmd, run);
-    assert!(job.wait(LIMIT).success(), "{}", job.stderr_text());
     let ignored: Vec<u64> = job
         .out
         .iter()

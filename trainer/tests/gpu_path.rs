@@ -32,13 +32,9 @@ const BF16: Tolerance = Tolerance {
     weight_rtol: 1e-2,
 };
 
-/// MLP 784-64-32-10, global batch 10 (5+5 on 2 ranks, 4+3+3 on 3), 5 steps, one bucket per
-/// tensor except the first two (threshold 4 KiB), so several buckets travel per step.
-const MLP: &[&str] = &[
-    "--model",
-    "mlp",
-    "--hidden",
-    "64,32",
+/// Global batch 10 (5+5 on 2 ranks, 4+3+3 on 3), 5 steps; at a 4 KiB fusion threshold most
+/// tensors get a bucket of their own, so several buckets travel per step.
+const STEPS: &[&str] = &[
     "--batch-size",
     "10",
     "--samples",
@@ -51,21 +47,11 @@ const MLP: &[&str] = &[
     "4",
 ];
 
-/// LeNet-5 (two convolutions) on the MLP's batches and steps, for the channels-last layout.
-const LENET: &[&str] = &[
-    "--model",
-    "lenet5",
-    "--batch-size",
-    "10",
-    "--samples",
-    "50",
-    "--max-steps",
-    "5",
-    "--lr",
-    "0.05",
-    "--fusion-threshold",
-    "4",
-];
+/// MLP 784-64-32-10.
+const MLP: &[&str] = &["--model", "mlp", "--hidden", "64,32"];
+
+/// LeNet-5 (two convolutions), for the channels-last layout.
+const LENET: &[&str] = &["--model", "lenet5"];
 
 /// Channels-last against the default layout, both on one rank: the convolutions add in
 /// another order (observed: a few 1e-7), nothing else changes.
@@ -75,8 +61,9 @@ const LAYOUT: Tolerance = Tolerance {
     weight_rtol: 1e-4,
 };
 
-fn with(base: &[&'static str], extra: &[&'static str]) -> Vec<&'static str> {
-    base.iter().chain(extra).copied().collect()
+/// `model`'s arguments, [`STEPS`], then `extra`.
+fn with(model: &[&'static str], extra: &[&'static str]) -> Vec<&'static str> {
+    model.iter().chain(STEPS).chain(extra).copied().collect()
 }
 
 #[test]
@@ -97,7 +84,15 @@ fn channels_last_trains_as_the_default_layout_on_both_staging_paths() {
     assert_close(&nhwc, &default, &LAYOUT, "channels-last, 1 rank");
     let host = train_recorded("lenet-nhwc-2", 2, &nhwc_args);
     assert_close(&host, &nhwc, &F32, "channels-last, 2 ranks");
-    let staged = with(&nhwc_args, &["--debug-device-staging"]);
+    let staged = with(
+        LENET,
+        &[
+            "--device",
+            "cpu",
+            "--channels-last",
+            "--debug-device-staging",
+        ],
+    );
     let device = train_recorded("lenet-nhwc-3-staged", 3, &staged);
     assert_close(
         &device,
