@@ -106,6 +106,11 @@ impl Context {
     /// member's list was seen to differ, else [`Error::Timeout`]. Either way, calling commit
     /// again (with the same members: it resumes; or after `group_add`) can still succeed,
     /// whatever commits of the id failed or were abandoned on either side before.
+    ///
+    /// Every call makes progress, also with [`Timeout::TEST`]: what a call that times out
+    /// has done is kept, and the next call with the same members goes on from there, so a
+    /// loop that polls the commit with `Timeout::TEST` until it succeeds ends (see
+    /// `group::commit`).
     pub fn group_commit(&self, group: Group, timeout: Timeout) -> Result<()> {
         self.commit(group, timeout.deadline())
     }

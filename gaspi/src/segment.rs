@@ -12,8 +12,10 @@ use crate::context::{Context, Shared};
 use crate::env::shm_file;
 use crate::error::{Error, Result};
 use crate::memory::segment_memory::SegmentMemory;
-use crate::memory::segment_table::{LocalSegment, RemoteSegment};
+use crate::memory::segment_table::LocalSegment;
+use crate::transport::requests::Ack;
 use crate::transport::route::Route;
+use crate::transport::tcp::send::Payload;
 use crate::transport::Dest;
 use crate::types::{Alloc, Deadline, Group, Rank, SegKey, SegmentId, Timeout, INTERNAL_BASE};
 use crate::wire::control::{ControlMessage, SegmentAnnouncement};
@@ -67,17 +69,17 @@ impl Shared {
         })
     }
 
-    /// Waits until `rank` has registered with us a segment `key` that `fresh` accepts (see
-    /// [`SegmentTable::wait_remote`]); ends early when `rank` fails or this process leaves.
-    pub(crate) fn wait_remote(
+    /// Waits until `ready` holds, asked again at every registration a peer makes with us
+    /// (see [`SegmentTable::wait_registered`]); ends early when one of `peers` fails or this
+    /// process leaves.
+    pub(crate) fn wait_registered(
         &self,
-        rank: Rank,
-        key: SegKey,
+        peers: &[Rank],
         deadline: Deadline,
-        fresh: impl Fn(&RemoteSegment) -> bool,
-    ) -> Result<Arc<RemoteSegment>> {
-        self.segments.wait_remote(rank, key, deadline, fresh, || {
-            if self.state.is_unreachable(rank) {
+        ready: impl FnMut() -> bool,
+    ) -> Result<()> {
+        self.segments.wait_registered(deadline, ready, || {
+            if let Some(rank) = self.state.first_unreachable(peers.iter().copied()) {
                 return Err(Error::PeerFailed { rank });
             }
             self.check_open()
@@ -265,13 +267,22 @@ impl Context {
         tag: u64,
         deadline: Deadline,
     ) -> Result<()> {
+        match self.announce_key(key, rank, tag)? {
+            Some(ack) => ack.wait(&self.sh.rpc, deadline),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends the registration of [`register_key`](Self::register_key) without waiting: the
+    /// acknowledgement to wait for, `None` for this rank itself (nothing to send).
+    pub(crate) fn announce_key(&self, key: SegKey, rank: Rank, tag: u64) -> Result<Option<Ack>> {
         let local = self.sh.segments.local(key).ok_or(Error::InvalidSegment {
             segment: SegmentId(key as u8),
             rank: None,
         })?;
         local.allow(rank);
         if rank == self.sh.rank {
-            return Ok(());
+            return Ok(None);
         }
         let announcement = SegmentAnnouncement {
             key,
@@ -280,11 +291,9 @@ impl Context {
             shm_data: local.mem.data_shareable(),
             tag,
         };
-        self.tcp()?.call_control(
-            rank,
-            &ControlMessage::RegisterSegment(announcement),
-            deadline,
-        )
+        let msg = ControlMessage::RegisterSegment(announcement);
+        let (req, slot) = self.tcp()?.start_call(rank, msg.header(), Payload::None)?;
+        Ok(Some(Ack { req, slot }))
     }
 
     /// Allocates `seg` on every member of `group` and registers it with all of them

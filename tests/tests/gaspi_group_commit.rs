@@ -160,3 +160,116 @@ spmd_cases! {
     resumed, timed_out_then_resumed,
     tcp_3 = (3, Tcp), shm_3 = (3, Shm),
 }
+
+/// How long a commit polled with a short timeout may take in all: it completes in
+/// milliseconds; a commit that makes no progress from one call to the next (each call
+/// starting over) never does, and fails the test here, well inside the harness's bound.
+const POLL_LIMIT: Duration = Duration::from_secs(20);
+
+/// Calls `group_commit(g, timeout)` until it succeeds, as GPI-2 codes do with `GASPI_TEST`
+/// (`while (gaspi_group_commit(g, GASPI_TEST) == GASPI_TIMEOUT) {}`): every call must make
+/// progress, so that the loop ends however short the timeout.
+fn commit_polling(ctx: &Context, g: Group, timeout: Timeout) {
+    let start = Instant::now();
+    let mut calls = 0u64;
+    loop {
+        calls += 1;
+        match ctx.group_commit(g, timeout) {
+            Ok(()) => return,
+            Err(Error::Timeout) => assert!(
+                start.elapsed() < POLL_LIMIT,
+                "commit polled with {timeout:?} did not complete in {POLL_LIMIT:?} ({calls} calls)"
+            ),
+            Err(e) => panic!("commit polled with {timeout:?} failed after {calls} calls: {e}"),
+        }
+    }
+}
+
+/// Every rank polls the commit of `{0, 1, 2}` with `timeout` until it succeeds, and the
+/// group works; three groups in a row (the id reused), each deleted after a barrier of all.
+fn polled_with(ctx: Context, timeout: Timeout) {
+    for _ in 0..3 {
+        let g = ctx.group_create().unwrap();
+        add_all(&ctx, g);
+        commit_polling(&ctx, g, timeout);
+        works_on_all(&ctx, g);
+        ctx.barrier(Group::ALL, T).unwrap();
+        ctx.group_delete(g).unwrap();
+    }
+    finish(ctx);
+}
+
+fn polled_test(ctx: Context) {
+    polled_with(ctx, Timeout::TEST);
+}
+
+fn polled_1ms(ctx: Context) {
+    polled_with(ctx, Timeout::ms(1));
+}
+
+spmd_cases! {
+    polled_with_test, polled_test,
+    tcp_3 = (3, Tcp), shm_3 = (3, Shm),
+}
+
+spmd_cases! {
+    polled_with_1ms, polled_1ms,
+    tcp_3 = (3, Tcp), shm_3 = (3, Shm),
+}
+
+/// Rounds of the tests below: the race they provoke is likely in a round, not certain.
+const ROUNDS: usize = 100;
+
+/// A member that completes its commit first deletes the group at once: its deletion may
+/// reach a peer before the peer's commit has looked at the mark that said this member had
+/// seen the peer's registration. The others still complete their commit, every round.
+fn deleted_at_once(ctx: Context) {
+    for round in 0..ROUNDS {
+        let g = ctx.group_create().unwrap();
+        add_all(&ctx, g);
+        if let Err(e) = ctx.group_commit(g, COMMIT) {
+            panic!("round {round}: commit failed: {e}");
+        }
+        ctx.group_delete(g).unwrap();
+        ctx.barrier(Group::ALL, T).unwrap();
+    }
+    finish(ctx);
+}
+
+spmd_cases! {
+    deleted_at_once_, deleted_at_once,
+    tcp_3 = (3, Tcp), shm_3 = (3, Shm),
+}
+
+/// As above, but the first of ranks 0 and 1 to complete their commit of `{0, 1}` adds rank
+/// 2 and commits again at once (rank 2 commits `{0, 1, 2}` from the start): the peer still
+/// in the first commit finds the next generation's registration where the mark it waits for
+/// was, and must still complete the first commit, then the second with all three.
+fn grown_at_once(ctx: Context) {
+    let me = ctx.rank().0;
+    for round in 0..ROUNDS {
+        let g = ctx.group_create().unwrap();
+        if me < 2 {
+            ctx.group_add(g, Rank(0)).unwrap();
+            ctx.group_add(g, Rank(1)).unwrap();
+            if let Err(e) = ctx.group_commit(g, COMMIT) {
+                panic!("round {round}: commit of {{0, 1}} failed: {e}");
+            }
+            ctx.group_add(g, Rank(2)).unwrap();
+        } else {
+            add_all(&ctx, g);
+        }
+        if let Err(e) = ctx.group_commit(g, COMMIT) {
+            panic!("round {round}: commit of {{0, 1, 2}} failed: {e}");
+        }
+        works_on_all(&ctx, g);
+        ctx.barrier(Group::ALL, T).unwrap();
+        ctx.group_delete(g).unwrap();
+    }
+    finish(ctx);
+}
+
+spmd_cases! {
+    grown_at_once_, grown_at_once,
+    tcp_3 = (3, Tcp), shm_3 = (3, Shm),
+}

@@ -201,3 +201,15 @@ fn group_grows_after_commit_shm_4() {
 fn group_grows_after_commit_tcp_4() {
     passes("group_grow", 4, TransportChoice::Tcp);
 }
+
+/// `gaspi_group_commit` polled with `GASPI_TEST` (and with 1 ms) until it succeeds, as GPI-2
+/// codes do: every call takes the commit further (`commit_poll.c`).
+#[test]
+fn group_commit_polled_with_test_completes_tcp_3() {
+    passes("commit_poll", 3, TransportChoice::Tcp);
+}
+
+#[test]
+fn group_commit_polled_with_test_completes_shm_3() {
+    passes("commit_poll", 3, TransportChoice::Shm);
+}

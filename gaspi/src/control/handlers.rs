@@ -150,19 +150,40 @@ mod tests {
         let seg = p.segments.remote(Rank(1), 3).expect("recorded");
         assert_eq!((seg.size, seg.notif_count, seg.tag), (4096, 8, 42));
         assert!(seg.mem.is_none(), "a TCP peer's segment is not mapped");
-        let found = p
-            .segments
-            .wait_remote(
-                Rank(1),
-                3,
+        p.segments
+            .wait_registered(
                 Deadline::after(std::time::Duration::ZERO),
-                |s| s.tag == 42,
+                || p.segments.remote(Rank(1), 3).is_some_and(|s| s.tag == 42),
                 || Ok(()),
             )
             .expect("registered");
-        assert_eq!(found.size, 4096);
+        assert_eq!(p.segments.remote(Rank(1), 3).map(|s| s.size), Some(4096));
         p.handle(Rank(1), ControlMessage::DeleteSegment { key: 3 });
         assert!(p.segments.remote(Rank(1), 3).is_none());
+    }
+
+    /// A registration whose tag carries `TAG_LATCHED` is remembered past the peer's deletion
+    /// of the segment and past its next registration (a group commit's mark that the peer
+    /// saw ours, which its deletion right after its commit must not undo).
+    #[test]
+    fn a_latched_registration_outlives_deletion_and_the_next_registration() {
+        use crate::memory::segment_table::TAG_LATCHED;
+        let p = plane(&[Route::Local, Route::Tcp], 4);
+        let with_tag = |tag| {
+            ControlMessage::RegisterSegment(SegmentAnnouncement {
+                tag,
+                ..announcement(3, true)
+            })
+        };
+        p.handle(Rank(1), with_tag(5));
+        assert_eq!(p.segments.latched(Rank(1), 3), None);
+        p.handle(Rank(1), with_tag(5 | TAG_LATCHED));
+        p.handle(Rank(1), ControlMessage::DeleteSegment { key: 3 });
+        assert!(p.segments.remote(Rank(1), 3).is_none());
+        assert_eq!(p.segments.latched(Rank(1), 3), Some(5 | TAG_LATCHED));
+        p.handle(Rank(1), with_tag(6));
+        assert_eq!(p.segments.latched(Rank(1), 3), Some(5 | TAG_LATCHED));
+        assert_eq!(p.segments.latched(Rank(0), 3), None, "per peer");
     }
 
     #[test]

@@ -9,29 +9,52 @@
 //! registration may be left over from a commit it abandoned (its deletion is still on the
 //! way), so a pair is done only once each side has seen the other's registration of this
 //! generation: a rank re-announces its segment marked [`TAG_SEEN`] when it has seen its
-//! peer's, and waits until the peer's is marked too.
+//! peer's, and waits until the peer's is marked too. The segment table latches that mark
+//! (see [`TAG_SEEN`]): a peer done with its commit may delete the group or begin the next
+//! commit at once, and its deletion or next registration must not hide the mark from us.
+//!
+//! **Progress.** Every step with a peer happens once per generation and is recorded in the
+//! commit's [`Pending`] state: the announcement sent, the peer's registration seen (and the
+//! mark sent), the peer's mark seen, and the acknowledgements still due. A call does what it
+//! can with every peer before it waits for anything, and a call that times out keeps all of
+//! it; the next call with the same members goes on from there. So a commit polled with
+//! `Timeout::TEST` (GPI-2 codes loop on `gaspi_group_commit(g, GASPI_TEST)`), or with any
+//! timeout shorter than a round trip, completes after finitely many calls.
+//!
+//! **No deadlock.** What this rank sends a peer depends on nothing but what that peer sent
+//! it: its announcement is sent when the commit begins, its mark as soon as the peer's
+//! announcement is seen; neither waits for a third rank, nor for an acknowledgement. A call
+//! waits only (a) for an acknowledgement, which the peer's progress thread sends whatever
+//! the peer's own commit is doing (or the peer has failed, which ends the wait), and (b) for
+//! any registration that lets some pair move on, after it has taken every step that was
+//! possible. So no two ranks can wait for each other in a cycle: the guarantee that the two
+//! phases (every peer's registration seen before any peer's mark awaited) gave when each
+//! wait was for one peer at a time.
 
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::memory::segment_table::LocalSegment;
 use crate::types::{Deadline, Group, Rank, SegKey};
 
 use super::collectives::NOTIF_SLOTS;
 use super::doubling::MAX_STEPS;
 use super::state::{
-    ahead, commit_tag, generation, same_members, with_generation, Committed, Pending, TAG_SEEN,
+    ahead, commit_tag, generation, same_members, with_generation, Committed, PairProgress, Pending,
+    TAG_SEEN,
 };
 
-/// Where this rank stands with one peer in a commit.
-struct Pair {
-    rank: Rank,
-    /// The tag this rank announced to the peer (generation and member digest).
-    tag: u64,
-    /// This rank has seen the peer's registration of `tag` and announced so.
-    seen: bool,
-    /// The peer has seen this rank's registration of `tag` (its own carries [`TAG_SEEN`]).
-    confirmed: bool,
+/// The next step with a peer that its registrations allow.
+enum Next {
+    /// The peer is at a later generation: take it.
+    CatchUp(u64),
+    /// The peer's registration of this generation is here: say so.
+    Seen,
+    /// The peer's mark of this generation is here.
+    Confirmed,
 }
 
 impl Context {
@@ -42,164 +65,226 @@ impl Context {
             .position(|r| *r == self.sh.rank)
             .ok_or(Self::invalid_group(group, "this rank is not a member"))?;
         let key = Self::group_key(group);
-        let Some(tags) = self.begin_commit(group, &members)? else {
+        let lock = self.commit_lock(group)?;
+        let _held = match deadline.remaining() {
+            None => lock.lock(),
+            Some(d) => lock.try_lock_for(d).ok_or(Error::Timeout)?,
+        };
+        let Some(mut pending) = self.begin_commit(group, &members)? else {
             return Ok(());
         };
         let buf = self.sh.config.allreduce_round_bytes();
-        let seg = match self.sh.segments.local(key) {
-            Some(s) => s,
-            None => {
-                let mem = self.sh.new_memory(key, 4 * MAX_STEPS * buf, NOTIF_SLOTS)?;
-                self.sh.insert_local(key, mem)?
-            }
-        };
-        for (&r, &tag) in members.iter().zip(&tags) {
-            self.register_key(key, r, tag, deadline)?;
-        }
-        let mut pairs: Vec<Pair> = members
-            .iter()
-            .zip(&tags)
-            .filter(|(r, _)| **r != self.sh.rank)
-            .map(|(&rank, &tag)| Pair {
-                rank,
-                tag,
-                seen: false,
-                confirmed: false,
-            })
-            .collect();
-        // First every peer's registration (this rank says it saw each at once), then every
-        // peer's word that it saw ours: so our word to one peer never waits for another
-        // peer's word, and no two ranks can wait for each other's word in a cycle.
-        for p in &mut pairs {
-            self.match_peer(group, key, p, false, deadline)?;
-        }
-        for p in &mut pairs {
-            self.match_peer(group, key, p, true, deadline)?;
-        }
+        let res = self
+            .group_segment(key, 4 * MAX_STEPS * buf)
+            .and_then(|seg| Ok((seg, self.advance(group, key, &mut pending, deadline)?)));
         let mut g = self.groups.groups.lock();
-        if let Some(Some(st)) = g.get_mut(usize::from(group.0)) {
-            st.committed = Some(Arc::new(Committed {
-                key,
-                seg,
-                members,
-                me,
-                buf,
-            }));
-            st.pending = None;
+        // The group may have been deleted meanwhile (and its id taken again).
+        let Some(Some(st)) = g.get_mut(usize::from(group.0)).filter(|s| {
+            s.as_ref()
+                .is_some_and(|st| Arc::ptr_eq(&st.committing, &lock))
+        }) else {
+            return res.map(|_| ());
+        };
+        match res {
+            Ok((seg, ())) => {
+                st.committed = Some(Arc::new(Committed {
+                    key,
+                    seg,
+                    members,
+                    me,
+                    buf,
+                }));
+                st.pending = None;
+                Ok(())
+            }
+            Err(e) => {
+                st.pending = Some(pending);
+                Err(e)
+            }
         }
-        Ok(())
     }
 
-    /// Waits until this rank has seen `p`'s registration of the pair's generation with the
-    /// same members (and announced so), and with `confirm` until `p` has seen ours too. A
-    /// peer ahead in generation (it began commits of this id with us that we did not) is
-    /// caught up with: its generation becomes ours, announced again.
-    fn match_peer(
+    fn commit_lock(&self, group: Group) -> Result<Arc<Mutex<()>>> {
+        let g = self.groups.groups.lock();
+        match g.get(usize::from(group.0)) {
+            Some(Some(st)) => Ok(st.committing.clone()),
+            _ => Err(Self::invalid_group(group, "no such group")),
+        }
+    }
+
+    /// The group's internal segment: the one of the commit resumed, else a new one.
+    fn group_segment(&self, key: SegKey, size: usize) -> Result<Arc<LocalSegment>> {
+        match self.sh.segments.local(key) {
+            Some(s) => Ok(s),
+            None => {
+                let mem = self.sh.new_memory(key, size, NOTIF_SLOTS)?;
+                self.sh.insert_local(key, mem)
+            }
+        }
+    }
+
+    /// Takes every step the peers' registrations allow, then waits for what lets the next
+    /// one happen, until every pair is done (see the module's notes on progress and
+    /// deadlock). On `Timeout` (or another error) `p` holds how far the commit got.
+    fn advance(
         &self,
         group: Group,
         key: SegKey,
-        p: &mut Pair,
-        confirm: bool,
+        p: &mut Pending,
         deadline: Deadline,
     ) -> Result<()> {
-        while !(p.seen && (p.confirmed || !confirm)) {
-            let (ours, seen) = (p.tag, p.seen);
-            // A registration behind ours is left from an earlier commit (or the peer has not
-            // caught up yet); one of ours with other members may still be replaced by the
-            // peer: neither ends the wait. Once seen, only the peer's word that it saw ours.
-            let res = self.sh.wait_remote(p.rank, key, deadline, |s| {
-                let d = ahead(s.tag, ours);
-                d > 0 || (d == 0 && same_members(s.tag, ours) && (!seen || s.tag & TAG_SEEN != 0))
-            });
-            let theirs = match res {
-                Ok(s) => s.tag,
-                Err(Error::Timeout) => return Err(self.commit_timed_out(group, key, p)),
-                Err(e) => return Err(e),
-            };
-            if ahead(theirs, ours) > 0 {
-                p.tag = with_generation(ours, generation(theirs));
-                (p.seen, p.confirmed) = (false, false);
-                self.catch_up(group, p.rank, p.tag);
-                self.register_key(key, p.rank, p.tag, deadline)?;
+        let peers: Vec<Rank> = p.pairs.iter().map(|x| x.rank).collect();
+        loop {
+            for pair in &mut p.pairs {
+                self.step(group, key, pair)?;
+            }
+            // An acknowledgement comes from the peer's progress thread, whatever the peer's
+            // commit does: waiting for it first cannot hold up a peer.
+            if let Some(pair) = p.pairs.iter_mut().find(|x| !x.acks.is_empty()) {
+                match pair.acks[0].wait_resumable(&self.sh.rpc, deadline) {
+                    Err(Error::Timeout) => return Err(self.commit_timed_out(group, key, p)),
+                    res => Self::acknowledged(pair, 0, res)?,
+                }
                 continue;
             }
-            if !p.seen {
-                self.register_key(key, p.rank, p.tag | TAG_SEEN, deadline)?;
-                p.seen = true;
+            if p.pairs.iter().all(PairProgress::done) {
+                return Ok(());
             }
-            p.confirmed = theirs & TAG_SEEN != 0;
+            let pairs = &p.pairs;
+            let ready = || pairs.iter().any(|x| self.next(key, x).is_some());
+            match self.sh.wait_registered(&peers, deadline, ready) {
+                Err(Error::Timeout) => return Err(self.commit_timed_out(group, key, p)),
+                res => res?,
+            }
         }
-        Ok(())
     }
 
-    /// What a commit that ran out of time reports: that the members differ, when `p`'s
-    /// registration of the pair's generation lists other members than ours (GPI-2 waits for
+    /// Takes the acknowledgements that have come from `pair`'s peer, then every step with
+    /// it that its registrations allow; never waits.
+    fn step(&self, group: Group, key: SegKey, pair: &mut PairProgress) -> Result<()> {
+        let mut i = 0;
+        while i < pair.acks.len() {
+            match pair.acks[i].wait_resumable(&self.sh.rpc, Deadline::NOW) {
+                Err(Error::Timeout) => i += 1,
+                res => Self::acknowledged(pair, i, res)?,
+            }
+        }
+        loop {
+            if !pair.announced {
+                pair.acks
+                    .extend(self.announce_key(key, pair.rank, pair.tag)?);
+                pair.announced = true;
+            }
+            match self.next(key, pair) {
+                None => return Ok(()),
+                Some(Next::CatchUp(theirs)) => {
+                    let tag = with_generation(pair.tag, generation(theirs));
+                    self.catch_up(group, pair.rank, tag);
+                    pair.restart(tag);
+                }
+                Some(Next::Seen) => {
+                    pair.acks
+                        .extend(self.announce_key(key, pair.rank, pair.tag | TAG_SEEN)?);
+                    pair.seen = true;
+                }
+                Some(Next::Confirmed) => pair.confirmed = true,
+            }
+        }
+    }
+
+    /// `res` answered `pair.acks[i]`, which is done with. A registration the peer refused
+    /// (say, it could not map our shared memory) is sent again by the next call.
+    fn acknowledged(pair: &mut PairProgress, i: usize, res: Result<()>) -> Result<()> {
+        pair.acks.remove(i);
+        if res.is_err() {
+            pair.restart(pair.tag);
+        }
+        res
+    }
+
+    /// The next step with `p`'s peer that its registrations with us allow, if any.
+    fn next(&self, key: SegKey, p: &PairProgress) -> Option<Next> {
+        // Done: a later generation of the peer is for its next commit.
+        if p.confirmed {
+            return None;
+        }
+        // The peer's mark counts also when the peer has deleted the segment or registered
+        // its next generation since (latched). One of another generation never matches.
+        if p.seen && self.sh.segments.latched(p.rank, key) == Some(p.tag | TAG_SEEN) {
+            return Some(Next::Confirmed);
+        }
+        // A registration behind ours is left from an earlier commit (or the peer has not
+        // caught up yet); one of ours with other members may still be replaced by the peer:
+        // neither is a step. One ahead of ours without the mark we wait for: the peer
+        // abandoned this generation (its mark would have come before, in order).
+        let theirs = self.sh.segments.remote(p.rank, key)?.tag;
+        match ahead(theirs, p.tag) {
+            d if d > 0 => Some(Next::CatchUp(theirs)),
+            0 if !p.seen && same_members(theirs, p.tag) => Some(Next::Seen),
+            _ => None,
+        }
+    }
+
+    /// What a commit that ran out of time reports: that the members differ, when a peer's
+    /// registration of its pair's generation lists other members than ours (GPI-2 waits for
     /// the lists to agree until the timeout too, then reports only the timeout); else
     /// [`Error::Timeout`], and calling commit again with the same members resumes.
-    fn commit_timed_out(&self, group: Group, key: SegKey, p: &Pair) -> Error {
-        match self.sh.segments.remote(p.rank, key) {
-            Some(s) if ahead(s.tag, p.tag) == 0 && !same_members(s.tag, p.tag) => {
-                Self::invalid_group(group, "members differ between ranks")
-            }
-            _ => Error::Timeout,
+    fn commit_timed_out(&self, group: Group, key: SegKey, p: &Pending) -> Error {
+        let differ = p.pairs.iter().filter(|x| !x.done()).any(|x| {
+            self.sh
+                .segments
+                .remote(x.rank, key)
+                .is_some_and(|s| ahead(s.tag, x.tag) == 0 && !same_members(s.tag, x.tag))
+        });
+        if differ {
+            Self::invalid_group(group, "members differ between ranks")
+        } else {
+            Error::Timeout
         }
     }
 
     /// Makes `tag` (a later generation, taken from `rank`) this rank's for the pair with
-    /// `rank`: the next commit of the group counts on from it, and a resumed one uses it.
+    /// `rank`: the next commit of the group counts on from it.
     fn catch_up(&self, group: Group, rank: Rank, tag: u64) {
         self.groups
             .commits
             .lock()
             .insert((group.0, rank), generation(tag));
-        let mut g = self.groups.groups.lock();
-        let pending = g
-            .get_mut(usize::from(group.0))
-            .and_then(|s| s.as_mut())
-            .and_then(|st| st.pending.as_mut());
-        if let Some(pending) = pending {
-            if let Some(i) = pending.members.iter().position(|r| *r == rank) {
-                pending.tags[i] = tag;
-            }
-        }
     }
 
-    /// The tag to announce the group's segment with to each of `members` (in their order):
-    /// those of the commit under way when this call resumes it (same members, after a
-    /// timeout), else those of a new commit, after the segment of the previous one (committed
-    /// with other members, or never finished) is gone. `None`: committed with these members
-    /// already, nothing to do.
-    fn begin_commit(&self, group: Group, members: &[Rank]) -> Result<Option<Vec<u64>>> {
+    /// The commit to work on, taken out of the group's state: the one under way when this
+    /// call resumes it (same members, after a timeout), else a new one, after the segment of
+    /// the previous one (committed with other members, or never finished) is gone. `None`:
+    /// committed with these members already, nothing to do.
+    fn begin_commit(&self, group: Group, members: &[Rank]) -> Result<Option<Pending>> {
         let key = Self::group_key(group);
         let have_segment = self.sh.segments.local(key).is_some();
-        let resume = {
-            let g = self.groups.groups.lock();
+        {
+            let mut g = self.groups.groups.lock();
             let st = g
-                .get(usize::from(group.0))
-                .and_then(|s| s.as_ref())
+                .get_mut(usize::from(group.0))
+                .and_then(|s| s.as_mut())
                 .ok_or(Self::invalid_group(group, "no such group"))?;
             if st.committed.as_ref().is_some_and(|c| c.members == members) {
                 return Ok(None);
             }
-            st.pending
-                .as_ref()
-                .filter(|p| p.members == members && have_segment)
-                .map(|p| p.tags.clone())
-        };
-        if let Some(tags) = resume {
-            return Ok(Some(tags));
+            match st.pending.take() {
+                Some(p) if p.members == members && have_segment => return Ok(Some(p)),
+                _ => {}
+            }
         }
         // Peers learn of the old segment's end before the new one's registration (same
         // ordered channel), so none takes the old one for the new.
         self.delete_key(key);
-        let tags: Vec<u64> = {
+        let pairs: Vec<PairProgress> = {
             let mut commits = self.groups.commits.lock();
             members
                 .iter()
+                .filter(|r| **r != self.sh.rank)
                 .map(|&r| {
                     let c = commits.entry((group.0, r)).or_default();
                     *c = c.wrapping_add(1);
-                    commit_tag(members, *c)
+                    PairProgress::new(r, commit_tag(members, *c))
                 })
                 .collect()
         };
@@ -210,10 +295,9 @@ impl Context {
             .ok_or(Self::invalid_group(group, "no such group"))?;
         st.committed = None;
         st.coll = Arc::default();
-        st.pending = Some(Pending {
+        Ok(Some(Pending {
             members: members.to_vec(),
-            tags: tags.clone(),
-        });
-        Ok(Some(tags))
+            pairs,
+        }))
     }
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::memory::segment_table::LocalSegment;
+use crate::memory::segment_table::{LocalSegment, TAG_LATCHED};
+use crate::transport::requests::Ack;
 use crate::types::{Rank, SegKey};
 
 /// A committed group's internal segment, the members it was committed with and this
@@ -20,12 +21,53 @@ pub(crate) struct Committed {
     pub buf: usize,
 }
 
-/// A commit begun and not finished (it timed out): the members it is for and the tag
-/// announced to each (same order; a peer's caught-up generation included). Calling commit
-/// again with the same members resumes it.
+/// A commit begun and not finished (it timed out): the members it is for and how far it got
+/// with each peer. Calling commit again with the same members resumes it from there, so
+/// that a commit polled with `Timeout::TEST` completes (see `group::commit`).
 pub(crate) struct Pending {
     pub members: Vec<Rank>,
-    pub tags: Vec<u64>,
+    /// One per member other than this rank, in member order.
+    pub pairs: Vec<PairProgress>,
+}
+
+/// Where this rank stands with one peer in a commit; each step happens once per generation.
+pub(crate) struct PairProgress {
+    pub rank: Rank,
+    /// The tag this rank announces to the peer (the pair's generation, the member digest).
+    pub tag: u64,
+    /// The registration of `tag` was sent.
+    pub announced: bool,
+    /// This rank has seen the peer's registration of `tag` and sent `tag | TAG_SEEN`.
+    pub seen: bool,
+    /// The peer has seen this rank's registration of `tag` (it sent its `TAG_SEEN` mark).
+    pub confirmed: bool,
+    /// Acknowledgements of registrations sent to the peer, not yet received.
+    pub acks: Vec<Ack>,
+}
+
+impl PairProgress {
+    pub fn new(rank: Rank, tag: u64) -> Self {
+        PairProgress {
+            rank,
+            tag,
+            announced: false,
+            seen: false,
+            confirmed: false,
+            acks: Vec::new(),
+        }
+    }
+
+    /// Now at `tag` (a later generation): every step again.
+    pub fn restart(&mut self, tag: u64) {
+        *self = PairProgress {
+            acks: std::mem::take(&mut self.acks),
+            ..PairProgress::new(self.rank, tag)
+        };
+    }
+
+    pub fn done(&self) -> bool {
+        self.seen && self.confirmed && self.acks.is_empty()
+    }
 }
 
 /// One group on this member. `members` may differ from `committed.members`: ranks added
@@ -36,6 +78,9 @@ pub(crate) struct GroupState {
     pub committed: Option<Arc<Committed>>,
     pub pending: Option<Pending>,
     pub coll: Arc<Mutex<Coll>>,
+    /// Held by a commit of the group for its whole call (it takes `pending` out while it
+    /// works on it): a second thread's commit waits for it instead of starting over.
+    pub committing: Arc<Mutex<()>>,
 }
 
 impl GroupState {
@@ -45,6 +90,7 @@ impl GroupState {
             committed: None,
             pending: None,
             coll: Arc::default(),
+            committing: Arc::default(),
         }
     }
 }
@@ -81,8 +127,10 @@ pub(super) fn commit_tag(members: &[Rank], generation: u16) -> u64 {
 }
 
 /// Set in a commit's registration once its sender has seen the peer's registration of the
-/// same generation and members.
-pub(super) const TAG_SEEN: u64 = 1 << 47;
+/// same generation and members. The segment table latches it (keeps the last such tag per
+/// peer past a deletion): a peer that completes its commit may delete the group, or begin
+/// its next commit, before this rank has looked at its mark.
+pub(super) const TAG_SEEN: u64 = TAG_LATCHED;
 
 const TAG_DIGEST: u64 = TAG_SEEN - 1;
 

@@ -60,10 +60,19 @@ pub(crate) struct RemoteSegment {
     pub verbs: OnceLock<Option<RemoteKeys>>,
 }
 
+/// Set in the tag of a registration that the table remembers past the segment's deletion
+/// (see [`SegmentTable::latched`]): a group commit's mark that its sender has seen the
+/// receiver's registration, which the receiver must not miss because the sender, done with
+/// its commit, deleted the segment (or began the next commit) at once.
+pub(crate) const TAG_LATCHED: u64 = 1 << 47;
+
 #[derive(Default)]
 pub(crate) struct SegmentTable {
     local: RwLock<HashMap<SegKey, Arc<LocalSegment>>>,
     remote: RwLock<HashMap<(u16, SegKey), Arc<RemoteSegment>>>,
+    /// Per peer and key, the tag of the last registration that carried [`TAG_LATCHED`]:
+    /// neither a deletion nor a later registration clears it.
+    latched: RwLock<HashMap<(u16, SegKey), u64>>,
     registered: Mutex<()>,
     registered_cv: Condvar,
 }
@@ -122,32 +131,44 @@ impl SegmentTable {
 
     /// Records what `from` announced about its segment `key` and wakes those waiting for it.
     pub fn insert_remote(&self, from: Rank, key: SegKey, seg: RemoteSegment) {
+        // Latched before the wake-up, so that a waiter woken for it finds it.
+        if seg.tag & TAG_LATCHED != 0 {
+            self.latched.write().insert((from.0, key), seg.tag);
+        }
         self.remote.write().insert((from.0, key), Arc::new(seg));
         let _g = self.registered.lock();
         self.registered_cv.notify_all();
     }
 
-    /// `from` deleted its segment `key`.
+    /// `from` deleted its segment `key` (what it latched stays).
     pub fn remove_remote(&self, from: Rank, key: SegKey) {
         self.remote.write().remove(&(from.0, key));
     }
 
-    /// Waits until `rank` has registered with us a segment `key` that `fresh` accepts (an
-    /// older registration under the same key may still be here: the peer's deletion of it
-    /// travels on its own schedule). `give_up` is asked after every wake-up whether to stop
+    /// The tag of the last registration of `key` from `rank` that carried [`TAG_LATCHED`],
+    /// whether or not that segment still exists or was registered anew since. Tags of one
+    /// rank and key only grow (a group commit's generations), so a caller that compares it
+    /// with the one it expects cannot take an older registration for it.
+    pub fn latched(&self, rank: Rank, key: SegKey) -> Option<u64> {
+        self.latched.read().get(&(rank.0, key)).copied()
+    }
+
+    /// Waits until `ready` holds, asking it again whenever a peer registers a segment (it
+    /// reads this table, and a registration lands before its wake-up: none goes unnoticed
+    /// between the question and the sleep). With a deadline that has passed, asks once. An
+    /// older registration under a key may still be here (a peer's deletion travels on its
+    /// own schedule): `ready` tells. `give_up` is asked after every wake-up whether to stop
     /// (peer failed, process terminating).
-    pub fn wait_remote(
+    pub fn wait_registered(
         &self,
-        rank: Rank,
-        key: SegKey,
         deadline: Deadline,
-        fresh: impl Fn(&RemoteSegment) -> bool,
+        mut ready: impl FnMut() -> bool,
         give_up: impl Fn() -> Result<()>,
-    ) -> Result<Arc<RemoteSegment>> {
+    ) -> Result<()> {
         let mut g = self.registered.lock();
         loop {
-            if let Some(r) = self.remote(rank, key).filter(|r| fresh(r)) {
-                return Ok(r);
+            if ready() {
+                return Ok(());
             }
             give_up()?;
             match deadline.remaining() {

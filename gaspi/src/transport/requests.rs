@@ -128,6 +128,25 @@ impl RpcTable {
     }
 }
 
+/// A request sent whose answer (an acknowledgement) a caller still has to take.
+pub(crate) struct Ack {
+    pub req: u64,
+    pub slot: Arc<RpcSlot>,
+}
+
+impl Ack {
+    /// Waits for the answer until `deadline`; on timeout the request is forgotten.
+    pub fn wait(self, table: &RpcTable, deadline: Deadline) -> Result<()> {
+        table.wait(self.req, &self.slot, deadline).map(|_| ())
+    }
+
+    /// Waits for the answer until `deadline`; on `Timeout` the request stays open, and a
+    /// later call waits for the same answer (an answer is taken once).
+    pub fn wait_resumable(&self, table: &RpcTable, deadline: Deadline) -> Result<()> {
+        table.wait_resumable(&self.slot, deadline).map(|_| ())
+    }
+}
+
 /// A passive message sent over TCP whose `passive_send` returned `Timeout`.
 pub(crate) struct Unacked {
     pub req: u64,
