@@ -46,6 +46,15 @@ fn works_on_all(ctx: &Context, g: Group) {
     assert_eq!(sum[0], n * (n + 1) / 2);
 }
 
+/// Commits `g` (it must succeed), checks that it works on all ranks, deletes it and ends
+/// this rank.
+fn commit_use_and_delete(ctx: Context, g: Group) {
+    ctx.group_commit(g, COMMIT).unwrap();
+    works_on_all(&ctx, g);
+    ctx.group_delete(g).unwrap();
+    finish(ctx);
+}
+
 fn add_all(ctx: &Context, g: Group) {
     for r in 0..ctx.num_ranks() {
         ctx.group_add(g, Rank(r)).unwrap();
@@ -76,10 +85,7 @@ fn lists_differ_then_agree(ctx: Context) {
     if me == 1 {
         ctx.group_add(g, Rank(2)).unwrap();
     }
-    ctx.group_commit(g, COMMIT).unwrap();
-    works_on_all(&ctx, g);
-    ctx.group_delete(g).unwrap();
-    finish(ctx);
+    commit_use_and_delete(ctx, g);
 }
 
 spmd_cases! {
@@ -103,10 +109,7 @@ fn abandoned_then_recreated(ctx: Context) {
     let g = ctx.group_create().unwrap();
     assert_eq!(g, Group(1), "the ids agree");
     add_all(&ctx, g);
-    ctx.group_commit(g, COMMIT).unwrap();
-    works_on_all(&ctx, g);
-    ctx.group_delete(g).unwrap();
-    finish(ctx);
+    commit_use_and_delete(ctx, g);
 }
 
 spmd_cases! {
@@ -129,10 +132,7 @@ fn abandoned_then_grown(ctx: Context) {
         add_all(&ctx, g);
     }
     ctx.barrier(Group::ALL, T).unwrap();
-    ctx.group_commit(g, COMMIT).unwrap();
-    works_on_all(&ctx, g);
-    ctx.group_delete(g).unwrap();
-    finish(ctx);
+    commit_use_and_delete(ctx, g);
 }
 
 spmd_cases! {
@@ -150,10 +150,7 @@ fn timed_out_then_resumed(ctx: Context) {
         timed_out(ctx.group_commit(g, SHORT));
     }
     ctx.barrier(Group::ALL, T).unwrap();
-    ctx.group_commit(g, COMMIT).unwrap();
-    works_on_all(&ctx, g);
-    ctx.group_delete(g).unwrap();
-    finish(ctx);
+    commit_use_and_delete(ctx, g);
 }
 
 spmd_cases! {
