@@ -141,7 +141,7 @@ impl Context {
             // An acknowledgement comes from the peer's progress thread, whatever the peer's
             // commit does: waiting for it first cannot hold up a peer.
             if let Some(pair) = p.pairs.iter_mut().find(|x| !x.acks.is_empty()) {
-                match pair.acks[0].wait_resumable(&self.sh.rpc, deadline) {
+                match pair.acks[0].1.wait_resumable(&self.sh.rpc, deadline) {
                     Err(Error::Timeout) => return Err(self.commit_timed_out(group, key, p)),
                     res => Self::acknowledged(pair, 0, res)?,
                 }
@@ -164,15 +164,15 @@ impl Context {
     fn step(&self, group: Group, key: SegKey, pair: &mut PairProgress) -> Result<()> {
         let mut i = 0;
         while i < pair.acks.len() {
-            match pair.acks[i].wait_resumable(&self.sh.rpc, Deadline::NOW) {
+            match pair.acks[i].1.wait_resumable(&self.sh.rpc, Deadline::NOW) {
                 Err(Error::Timeout) => i += 1,
                 res => Self::acknowledged(pair, i, res)?,
             }
         }
         loop {
             if !pair.announced {
-                pair.acks
-                    .extend(self.announce_key(key, pair.rank, pair.tag)?);
+                let ack = self.announce_key(key, pair.rank, pair.tag)?;
+                pair.acks.extend(ack.map(|a| (pair.tag, a)));
                 pair.announced = true;
             }
             match self.next(key, pair) {
@@ -183,8 +183,9 @@ impl Context {
                     pair.restart(tag);
                 }
                 Some(Next::Seen) => {
-                    pair.acks
-                        .extend(self.announce_key(key, pair.rank, pair.tag | TAG_SEEN)?);
+                    let mark = pair.tag | TAG_SEEN;
+                    let ack = self.announce_key(key, pair.rank, mark)?;
+                    pair.acks.extend(ack.map(|a| (mark, a)));
                     pair.seen = true;
                 }
                 Some(Next::Confirmed) => pair.confirmed = true,
@@ -192,21 +193,33 @@ impl Context {
         }
     }
 
-    /// `res` answered `pair.acks[i]`, which is done with. A registration the peer refused
-    /// (say, it could not map our shared memory) is sent again by the next call.
+    /// `res` answered `pair.acks[i]`, which is done with. A registration of the current
+    /// generation that the peer refused (say, it could not map our shared memory) is sent
+    /// again by the next call: the plain one or the mark, whichever it was; what the peer
+    /// confirmed stays confirmed. A refusal of an earlier generation's (carried over by a
+    /// catch-up) concerns a commit that is over, and undoes nothing.
     fn acknowledged(pair: &mut PairProgress, i: usize, res: Result<()>) -> Result<()> {
-        pair.acks.remove(i);
-        if res.is_err() {
-            pair.restart(pair.tag);
+        let (tag, _) = pair.acks.remove(i);
+        match res {
+            Err(_) if tag & !TAG_SEEN != pair.tag => Ok(()),
+            Err(e) => {
+                if tag & TAG_SEEN != 0 {
+                    pair.seen = false;
+                } else {
+                    pair.announced = false;
+                }
+                Err(e)
+            }
+            ok => ok,
         }
-        res
     }
 
     /// The next step with `p`'s peer that its registrations with us allow, if any.
     fn next(&self, key: SegKey, p: &PairProgress) -> Option<Next> {
-        // Done: a later generation of the peer is for its next commit.
+        // Done, unless our mark was refused after the peer's came (then it goes again): a
+        // later generation of the peer is for its next commit.
         if p.confirmed {
-            return None;
+            return (!p.seen).then_some(Next::Seen);
         }
         // The peer's mark counts also when the peer has deleted the segment or registered
         // its next generation since (latched). One of another generation never matches.
@@ -299,5 +312,39 @@ impl Context {
             members: members.to_vec(),
             pairs,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::requests::Ack;
+
+    fn ack() -> Ack {
+        Ack {
+            req: 0,
+            slot: Arc::default(),
+        }
+    }
+
+    /// A refusal undoes only the step it answers, and only in the current generation.
+    #[test]
+    fn a_refused_registration_is_sent_again_and_nothing_else_is_undone() {
+        let (old, now) = (
+            commit_tag(&[Rank(0), Rank(1)], 1),
+            commit_tag(&[Rank(0), Rank(1)], 2),
+        );
+        let mut pair = PairProgress::new(Rank(1), now);
+        (pair.announced, pair.seen, pair.confirmed) = (true, true, true);
+        pair.acks = vec![(old, ack()), (now | TAG_SEEN, ack()), (now, ack())];
+        // An earlier generation's, carried over by a catch-up: that commit is over.
+        assert!(Context::acknowledged(&mut pair, 0, Err(Error::Timeout)).is_ok());
+        assert!(pair.announced && pair.seen && pair.confirmed);
+        // Our mark: sent again, although the peer's came already.
+        assert!(Context::acknowledged(&mut pair, 0, Err(Error::Timeout)).is_err());
+        assert!(pair.announced && !pair.seen && pair.confirmed);
+        // Our registration: sent again.
+        assert!(Context::acknowledged(&mut pair, 0, Err(Error::Timeout)).is_err());
+        assert!(!pair.announced && pair.acks.is_empty());
     }
 }

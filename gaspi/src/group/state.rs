@@ -41,8 +41,9 @@ pub(crate) struct PairProgress {
     pub seen: bool,
     /// The peer has seen this rank's registration of `tag` (it sent its `TAG_SEEN` mark).
     pub confirmed: bool,
-    /// Acknowledgements of registrations sent to the peer, not yet received.
-    pub acks: Vec<Ack>,
+    /// Acknowledgements of registrations sent to the peer, not yet received, each with the
+    /// tag it registered.
+    pub acks: Vec<(u64, Ack)>,
 }
 
 impl PairProgress {

@@ -146,9 +146,9 @@ impl SegmentTable {
     }
 
     /// The tag of the last registration of `key` from `rank` that carried [`TAG_LATCHED`],
-    /// whether or not that segment still exists or was registered anew since. Tags of one
-    /// rank and key only grow (a group commit's generations), so a caller that compares it
-    /// with the one it expects cannot take an older registration for it.
+    /// whether or not that segment still exists or was registered anew since. A caller
+    /// compares it for equality with the tag it expects (a group commit's generation and
+    /// member digest), so an older registration is never taken for it.
     pub fn latched(&self, rank: Rank, key: SegKey) -> Option<u64> {
         self.latched.read().get(&(rank.0, key)).copied()
     }
