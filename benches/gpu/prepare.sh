@@ -4,7 +4,7 @@
 # CUDA-gated tests (`gpu_path`), stripped into BIN_DIR (about 7 MiB instead of 150), with the
 # checkout's path in BIN_DIR/checkout.
 #
-#   benches/gpu/prepare.sh BIN_DIR
+#   benches/gpu/prepare.sh BIN_DIR      (e.g. .gpu, which git ignores)
 set -euo pipefail
 OUTDIR=$(realpath -m "$1")
 cd "$(dirname "$0")/../.."
