@@ -90,7 +90,8 @@ pub enum Error {
     },
     /// `GASPI_ERR_INV_GROUP`: the group does not exist; is not committed when a collective
     /// or segment creation needs it; this rank is not a member (`gaspi_group_commit`); the
-    /// members disagree on who belongs; or `GASPI_GROUP_ALL` was to be deleted.
+    /// members disagree on who belongs; the group was deleted (by another thread) while
+    /// this commit of it was under way; or `GASPI_GROUP_ALL` was to be deleted.
     #[error("invalid group {group}: {why}")]
     InvalidGroup {
         /// The group id (`gaspi_group_t`).

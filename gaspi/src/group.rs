@@ -7,6 +7,7 @@
 //! may be added to a committed group; it is then used again once every member, the added
 //! ones included, has committed it again.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -79,19 +80,28 @@ impl Context {
         Ok(())
     }
 
-    /// Deletes a group (`gaspi_group_delete`); [`Group::ALL`] cannot be deleted.
+    /// Deletes a group (`gaspi_group_delete`); [`Group::ALL`] cannot be deleted. A commit
+    /// of the group under way in another thread returns [`Error::InvalidGroup`] ("deleted
+    /// while committing") at once, whatever its timeout.
     pub fn group_delete(&self, group: Group) -> Result<()> {
         if group == Group::ALL {
             return Err(Self::invalid_group(group, "GROUP_ALL cannot be deleted"));
         }
-        self.groups
-            .groups
-            .lock()
+        let mut g = self.groups.groups.lock();
+        let st = g
             .get_mut(usize::from(group.0))
             .and_then(|s| s.take())
             .ok_or(Self::invalid_group(group, "no such group"))?;
-        // Its internal segment, also one left by a commit that never completed.
+        // A commit of the group in another thread stops: it checks that its group is still
+        // in the table under this lock before every announcement and after every wait, and
+        // its wait for the peers asks the mark.
+        st.committing.deleted.store(true, Ordering::Release);
+        // Its internal segment, also one left by a commit that never completed. Under the
+        // lock: no commit of this instance announces or re-creates it after, and a new
+        // group of the id (made once the lock is free) does not lose its own to this.
         self.delete_key(Self::group_key(group));
+        drop(g);
+        self.sh.segments.wake_registered();
         Ok(())
     }
 

@@ -270,3 +270,100 @@ spmd_cases! {
     grown_at_once_, grown_at_once,
     tcp_3 = (3, Tcp), shm_3 = (3, Shm),
 }
+
+/// How long a commit that finds its group deleted may take to say so: the deletion wakes it
+/// at once. A commit left waiting for the member that never comes would take its whole
+/// timeout, or never return.
+const PROMPT: Duration = Duration::from_secs(5);
+
+/// A group deleted by one thread while another thread of the same rank commits it: rank 0
+/// commits `{0, 1, 2}` in a second thread with `timeout`, and rank 2 never commits, so the
+/// commit cannot complete. Rank 1 commits `{0, 1}`, polling until it reports that the
+/// members differ: then rank 0's announcement has reached it, so rank 0's commit is under
+/// way. Rank 0's main thread then deletes the group: the commit returns `InvalidGroup`
+/// ("deleted while committing") at once, well before its timeout. Afterwards all ranks
+/// make the same id anew, commit it and use it.
+fn deleted_while_committing_with(ctx: Context, timeout: Timeout) {
+    let me = ctx.rank().0;
+    let g = ctx.group_create().unwrap();
+    if me == 1 {
+        ctx.group_add(g, Rank(0)).unwrap();
+        ctx.group_add(g, Rank(1)).unwrap();
+    } else {
+        add_all(&ctx, g);
+    }
+    match me {
+        0 => std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let c = &ctx;
+            s.spawn(move || {
+                let start = Instant::now();
+                let res = c.group_commit(g, timeout);
+                let _ = tx.send((res, start.elapsed()));
+            });
+            // Rank 1 has seen this rank's announcement: the commit is under way.
+            ctx.barrier(Group::ALL, T).unwrap();
+            ctx.group_delete(g).unwrap();
+            let Ok((res, took)) = rx.recv_timeout(PROMPT) else {
+                // The scope would wait for the commit forever: end the rank, failing.
+                eprintln!("the commit of a deleted group did not return within {PROMPT:?}");
+                std::process::exit(1);
+            };
+            assert!(
+                matches!(
+                    res,
+                    Err(Error::InvalidGroup {
+                        why: "deleted while committing",
+                        ..
+                    })
+                ),
+                "expected the commit to see the deletion: {res:?} after {took:?}"
+            );
+        }),
+        1 => {
+            let start = Instant::now();
+            loop {
+                match ctx.group_commit(g, Timeout::TEST) {
+                    Err(Error::Timeout) => assert!(
+                        start.elapsed() < POLL_LIMIT,
+                        "rank 0's announcement never came"
+                    ),
+                    Err(Error::InvalidGroup {
+                        why: "members differ between ranks",
+                        ..
+                    }) => break,
+                    res => panic!("expected the members to differ: {res:?}"),
+                }
+            }
+            ctx.barrier(Group::ALL, T).unwrap();
+            ctx.group_delete(g).unwrap();
+        }
+        _ => {
+            ctx.barrier(Group::ALL, T).unwrap();
+            ctx.group_delete(g).unwrap();
+        }
+    }
+    ctx.barrier(Group::ALL, T).unwrap();
+    let g = ctx.group_create().unwrap();
+    assert_eq!(g, Group(1), "the ids agree");
+    add_all(&ctx, g);
+    commit_use_and_delete(ctx, g);
+}
+
+fn deleted_while_committing_block(ctx: Context) {
+    deleted_while_committing_with(ctx, Timeout::BLOCK);
+}
+
+fn deleted_while_committing_long(ctx: Context) {
+    deleted_while_committing_with(ctx, Timeout::ms(50_000));
+}
+
+spmd_cases! {
+    deleted_while_blocking, deleted_while_committing_block,
+    tcp_3 = (3, Tcp), shm_3 = (3, Shm),
+}
+
+spmd_cases! {
+    deleted_while_waiting_long, deleted_while_committing_long,
+    tcp_3 = (3, Tcp), shm_3 = (3, Shm),
+}

@@ -31,20 +31,20 @@
 //! phases (every peer's registration seen before any peer's mark awaited) gave when each
 //! wait was for one peer at a time.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-use parking_lot::Mutex;
 
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::memory::segment_table::LocalSegment;
+use crate::transport::requests::Ack;
 use crate::types::{Deadline, Group, Rank, SegKey};
 
 use super::collectives::NOTIF_SLOTS;
 use super::doubling::MAX_STEPS;
 use super::state::{
-    ahead, commit_tag, generation, same_members, with_generation, Committed, PairProgress, Pending,
-    TAG_SEEN,
+    ahead, commit_tag, generation, same_members, with_generation, Committed, Committing,
+    GroupState, PairProgress, Pending, TAG_SEEN,
 };
 
 /// The next step with a peer that its registrations allow.
@@ -65,26 +65,22 @@ impl Context {
             .position(|r| *r == self.sh.rank)
             .ok_or(Self::invalid_group(group, "this rank is not a member"))?;
         let key = Self::group_key(group);
-        let lock = self.commit_lock(group)?;
+        let inst = self.commit_lock(group)?;
         let _held = match deadline.remaining() {
-            None => lock.lock(),
-            Some(d) => lock.try_lock_for(d).ok_or(Error::Timeout)?,
+            None => inst.lock.lock(),
+            Some(d) => inst.lock.try_lock_for(d).ok_or(Error::Timeout)?,
         };
-        let Some(mut pending) = self.begin_commit(group, &members)? else {
+        let Some(mut pending) = self.begin_commit(group, &inst, &members)? else {
             return Ok(());
         };
         let buf = self.sh.config.allreduce_round_bytes();
         let res = self
-            .group_segment(key, 4 * MAX_STEPS * buf)
-            .and_then(|seg| Ok((seg, self.advance(group, key, &mut pending, deadline)?)));
+            .group_segment(group, &inst, 4 * MAX_STEPS * buf)
+            .and_then(|seg| Ok((seg, self.advance(group, &inst, &mut pending, deadline)?)));
         let mut g = self.groups.groups.lock();
-        // The group may have been deleted meanwhile (and its id taken again).
-        let Some(Some(st)) = g.get_mut(usize::from(group.0)).filter(|s| {
-            s.as_ref()
-                .is_some_and(|st| Arc::ptr_eq(&st.committing, &lock))
-        }) else {
-            return res.map(|_| ());
-        };
+        // The group may have been deleted meanwhile (and its id taken again): whatever this
+        // call did for it went with it (its segment too, see `group_delete`).
+        let st = Self::current(&mut g, group, &inst)?;
         match res {
             Ok((seg, ())) => {
                 st.committed = Some(Arc::new(Committed {
@@ -104,7 +100,7 @@ impl Context {
         }
     }
 
-    fn commit_lock(&self, group: Group) -> Result<Arc<Mutex<()>>> {
+    fn commit_lock(&self, group: Group) -> Result<Arc<Committing>> {
         let g = self.groups.groups.lock();
         match g.get(usize::from(group.0)) {
             Some(Some(st)) => Ok(st.committing.clone()),
@@ -112,8 +108,35 @@ impl Context {
         }
     }
 
-    /// The group's internal segment: the one of the commit resumed, else a new one.
-    fn group_segment(&self, key: SegKey, size: usize) -> Result<Arc<LocalSegment>> {
+    /// The state of `group` while it is still the instance `inst` (not deleted, nor deleted
+    /// and made anew since); else the error a commit of `inst` returns.
+    fn current<'a>(
+        g: &'a mut [Option<GroupState>],
+        group: Group,
+        inst: &Arc<Committing>,
+    ) -> Result<&'a mut GroupState> {
+        match g.get_mut(usize::from(group.0)) {
+            Some(Some(st)) if Arc::ptr_eq(&st.committing, inst) => Ok(st),
+            _ => Err(Self::invalid_group(group, "deleted while committing")),
+        }
+    }
+
+    /// Whether `group` is still the instance `inst`: checked after every wait of a commit.
+    fn check_current(&self, group: Group, inst: &Arc<Committing>) -> Result<()> {
+        Self::current(&mut self.groups.groups.lock(), group, inst).map(|_| ())
+    }
+
+    /// The group's internal segment: the one of the commit resumed, else a new one. Under
+    /// the groups lock, as `group_delete` deletes it: none is made for a deleted group.
+    fn group_segment(
+        &self,
+        group: Group,
+        inst: &Arc<Committing>,
+        size: usize,
+    ) -> Result<Arc<LocalSegment>> {
+        let key = Self::group_key(group);
+        let mut g = self.groups.groups.lock();
+        Self::current(&mut g, group, inst)?;
         match self.sh.segments.local(key) {
             Some(s) => Ok(s),
             None => {
@@ -125,23 +148,27 @@ impl Context {
 
     /// Takes every step the peers' registrations allow, then waits for what lets the next
     /// one happen, until every pair is done (see the module's notes on progress and
-    /// deadlock). On `Timeout` (or another error) `p` holds how far the commit got.
+    /// deadlock). On `Timeout` (or another error) `p` holds how far the commit got. Stops
+    /// when the group is deleted (see `group_delete`).
     fn advance(
         &self,
         group: Group,
-        key: SegKey,
+        inst: &Arc<Committing>,
         p: &mut Pending,
         deadline: Deadline,
     ) -> Result<()> {
+        let key = Self::group_key(group);
         let peers: Vec<Rank> = p.pairs.iter().map(|x| x.rank).collect();
         loop {
             for pair in &mut p.pairs {
-                self.step(group, key, pair)?;
+                self.step(group, inst, pair)?;
             }
             // An acknowledgement comes from the peer's progress thread, whatever the peer's
             // commit does: waiting for it first cannot hold up a peer.
             if let Some(pair) = p.pairs.iter_mut().find(|x| !x.acks.is_empty()) {
-                match pair.acks[0].1.wait_resumable(&self.sh.rpc, deadline) {
+                let res = pair.acks[0].1.wait_resumable(&self.sh.rpc, deadline);
+                self.check_current(group, inst)?;
+                match res {
                     Err(Error::Timeout) => return Err(self.commit_timed_out(group, key, p)),
                     res => Self::acknowledged(pair, 0, res)?,
                 }
@@ -151,17 +178,38 @@ impl Context {
                 return Ok(());
             }
             let pairs = &p.pairs;
-            let ready = || pairs.iter().any(|x| self.next(key, x).is_some());
-            match self.sh.wait_registered(&peers, deadline, ready) {
+            let ready = || {
+                inst.deleted.load(Ordering::Acquire)
+                    || pairs.iter().any(|x| self.next(key, x).is_some())
+            };
+            let res = self.sh.wait_registered(&peers, deadline, ready);
+            self.check_current(group, inst)?;
+            match res {
                 Err(Error::Timeout) => return Err(self.commit_timed_out(group, key, p)),
                 res => res?,
             }
         }
     }
 
+    /// Announces the group's segment to `rank` with `tag`. Under the groups lock, as
+    /// `group_delete` marks the group deleted and deletes the segment (telling the peers):
+    /// no announcement of a deleted group follows, to take the place of a later one.
+    fn announce(
+        &self,
+        group: Group,
+        inst: &Arc<Committing>,
+        rank: Rank,
+        tag: u64,
+    ) -> Result<Option<Ack>> {
+        let mut g = self.groups.groups.lock();
+        Self::current(&mut g, group, inst)?;
+        self.announce_key(Self::group_key(group), rank, tag)
+    }
+
     /// Takes the acknowledgements that have come from `pair`'s peer, then every step with
     /// it that its registrations allow; never waits.
-    fn step(&self, group: Group, key: SegKey, pair: &mut PairProgress) -> Result<()> {
+    fn step(&self, group: Group, inst: &Arc<Committing>, pair: &mut PairProgress) -> Result<()> {
+        let key = Self::group_key(group);
         let mut i = 0;
         while i < pair.acks.len() {
             match pair.acks[i].1.wait_resumable(&self.sh.rpc, Deadline::NOW) {
@@ -171,7 +219,7 @@ impl Context {
         }
         loop {
             if !pair.announced {
-                let ack = self.announce_key(key, pair.rank, pair.tag)?;
+                let ack = self.announce(group, inst, pair.rank, pair.tag)?;
                 pair.acks.extend(ack.map(|a| (pair.tag, a)));
                 pair.announced = true;
             }
@@ -184,7 +232,7 @@ impl Context {
                 }
                 Some(Next::Seen) => {
                     let mark = pair.tag | TAG_SEEN;
-                    let ack = self.announce_key(key, pair.rank, mark)?;
+                    let ack = self.announce(group, inst, pair.rank, mark)?;
                     pair.acks.extend(ack.map(|a| (mark, a)));
                     pair.seen = true;
                 }
@@ -269,23 +317,26 @@ impl Context {
     /// call resumes it (same members, after a timeout), else a new one, after the segment of
     /// the previous one (committed with other members, or never finished) is gone. `None`:
     /// committed with these members already, nothing to do.
-    fn begin_commit(&self, group: Group, members: &[Rank]) -> Result<Option<Pending>> {
+    fn begin_commit(
+        &self,
+        group: Group,
+        inst: &Arc<Committing>,
+        members: &[Rank],
+    ) -> Result<Option<Pending>> {
         let key = Self::group_key(group);
-        let have_segment = self.sh.segments.local(key).is_some();
-        {
-            let mut g = self.groups.groups.lock();
-            let st = g
-                .get_mut(usize::from(group.0))
-                .and_then(|s| s.as_mut())
-                .ok_or(Self::invalid_group(group, "no such group"))?;
-            if st.committed.as_ref().is_some_and(|c| c.members == members) {
-                return Ok(None);
-            }
-            match st.pending.take() {
-                Some(p) if p.members == members && have_segment => return Ok(Some(p)),
-                _ => {}
-            }
+        // All under the groups lock, as `group_delete` deletes the segment.
+        let mut g = self.groups.groups.lock();
+        let st = Self::current(&mut g, group, inst)?;
+        if st.committed.as_ref().is_some_and(|c| c.members == members) {
+            return Ok(None);
         }
+        let have_segment = self.sh.segments.local(key).is_some();
+        match st.pending.take() {
+            Some(p) if p.members == members && have_segment => return Ok(Some(p)),
+            _ => {}
+        }
+        st.committed = None;
+        st.coll = Arc::default();
         // Peers learn of the old segment's end before the new one's registration (same
         // ordered channel), so none takes the old one for the new.
         self.delete_key(key);
@@ -301,13 +352,6 @@ impl Context {
                 })
                 .collect()
         };
-        let mut g = self.groups.groups.lock();
-        let st = g
-            .get_mut(usize::from(group.0))
-            .and_then(|s| s.as_mut())
-            .ok_or(Self::invalid_group(group, "no such group"))?;
-        st.committed = None;
-        st.coll = Arc::default();
         Ok(Some(Pending {
             members: members.to_vec(),
             pairs,
@@ -318,7 +362,6 @@ impl Context {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::requests::Ack;
 
     fn ack() -> Ack {
         Ack {

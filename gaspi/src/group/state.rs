@@ -3,6 +3,7 @@
 //! Plain data; the operations are in `group` and `group::collectives`.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -79,9 +80,21 @@ pub(crate) struct GroupState {
     pub committed: Option<Arc<Committed>>,
     pub pending: Option<Pending>,
     pub coll: Arc<Mutex<Coll>>,
+    /// This instance of the group, as its commits know it (see [`Committing`]).
+    pub committing: Arc<Committing>,
+}
+
+/// One instance of a group (from `group_create` to `group_delete`) as its commits see it,
+/// compared by pointer: a commit that finds another one (or none) in the table under the
+/// group's id knows that its group was deleted (and the id perhaps taken again).
+#[derive(Default)]
+pub(crate) struct Committing {
     /// Held by a commit of the group for its whole call (it takes `pending` out while it
     /// works on it): a second thread's commit waits for it instead of starting over.
-    pub committing: Arc<Mutex<()>>,
+    pub lock: Mutex<()>,
+    /// Set by `group_delete` (under the groups lock, as it takes the group out of the
+    /// table), which then wakes the waits of commits: a commit waiting for its peers stops.
+    pub deleted: AtomicBool,
 }
 
 impl GroupState {

@@ -186,6 +186,12 @@ impl SegmentTable {
     /// Wakes everything that waits on local state (after a peer failure or a goodbye).
     pub fn wake_all(&self) {
         self.for_each_local(|s| s.mem.wake());
+        self.wake_registered();
+    }
+
+    /// Wakes the waits of [`wait_registered`](Self::wait_registered), to ask their `ready`
+    /// again (a group deleted while a commit of it waits).
+    pub fn wake_registered(&self) {
         let _g = self.registered.lock();
         self.registered_cv.notify_all();
     }
