@@ -282,8 +282,11 @@ const PROMPT: Duration = Duration::from_secs(5);
 /// members differ: then rank 0's announcement has reached it, so rank 0's commit is under
 /// way. Rank 0's main thread then deletes the group: the commit returns `InvalidGroup`
 /// ("deleted while committing") at once, well before its timeout. Afterwards all ranks
-/// make the same id anew, commit it and use it.
-fn deleted_while_committing_with(ctx: Context, timeout: Timeout) {
+/// make the same id anew, commit it and use it. With `at_once`, rank 0 makes the id anew
+/// and a third thread begins committing it right after the deletion, while the first
+/// commit may still be returning: nothing of the deleted group's commit (its segment, an
+/// announcement of its generation) may disturb the new one.
+fn deleted_while_committing_with(ctx: Context, timeout: Timeout, at_once: bool) {
     let me = ctx.rank().0;
     let g = ctx.group_create().unwrap();
     if me == 1 {
@@ -304,6 +307,11 @@ fn deleted_while_committing_with(ctx: Context, timeout: Timeout) {
             // Rank 1 has seen this rank's announcement: the commit is under way.
             ctx.barrier(Group::ALL, T).unwrap();
             ctx.group_delete(g).unwrap();
+            let again = at_once.then(|| {
+                assert_eq!(ctx.group_create().unwrap(), g, "the id is free again");
+                add_all(c, g);
+                s.spawn(move || c.group_commit(g, COMMIT))
+            });
             let Ok((res, took)) = rx.recv_timeout(PROMPT) else {
                 // The scope would wait for the commit forever: end the rank, failing.
                 eprintln!("the commit of a deleted group did not return within {PROMPT:?}");
@@ -319,6 +327,12 @@ fn deleted_while_committing_with(ctx: Context, timeout: Timeout) {
                 ),
                 "expected the commit to see the deletion: {res:?} after {took:?}"
             );
+            if let Some(again) = again {
+                ctx.barrier(Group::ALL, T).unwrap();
+                again.join().unwrap().unwrap();
+                works_on_all(c, g);
+                ctx.group_delete(g).unwrap();
+            }
         }),
         1 => {
             let start = Instant::now();
@@ -343,6 +357,9 @@ fn deleted_while_committing_with(ctx: Context, timeout: Timeout) {
             ctx.group_delete(g).unwrap();
         }
     }
+    if me == 0 && at_once {
+        return finish(ctx);
+    }
     ctx.barrier(Group::ALL, T).unwrap();
     let g = ctx.group_create().unwrap();
     assert_eq!(g, Group(1), "the ids agree");
@@ -351,11 +368,15 @@ fn deleted_while_committing_with(ctx: Context, timeout: Timeout) {
 }
 
 fn deleted_while_committing_block(ctx: Context) {
-    deleted_while_committing_with(ctx, Timeout::BLOCK);
+    deleted_while_committing_with(ctx, Timeout::BLOCK, false);
 }
 
 fn deleted_while_committing_long(ctx: Context) {
-    deleted_while_committing_with(ctx, Timeout::ms(50_000));
+    deleted_while_committing_with(ctx, Timeout::ms(50_000), false);
+}
+
+fn deleted_and_recreated_at_once(ctx: Context) {
+    deleted_while_committing_with(ctx, Timeout::BLOCK, true);
 }
 
 spmd_cases! {
@@ -365,5 +386,10 @@ spmd_cases! {
 
 spmd_cases! {
     deleted_while_waiting_long, deleted_while_committing_long,
+    tcp_3 = (3, Tcp), shm_3 = (3, Shm),
+}
+
+spmd_cases! {
+    deleted_and_recreated, deleted_and_recreated_at_once,
     tcp_3 = (3, Tcp), shm_3 = (3, Shm),
 }
