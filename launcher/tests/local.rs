@@ -318,22 +318,20 @@ fn rank_killed_by_a_signal_is_named() {
     );
 }
 
+/// `n` probe ranks of job `id` (tarantella's `options` first) that touch shared memory,
+/// start a child and sleep until stopped.
+fn sleeping_ranks(n: &str, id: &str, options: &[&str]) -> Job {
+    let mut args = vec!["-n", n, "--output-on-all-devices", "--job-id", id];
+    args.extend(options);
+    args.extend(["--", PROBE, "--touch-shm", "--child", "--sleep"]);
+    Job::start(&args)
+}
+
 #[test]
 fn ctrl_c_stops_every_rank_and_removes_shared_memory() {
     for sig in [Signal::SIGINT, Signal::SIGTERM] {
         let id = job_id(&format!("int{}", sig as i32));
-        let mut job = Job::start(&[
-            "-n",
-            "3",
-            "--output-on-all-devices",
-            "--job-id",
-            &id,
-            "--",
-            PROBE,
-            "--touch-shm",
-            "--child",
-            "--sleep",
-        ]);
+        let mut job = sleeping_ranks("3", &id, &[]);
         let ready = job.wait_lines("probe ready", 3, LIMIT);
         assert_eq!(ready.len(), 3);
         assert_eq!(shm_files(&id).len(), 3);
@@ -355,22 +353,7 @@ fn ctrl_c_stops_every_rank_and_removes_shared_memory() {
 fn the_time_limit_stops_every_rank_and_exits_with_124() {
     let id = job_id("limit");
     let started = Instant::now();
-    let mut job = Job::start(&[
-        "-n",
-        "2",
-        "--output-on-all-devices",
-        "--job-id",
-        &id,
-        "--timeout",
-        "1",
-        "--grace",
-        "0.5",
-        "--",
-        PROBE,
-        "--touch-shm",
-        "--child",
-        "--sleep",
-    ]);
+    let mut job = sleeping_ranks("2", &id, &["--timeout", "1", "--grace", "0.5"]);
     let st = job.wait(Duration::from_secs(20));
     let took = started.elapsed();
     let err = job.stderr_text();
@@ -393,18 +376,7 @@ fn the_time_limit_stops_every_rank_and_exits_with_124() {
 #[test]
 fn cleanup_stops_leftovers_of_a_killed_tarantella() {
     let id = job_id("cleanup");
-    let mut job = Job::start(&[
-        "-n",
-        "2",
-        "--output-on-all-devices",
-        "--job-id",
-        &id,
-        "--",
-        PROBE,
-        "--touch-shm",
-        "--child",
-        "--sleep",
-    ]);
+    let mut job = sleeping_ranks("2", &id, &[]);
     job.wait_lines("probe ready", 2, LIMIT);
     let children: Vec<i32> = job
         .out
