@@ -53,14 +53,6 @@ const MLP: &[&str] = &["--model", "mlp", "--hidden", "64,32"];
 /// LeNet-5 (two convolutions), for the channels-last layout.
 const LENET: &[&str] = &["--model", "lenet5"];
 
-/// Channels-last against the default layout, both on one rank: the convolutions add in
-/// another order (observed: a few 1e-7), nothing else changes.
-const LAYOUT: Tolerance = Tolerance {
-    loss_rtol: 1e-4,
-    weight_atol: 1e-5,
-    weight_rtol: 1e-4,
-};
-
 /// `model`'s arguments, [`STEPS`], then `extra`.
 fn with(model: &[&'static str], extra: &[&'static str]) -> Vec<&'static str> {
     model.iter().chain(STEPS).chain(extra).copied().collect()
@@ -81,7 +73,8 @@ fn channels_last_trains_as_the_default_layout_on_both_staging_paths() {
     let default = train_recorded("lenet-1", 1, &with(LENET, &["--device", "cpu"]));
     let nhwc_args = with(LENET, &["--device", "cpu", "--channels-last"]);
     let nhwc = train_recorded("lenet-nhwc-1", 1, &nhwc_args);
-    assert_close(&nhwc, &default, &LAYOUT, "channels-last, 1 rank");
+    // The convolutions add in another order (observed: 6e-8): F32's summation-order bound.
+    assert_close(&nhwc, &default, &F32, "channels-last, 1 rank");
     let host = train_recorded("lenet-nhwc-2", 2, &nhwc_args);
     assert_close(&host, &nhwc, &F32, "channels-last, 2 ranks");
     let staged = with(
