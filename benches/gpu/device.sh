@@ -92,7 +92,9 @@ if [ "$WHAT" != tests ]; then
     rows_of_pass=ROWS_${pass//-/_}
     rows=${!rows_of_pass:-${ROWS:-}}
     [ -n "$rows" ] && env+=(ROWS="$rows")
-    env "${env[@]}" RUN_LIMIT=${RUN_LIMIT:-120} benches/gpu/run.sh "$BIN" 2>&1 | sed "s/^/$pass /" |
+    # sed -u passes each row on as it comes: a call cut off at its time limit keeps the rows
+    # that finished (a buffered sed lost a whole pass once).
+    env "${env[@]}" RUN_LIMIT=${RUN_LIMIT:-120} benches/gpu/run.sh "$BIN" 2>&1 | sed -u "s/^/$pass /" |
       tee "$LOG/bench-$pass.log"
     if [[ $pass == mps* ]]; then
       echo quit | env "${mps[@]}" nvidia-cuda-mps-control
