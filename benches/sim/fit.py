@@ -16,7 +16,7 @@ stood); three restarts from random perturbations of the result found the same op
 within 0.004 of the cost. Then rounding. To refit after a new measurement:
 
     cargo build --release -p tarantella-benches
-    benches/sim/measure.sh target/measured.txt 7
+    benches/sim/measure.sh target/measured.txt 15
     benches/sim/fit.py target/measured.txt
 """
 import math

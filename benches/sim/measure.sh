@@ -4,13 +4,18 @@
 # and writes the median in-place time of each point in `allreduce-sim --validate`'s format,
 # followed by every round's time (comma-separated, in round order) so that the validation
 # can say how far a point's own rounds spread.
-#   benches/sim/measure.sh [OUT=target/sim-measured.txt] [ROUNDS=3] [RANKS="2 3 4"]
+#   benches/sim/measure.sh [OUT=target/sim-measured.txt] [ROUNDS=15] [RANKS="2 3 4"]
+# Why 15 rounds (about 30 minutes on the 2-core VM): a point's rounds spread because the VM
+# changes speed by the second, so medians of fewer rounds do not reproduce. Two 15-round runs
+# in one session differed by more than 25% on 7 of 168 points. Within one run, the odd and
+# even rounds' medians differed that much on 20 points with 15 rounds and on 38 with 9
+# (docs/allreduce.md, "Simulator", session 20).
 # Then: target/release/allreduce-sim --validate OUT
 # Builds allreduce-sweep and allreduce-sim (release) first. The
 # netns points (two namespaces as hosts) come from benches/netns/run.sh, which needs root.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${1:-target/sim-measured.txt}; ROUNDS=${2:-3}; RANKS=${3:-"2 3 4"}
+OUT=${1:-target/sim-measured.txt}; ROUNDS=${2:-15}; RANKS=${3:-"2 3 4"}
 SIZES=(-b 4K -e 64M -f 4)
 # Always brought up to date (a no-op when it is): a stale build measures old code silently.
 cargo build --release -p tarantella-benches --bin allreduce-sweep --bin allreduce-sim
