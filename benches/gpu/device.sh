@@ -64,9 +64,19 @@ if [ "$WHAT" != bench ]; then
 fi
 
 if [ "$WHAT" != tests ]; then
-  # Under MPS the daemon lives in this script's own directories and is stopped after the
-  # pass; only that pass's processes are pointed at it.
-  mps=(CUDA_MPS_PIPE_DIRECTORY=/tmp/tnt-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/tnt-mps/log)
+  # Under MPS the daemon lives in directories of this pass's own and is stopped after the
+  # pass; only that pass's processes are pointed at it. Fresh directories per pass, and the
+  # wait for the daemon to be gone after it: on a machine kept warm between calls, a second
+  # call's MPS pass once printed nothing in 300 s, right after the first call's had quit,
+  # from the same fixed directories (cause not found; these remove the two likeliest).
+  mps_gone() {
+    local _
+    for _ in $(seq 60); do
+      pgrep -f '(^|/)nvidia-cuda-mps-(control|server)( |$)' >/dev/null || return 0
+      sleep 0.5
+    done
+    echo "an MPS daemon or server is still running after 30 s"
+  }
   for pass in ${PASSES:-table}; do
     stamp "benchmark pass: $pass"
     env=()
@@ -82,7 +92,10 @@ if [ "$WHAT" != tests ]; then
         echo "no nvidia-cuda-mps-control: pass $pass skipped"
         continue
       fi
-      mkdir -p /tmp/tnt-mps/pipe /tmp/tnt-mps/log
+      mps_gone
+      mps_dir=$(mktemp -d /tmp/tnt-mps.XXXXXX)
+      mkdir -p "$mps_dir/pipe" "$mps_dir/log"
+      mps=(CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe" CUDA_MPS_LOG_DIRECTORY="$mps_dir/log")
       if ! env "${mps[@]}" nvidia-cuda-mps-control -d; then
         echo "the MPS daemon did not start: pass $pass skipped"
         continue
@@ -98,6 +111,7 @@ if [ "$WHAT" != tests ]; then
       tee "$LOG/bench-$pass.log"
     if [[ $pass == mps* ]]; then
       echo quit | env "${mps[@]}" nvidia-cuda-mps-control
+      mps_gone
     fi
   done
 fi
