@@ -64,7 +64,7 @@ if [ "$WHAT" != bench ]; then
 fi
 
 if [ "$WHAT" != tests ]; then
-  # Under MPS the daemon lives in directories of this pass's own and is stopped after the
+  # Under MPS the daemon lives in this pass's own directories and is stopped after the
   # pass; only that pass's processes are pointed at it. Fresh directories per pass, and the
   # wait for the daemon to be gone after it: on a machine kept warm between calls, a second
   # call's MPS pass once printed nothing in 300 s, right after the first call's had quit,
@@ -112,6 +112,7 @@ if [ "$WHAT" != tests ]; then
     if [[ $pass == mps* ]]; then
       echo quit | env "${mps[@]}" nvidia-cuda-mps-control
       mps_gone
+      rm -rf "$mps_dir"
     fi
   done
 fi
