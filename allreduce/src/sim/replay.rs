@@ -80,7 +80,13 @@ impl Costs {
         // other's segments (vector and staging) through one cache.
         let set = on_cores as f64 * segment_bytes as f64;
         let fits = (m.cache_bytes as f64 / set.max(1.0)).min(1.0);
-        let blend = |cache: f64, mem: f64| fits / cache + (1.0 - fits) / mem;
+        // The share of a segment still in the writing core's private cache moves between
+        // the cores at their own rate, whatever the last-level cache holds
+        // (`Machine::core_cache_bytes`).
+        let hot = (m.core_cache_bytes as f64 / (segment_bytes as f64).max(1.0)).min(1.0);
+        let blend = |cache: f64, mem: f64| {
+            hot / m.cross_core_bw + (1.0 - hot) * (fits / cache + (1.0 - fits) / mem)
+        };
         Costs {
             oversubscribed: on_cores > m.cores,
             copy: blend(m.shm_copy_bw_cache, m.shm_copy_bw_mem),

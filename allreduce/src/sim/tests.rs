@@ -19,6 +19,8 @@ fn wire_only() -> Machine {
         shm_copy_bw_cache: 1e15,
         shm_copy_bw_mem: 1e15,
         host_mem_bw: 1e15,
+        core_cache_bytes: 0,
+        cross_core_bw: 1e15,
         nic_bw: 1e15,
         net_on_cpu: false,
         oversub_wake: 0.0,
@@ -180,6 +182,36 @@ fn a_rank_that_slept_on_an_oversubscribed_host_is_switched_back_in() {
     assert!((own_cores - 2e-6).abs() < 1e-9, "{own_cores}");
 }
 
+/// The share of a segment that fits a core's private cache costs its bytes at the
+/// cross-core rate; the rest at the last-level cache's; no private cache, no such share.
+#[test]
+fn bytes_still_in_the_writing_cores_cache_move_at_the_cross_core_rate() {
+    let m = Machine {
+        reduce_bw_cache: 1e12,
+        cache_bytes: 1 << 30,
+        core_cache_bytes: 1 << 20,
+        cross_core_bw: 1e9,
+        ..Machine::shm()
+    };
+    let reduce = |m: &Machine, segment_bytes: usize| {
+        let mut program = Program {
+            ranks: vec![vec![vec![Op::Reduce { len: 1_000_000 }]], vec![vec![]]],
+            segment_bytes,
+        };
+        let t = replay(&mut program, m, &Cluster::new(2, 2), 1).unwrap();
+        t.ends[0][0]
+    };
+    // The whole segment fits: every byte at 1 GB/s.
+    assert!((reduce(&m, 1 << 19) - 1e-3).abs() < 1e-8);
+    // A quarter fits.
+    assert!((reduce(&m, 4 << 20) - (0.25e-3 + 0.75e-6)).abs() < 1e-8);
+    let no_tier = Machine {
+        core_cache_bytes: 0,
+        ..m
+    };
+    assert!((reduce(&no_tier, 1 << 19) - 1e-6).abs() < 1e-9);
+}
+
 #[test]
 fn work_booked_ahead_does_not_hold_back_work_ready_earlier() {
     // One core. Rank 0's message to rank 1 crosses the network, whose receiving thread
@@ -196,6 +228,7 @@ fn work_booked_ahead_does_not_hold_back_work_ready_earlier() {
         recv_overhead: 0.0,
         reduce_bw_cache: 1e9,
         cache_bytes: 1 << 30,
+        core_cache_bytes: 0,
         ..Machine::tcp()
     };
     let mut program = Program {

@@ -4,7 +4,7 @@
 //! ```text
 //! allreduce-sim --machine cluster-10gbit --ranks 64 --per-host 8 -b 4 -e 1G -f 4
 //! allreduce-sim --choice-table
-//! allreduce-sim --validate docs/sim-validation.txt
+//! allreduce-sim --validate docs/sim-validation-20b.txt
 //! ```
 
 use std::io::Write;
