@@ -67,6 +67,8 @@ struct Costs {
     copy: f64,
     reduce: f64,
     stream: f64,
+    /// Seconds per byte of one side's kernel copy of a network message.
+    net_copy: f64,
     /// Share of the working set outside the cache: that share of every copy's and
     /// reduction's traffic draws on the host's memory bandwidth.
     spill: f64,
@@ -82,8 +84,9 @@ impl Costs {
         let fits = (m.cache_bytes as f64 / set.max(1.0)).min(1.0);
         // The share of a segment still in the writing core's private cache moves between
         // the cores at their own rate, whatever the last-level cache holds
-        // (`Machine::core_cache_bytes`).
-        let hot = (m.core_cache_bytes as f64 / (segment_bytes as f64).max(1.0)).min(1.0);
+        // (`Machine::core_cache_bytes`). Ranks that take turns on a core share its cache.
+        let per_core = (on_cores as f64 / m.cores.max(1) as f64).max(1.0);
+        let hot = (m.core_cache_bytes as f64 / (per_core * segment_bytes as f64).max(1.0)).min(1.0);
         let blend = |cache: f64, mem: f64| {
             hot / m.cross_core_bw + (1.0 - hot) * (fits / cache + (1.0 - fits) / mem)
         };
@@ -92,6 +95,7 @@ impl Costs {
             copy: blend(m.shm_copy_bw_cache, m.shm_copy_bw_mem),
             reduce: blend(m.reduce_bw_cache, m.reduce_bw_mem),
             stream: 1.0 / m.net_stream_bw,
+            net_copy: fits / m.net_copy_bw_cache + (1.0 - fits) / m.net_copy_bw,
             spill: 1.0 - fits,
         }
     }
@@ -219,7 +223,7 @@ pub(crate) fn replay(
                             if machine.net_on_cpu {
                                 // Loopback and veth bytes are copied by this machine's
                                 // cores, once into the kernel and once out of it.
-                                let copy = len as f64 / machine.net_copy_bw;
+                                let copy = len as f64 * costs.net_copy;
                                 end = end.max(cores.run(pool(r), out, copy));
                                 end = end.max(cores.run(pool(to), out, copy));
                             }

@@ -212,6 +212,78 @@ fn bytes_still_in_the_writing_cores_cache_move_at_the_cross_core_rate() {
     assert!((reduce(&no_tier, 1 << 19) - 1e-6).abs() < 1e-9);
 }
 
+/// Ranks that take turns on a core share its private cache: with two ranks per core, a
+/// segment that alone would fit it fits only by half.
+#[test]
+fn ranks_sharing_a_core_share_its_private_cache() {
+    let m = Machine {
+        reduce_bw_cache: 1e12,
+        cache_bytes: 1 << 30,
+        core_cache_bytes: 1 << 20,
+        cross_core_bw: 1e9,
+        oversub_wake: 0.0,
+        ..Machine::shm()
+    };
+    let reduce = |ranks: usize| {
+        let mut ops = vec![vec![vec![]]; ranks];
+        ops[0] = vec![vec![Op::Reduce { len: 1_000_000 }]];
+        let mut program = Program {
+            ranks: ops,
+            segment_bytes: 1 << 20,
+        };
+        let t = replay(&mut program, &m, &Cluster::new(ranks, ranks), 1).unwrap();
+        t.ends[0][0]
+    };
+    assert!((reduce(2) - 1e-3).abs() < 1e-8);
+    assert!((reduce(4) - (0.5e-3 + 0.5e-6)).abs() < 1e-8);
+}
+
+/// The kernel's copies of a network message run at `net_copy_bw_cache` while the host's
+/// working set fits the last-level cache and at `net_copy_bw` once it spills.
+#[test]
+fn the_kernel_copies_a_working_set_in_cache_faster() {
+    let m = Machine {
+        net_post_overhead: 0.0,
+        net_send_cpu: 0.0,
+        net_recv_cpu: 0.0,
+        net_alpha: 0.0,
+        net_stream_bw: 1e15,
+        net_copy_bw: 1e9,
+        net_copy_bw_cache: 4e9,
+        recv_overhead: 0.0,
+        host_mem_bw: 1e15,
+        ..Machine::tcp()
+    };
+    let received = |cache_bytes: usize| {
+        let mut program = Program {
+            ranks: vec![
+                vec![vec![Op::Send {
+                    to: 1,
+                    len: 1_000_000,
+                    notif: 0,
+                }]],
+                vec![vec![Op::Recv { notif: 0 }]],
+            ],
+            segment_bytes: 1 << 20,
+        };
+        let tcp = Cluster {
+            intra: Intra::Tcp,
+            ..Cluster::new(2, 2)
+        };
+        let m = Machine {
+            cache_bytes,
+            ..m.clone()
+        };
+        replay(&mut program, &m, &tcp, 1).unwrap().ends[0][1]
+    };
+    // Both sides copy at once on the two cores.
+    let fits = received(1 << 30);
+    assert!((fits - 0.25e-3).abs() < 1e-9, "{fits}");
+    // Working set 2 MiB, cache 1 MiB: half of each byte at either rate.
+    let half = received(1 << 20);
+    assert!((half - (0.5e-3 + 0.125e-3)).abs() < 1e-9, "{half}");
+}
+
 #[test]
 fn work_booked_ahead_does_not_hold_back_work_ready_earlier() {
     // One core. Rank 0's message to rank 1 crosses the network, whose receiving thread
