@@ -240,6 +240,18 @@ fn ranks_sharing_a_core_share_its_private_cache() {
 
 /// The kernel's copies of a network message run at `net_copy_bw_cache` while the host's
 /// working set fits the last-level cache and at `net_copy_bw` once it spills.
+/// Rank 0 sends `len` bytes to rank 1, which waits for them.
+fn one_message(len: u32) -> Vec<Vec<Vec<Op>>> {
+    vec![
+        vec![vec![Op::Send {
+            to: 1,
+            len,
+            notif: 0,
+        }]],
+        vec![vec![Op::Recv { notif: 0 }]],
+    ]
+}
+
 #[test]
 fn the_kernel_copies_a_working_set_in_cache_faster() {
     let m = Machine {
@@ -256,14 +268,7 @@ fn the_kernel_copies_a_working_set_in_cache_faster() {
     };
     let received = |cache_bytes: usize| {
         let mut program = Program {
-            ranks: vec![
-                vec![vec![Op::Send {
-                    to: 1,
-                    len: 1_000_000,
-                    notif: 0,
-                }]],
-                vec![vec![Op::Recv { notif: 0 }]],
-            ],
+            ranks: one_message(1_000_000),
             segment_bytes: 1 << 20,
         };
         let tcp = Cluster {
@@ -303,17 +308,11 @@ fn work_booked_ahead_does_not_hold_back_work_ready_earlier() {
         core_cache_bytes: 0,
         ..Machine::tcp()
     };
+    let mut ranks = one_message(0);
+    // 10 µs of reduction.
+    ranks.push(vec![vec![Op::Reduce { len: 10_000 }]]);
     let mut program = Program {
-        ranks: vec![
-            vec![vec![Op::Send {
-                to: 1,
-                len: 0,
-                notif: 0,
-            }]],
-            vec![vec![Op::Recv { notif: 0 }]],
-            // 10 µs of reduction.
-            vec![vec![Op::Reduce { len: 10_000 }]],
-        ],
+        ranks,
         segment_bytes: 16,
     };
     let tcp = Cluster {
