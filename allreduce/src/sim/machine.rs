@@ -81,9 +81,9 @@ pub struct Machine {
     /// when a rank on the other core copies or reduces it, `c` being the ranks per core
     /// (at least 1: the segments of all ranks that take turns on a core share its cache),
     /// and those bytes move between the cores at `cross_core_bw`; the rest goes through the
-    /// last-level cache or memory as above. `0` leaves the tier out. Why it matters: on the VM, moving lines from one
-    /// core's cache to the other's is slower than reading the shared L3, so a 256 KiB
-    /// allreduce costs four times as much per byte as a 2 MiB one.
+    /// last-level cache or memory as above. `0` leaves the tier out. Why it matters: on the
+    /// VM, moving lines from one core's cache to the other's is slower than reading the
+    /// shared L3, so a 256 KiB allreduce costs four times as much per byte as a 2 MiB one.
     pub core_cache_bytes: usize,
     /// Bandwidth of a copy or reduction whose bytes come from the other core's private
     /// cache.
