@@ -8,7 +8,7 @@ use gaspi::{Context, Group, ReduceOp, Timeout};
 
 use crate::driver::DrivenEngine;
 use crate::element::Element;
-use crate::engine::{Engine, Kernels};
+use crate::engine::{Engine, Kernels, Queue};
 use crate::error::{Error, Result};
 use crate::options::{Options, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
 use crate::reduction::Reduction;
@@ -197,9 +197,10 @@ impl<T: Element> Collective<T> {
         let engine = Engine::new(
             Arc::clone(&seg),
             members,
-            options
-                .queue
-                .unwrap_or_else(|| crate::queue::collectives_queue(ctx)),
+            match options.queue {
+                Some(q) => Queue::Given(q),
+                None => Queue::Pooled(None),
+            },
             plan,
             Kernels::of::<T>(),
             reduction,

@@ -33,6 +33,16 @@ impl Kernels {
     }
 }
 
+/// Where an engine's runs post their sends.
+pub(crate) enum Queue {
+    /// The queue the options named, for every run.
+    Given(QueueId),
+    /// A queue of the context's collectives' pool (`queue.rs`), taken by each run the
+    /// first time it is moved forward and given back when it ends; `Some` while a run
+    /// holds one.
+    Pooled(Option<QueueId>),
+}
+
 /// One rank's side of a set-up collective: its schedules and where the current run stands.
 /// Driven by the caller or by a driver thread (see `driver.rs`), never by both.
 pub(crate) struct Engine {
@@ -41,7 +51,7 @@ pub(crate) struct Engine {
     /// The group's ranks, indexed as the schedules' `to` fields.
     members: Vec<Rank>,
     /// The queue sends are posted on.
-    queue: QueueId,
+    queue: Queue,
     /// Runs cycle through these schedules.
     plan: Vec<Schedule>,
     /// Reduce and divide for the element type.
@@ -65,7 +75,7 @@ impl Engine {
     pub fn new(
         seg: Arc<OwnedSegment>,
         members: Vec<Rank>,
-        queue: QueueId,
+        queue: Queue,
         plan: Vec<Schedule>,
         kernels: Kernels,
         reduction: Reduction,
@@ -136,6 +146,7 @@ impl Engine {
                 let cause = Arc::new(e);
                 self.failed = Some(Arc::clone(&cause));
                 self.active = false;
+                self.give_back_queue(false);
                 Err(Error::Failed(cause))
             }
         }
@@ -144,6 +155,11 @@ impl Engine {
     /// Performs actions from the cursor on until the run completes (`Ok(true)`) or a wait
     /// passes `deadline` (a timeout error: the cursor stays on the action that waited).
     fn run_actions(&mut self, deadline: Deadline) -> Result<bool> {
+        let queue = match &mut self.queue {
+            Queue::Given(q) => *q,
+            Queue::Pooled(Some(q)) => *q,
+            Queue::Pooled(held @ None) => *held.insert(crate::queue::take(&self.seg.ctx)),
+        };
         let ctx = &self.seg.ctx;
         let seg = self.seg.id;
         let schedule = &self.plan[(self.runs % self.plan.len() as u64) as usize];
@@ -161,7 +177,7 @@ impl Engine {
                     let rank = self.members[to];
                     let post = || {
                         if len == 0 {
-                            ctx.notify(seg, rank, NotificationId(notif), value, self.queue)
+                            ctx.notify(seg, rank, NotificationId(notif), value, queue)
                         } else {
                             ctx.write_notify(
                                 Local::new(seg, src as u64),
@@ -169,13 +185,13 @@ impl Engine {
                                 len as u64,
                                 NotificationId(notif),
                                 value,
-                                self.queue,
+                                queue,
                             )
                         }
                     };
                     match post() {
                         Err(gaspi::Error::QueueFull { .. }) => {
-                            ctx.wait(self.queue, deadline.timeout())?;
+                            ctx.wait(queue, deadline.timeout())?;
                             post()?;
                         }
                         r => r?,
@@ -218,13 +234,32 @@ impl Engine {
                 Action::Divide { off, len } => {
                     (self.kernels.divide)(&self.seg, off, len, self.members.len())
                 }
-                Action::Flush => ctx.wait(self.queue, deadline.timeout())?,
+                Action::Flush => ctx.wait(queue, deadline.timeout())?,
             }
             self.cursor += 1;
         }
         self.active = false;
         self.runs += 1;
+        // Every schedule ends with a flush: nothing it posted is left on the queue.
+        self.give_back_queue(true);
         Ok(true)
+    }
+
+    /// Gives the run's pooled queue back, if it holds one; `drained`: nothing it posted is
+    /// still on it.
+    fn give_back_queue(&mut self, drained: bool) {
+        if let Queue::Pooled(held) = &mut self.queue {
+            if let Some(q) = held.take() {
+                crate::queue::give_back(&self.seg.ctx, q, drained);
+            }
+        }
+    }
+}
+
+impl Drop for Engine {
+    /// A run dropped before it ended may have requests in flight on its queue.
+    fn drop(&mut self) {
+        self.give_back_queue(false);
     }
 }
 

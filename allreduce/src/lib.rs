@@ -73,6 +73,7 @@ pub use element::{DataType, Element};
 pub use error::{Error, Result};
 pub use half::{bf16, f16};
 pub use options::{Driver, Options, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
+pub use queue::QUEUES_MAX;
 pub use reduce::Allreduce;
 pub use reduction::Reduction;
 pub use thresholds::Thresholds;

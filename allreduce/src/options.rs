@@ -79,9 +79,10 @@ pub struct Options {
     pub chunk_bytes: Option<usize>,
     /// Broadcasts up to this many bytes use the binomial tree, larger ones the chain.
     pub tree_max: usize,
-    /// The gaspi queue the collective posts on; `None` (the default): a queue of the
-    /// collectives' own, created on the context for them, so that the application's waits
-    /// on its queues do not meet the collectives' requests.
+    /// The gaspi queue the collective posts on; `None` (the default): each run takes a
+    /// queue of the collectives' own, created on the context for them (at most
+    /// [`QUEUES_MAX`](crate::QUEUES_MAX)), so that neither the application's waits nor
+    /// another collective's flushes meet this run's requests.
     pub queue: Option<QueueId>,
     /// Bound on the collective constructor (it talks to every member).
     pub setup_timeout: Timeout,
