@@ -9,27 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use allreduce::{Algorithm, Allreduce, Broadcast, Driver, Error, Options, Reduction};
-use common::{assert_same_everywhere, fingerprint};
-use gaspi::env::TransportChoice::{self, Shm, Tcp};
+use common::{assert_same_everywhere, fingerprint, spmd, LONG};
+use gaspi::env::TransportChoice::{Shm, Tcp};
 use gaspi::{Context, Group, Rank, Timeout};
-
-const LONG: Timeout = Timeout::ms(60_000);
-
-fn spmd(name: &str, n: u16, t: TransportChoice, body: impl FnOnce(Arc<Context>)) {
-    gaspi::testing::spmd_with(
-        name,
-        n,
-        t,
-        gaspi::Config::default(),
-        Duration::from_secs(120),
-        |ctx| {
-            let ctx = Arc::new(ctx);
-            body(Arc::clone(&ctx));
-            // Nobody leaves while a peer may still need its messages.
-            ctx.barrier(Group::ALL, LONG).unwrap();
-        },
-    );
-}
 
 /// Several collectives in flight at once, started and waited in a different order on
 /// each rank, with fresh input every round.

@@ -2,32 +2,16 @@
 //! flight, so that a collective's flush neither waits for another's writes nor takes its
 //! failure report.
 
+mod common;
+
 use std::sync::Arc;
-use std::time::Duration;
 
 use allreduce::{Algorithm, Allreduce, Options, Reduction, QUEUES_MAX};
-use gaspi::env::TransportChoice::{self, Shm, Tcp};
+use common::{spmd, LONG};
+use gaspi::env::TransportChoice::{Shm, Tcp};
 use gaspi::{Context, Group, Rank, ReduceOp, Timeout};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-
-const LONG: Timeout = Timeout::ms(60_000);
-
-fn spmd(name: &str, n: u16, t: TransportChoice, body: impl FnOnce(Arc<Context>)) {
-    gaspi::testing::spmd_with(
-        name,
-        n,
-        t,
-        gaspi::Config::default(),
-        Duration::from_secs(120),
-        |ctx| {
-            let ctx = Arc::new(ctx);
-            body(Arc::clone(&ctx));
-            // Nobody leaves while a peer may still need its messages.
-            ctx.barrier(Group::ALL, LONG).unwrap();
-        },
-    );
-}
 
 /// The collectives post on queues of their own: what the application posted on queue 0 is
 /// still there after a run (before, the collective's flushes waited for it and its writes

@@ -4,8 +4,11 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::Hasher;
+use std::sync::Arc;
+use std::time::Duration;
 
 use allreduce::{bf16, f16, DataType, Element, Reduction};
+use gaspi::env::TransportChoice;
 use gaspi::{Context, Group, ReduceOp, Timeout};
 
 /// Test values: small integers, so sums, products and extremes are exact in every type.
@@ -43,6 +46,27 @@ test_elem!(i32, 0.0, true, |v| v as i32, |x| x as f64);
 test_elem!(i64, 0.0, true, |v| v, |x| x as f64);
 test_elem!(u32, 0.0, false, |v| v as u32, |x| x as f64);
 test_elem!(u64, 0.0, false, |v| v as u64, |x| x as f64);
+
+/// A generous bound on every call of a test (a failure shows long before it).
+pub const LONG: Timeout = Timeout::ms(60_000);
+
+/// Runs `body` on `n` rank processes over transport `t` (the test binary started again as
+/// each rank), with the context shared; every rank then meets the others in a barrier, so
+/// that nobody leaves while a peer may still need its messages.
+pub fn spmd(name: &str, n: u16, t: TransportChoice, body: impl FnOnce(Arc<Context>)) {
+    gaspi::testing::spmd_with(
+        name,
+        n,
+        t,
+        gaspi::Config::default(),
+        Duration::from_secs(120),
+        |ctx| {
+            let ctx = Arc::new(ctx);
+            body(Arc::clone(&ctx));
+            ctx.barrier(Group::ALL, LONG).unwrap();
+        },
+    );
+}
 
 /// A hash of the result's bits, the same in every rank of one build: std's SipHash with
 /// fixed keys, which runs optimized even in the tests' unoptimized build (over megabyte
