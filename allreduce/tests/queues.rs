@@ -5,6 +5,7 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use allreduce::{Algorithm, Allreduce, Options, Reduction, QUEUES_MAX};
 use common::{spmd, LONG};
@@ -184,4 +185,58 @@ fn more_runs_than_queues_share_them_shm_3() {
         Shm,
         more_runs_than_queues,
     );
+}
+
+/// A run that failed leaves its queue with requests that may still fail: the next run, of
+/// a collective whose members are fine, must not take that report. Rank 2 dies after
+/// setting up B (ranks 0 and 2); rank 0's run of B fails naming rank 2, then A (ranks 0
+/// and 1) runs on rank 0 as if nothing had happened, twice.
+#[test]
+fn a_failed_run_leaves_no_report_for_the_next() {
+    const NAME: &str = "a_failed_run_leaves_no_report_for_the_next";
+    let job = gaspi::testing::spmd_job(NAME, 3, Tcp, Duration::from_secs(120), |_| {});
+    if let Some(out) = job {
+        assert!(!out.timed_out, "{}", out.report());
+        for r in 0..2 {
+            assert!(
+                out.ranks[r].status.is_some_and(|s| s.success()),
+                "{}",
+                out.report()
+            );
+        }
+        return;
+    }
+    let ctx = Arc::new(Context::init().expect("gaspi init"));
+    let o = Options {
+        algorithm: Algorithm::RecursiveDoubling,
+        ..Options::default()
+    };
+    let mut a = group_of(&ctx, &[0, 1])
+        .map(|g| Allreduce::<u64>::new(&ctx, g, 1 << 16, Reduction::Sum, o.clone()).unwrap());
+    let mut b = group_of(&ctx, &[0, 2])
+        .map(|g| Allreduce::<u64>::new(&ctx, g, 1 << 16, Reduction::Sum, o.clone()).unwrap());
+    ctx.barrier(Group::ALL, LONG).unwrap();
+    match ctx.rank().0 {
+        0 => {
+            let b = b.as_mut().unwrap();
+            let e = b
+                .start_from(&vec![1; 1 << 16])
+                .and(b.wait(LONG))
+                .unwrap_err();
+            assert_eq!(e.peer_failed(), Some(Rank(2)), "{e:?}");
+        }
+        // Rank 2 dies without a word.
+        2 => std::process::exit(0),
+        _ => {}
+    }
+    let a = a.as_mut().unwrap();
+    for round in 0..2u64 {
+        a.start_from(&vec![round + 1; 1 << 16]).unwrap();
+        let want = 2 * (round + 1);
+        assert!(
+            a.wait(LONG).unwrap().iter().all(|&x| x == want),
+            "round {round}"
+        );
+    }
+    std::process::exit(0);
 }
