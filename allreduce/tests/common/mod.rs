@@ -68,6 +68,22 @@ pub fn spmd(name: &str, n: u16, t: TransportChoice, body: impl FnOnce(Arc<Contex
     );
 }
 
+/// Test `name` as a job of `n` ranks over TCP whose last rank dies on purpose. In the
+/// test's own process: runs the job, checks that it did not time out and that every other
+/// rank succeeded, and returns `true` (the test is done). In a rank: returns `false`, and
+/// the test goes on with its body.
+pub fn ran_with_a_dying_last_rank(name: &str, n: u16) -> bool {
+    let tcp = TransportChoice::Tcp;
+    let Some(out) = gaspi::testing::spmd_job(name, n, tcp, Duration::from_secs(120), |_| {}) else {
+        return false;
+    };
+    assert!(!out.timed_out, "{}", out.report());
+    for rank in &out.ranks[..usize::from(n) - 1] {
+        assert!(rank.status.is_some_and(|s| s.success()), "{}", out.report());
+    }
+    true
+}
+
 /// A hash of the result's bits, the same in every rank of one build: std's SipHash with
 /// fixed keys, which runs optimized even in the tests' unoptimized build (over megabyte
 /// results, a byte-by-byte loop compiled here took most of a test's time).
