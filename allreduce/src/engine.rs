@@ -156,8 +156,7 @@ impl Engine {
     /// passes `deadline` (a timeout error: the cursor stays on the action that waited).
     fn run_actions(&mut self, deadline: Deadline) -> Result<bool> {
         let queue = match &mut self.queue {
-            Queue::Given(q) => *q,
-            Queue::Pooled(Some(q)) => *q,
+            Queue::Given(q) | Queue::Pooled(Some(q)) => *q,
             Queue::Pooled(held @ None) => *held.insert(crate::queue::take(&self.seg.ctx)),
         };
         let ctx = &self.seg.ctx;

@@ -14,11 +14,12 @@
 //! whose own peers are fine.
 //!
 //! A run takes a queue the first time it is moved forward and gives it back when it
-//! completes, so runs that follow each other reuse one queue. The pool grows to [`QUEUES_MAX`] queues, leaving the
-//! rest of GASPI's 16 to the application; runs beyond that share the queue fewest runs use.
-//! A queue given back by a run that failed or was dropped may still hold its requests (and
-//! their failure reports): it is handed out again once a purge finds it drained, or
-//! before only if the pool is full and every queue in it is in that state.
+//! completes, so runs that follow each other reuse one queue. The pool grows to
+//! [`QUEUES_MAX`] queues, leaving the rest of GASPI's 16 to the application; runs beyond
+//! that share the queue fewest runs use. A queue given back by a run that failed or was
+//! dropped may still hold its requests (and their failure reports): it is handed out again
+//! once a purge finds it drained, or before only if the pool is full and every queue in it
+//! is in that state.
 
 use std::sync::{Arc, Weak};
 
