@@ -26,11 +26,11 @@ then rounded. They are checked on runs not fitted to (docs/sim-validation-20b.tx
     benches/sim/measure.sh target/measured.txt 15
     benches/sim/fit.py target/measured.txt
 """
+import argparse
 import math
 import pathlib
 import random
 import subprocess
-import sys
 
 SIM = pathlib.Path(__file__).resolve().parents[2] / "target/release/allreduce-sim"
 # Machine::shm's fields as of session 22.
@@ -87,21 +87,18 @@ def search(validation, params):
 
 
 def main():
-    args = sys.argv[1:]
-    restarts, seed = 0, 1
-    if "--restarts" in args:
-        i = args.index("--restarts")
-        restarts = int(args[i + 1])
-        del args[i:i + 2]
-    if "--seed" in args:
-        i = args.index("--seed")
-        seed = int(args[i + 1])
-        del args[i:i + 2]
-    validation = args[0] if args else "docs/sim-validation-20.txt"
+    cli = argparse.ArgumentParser(description="Refits Machine::shm to a validation file.")
+    cli.add_argument("validation", nargs="?", default="docs/sim-validation-20.txt")
+    cli.add_argument("start", nargs="*", metavar="NAME=VALUE", help="start a value elsewhere")
+    cli.add_argument("--restarts", type=int, default=0, help="searches from perturbed optima")
+    cli.add_argument("--seed", type=int, default=1)
+    args = cli.parse_args()
+    validation = args.validation
     params = dict(START)
-    for pair in args[1:]:
+    for pair in args.start:
         name, value = pair.split("=")
         params[name] = float(value)
+    restarts, seed = args.restarts, args.seed
     best, params = search(validation, params)
     # Restarts from random perturbations of the optimum: the lowest cost wins; optima within
     # TIE of it are told apart by their held-out points within 25%.
