@@ -94,8 +94,11 @@ impl Context {
             .ok_or(Self::invalid_group(group, "no such group"))?;
         // A commit of the group in another thread stops: it checks that its group is still
         // in the table under this lock before every announcement and after every wait, and
-        // its wait for the peers asks the mark.
+        // its waits (for the peers' registrations, for an acknowledgement) ask the mark.
         st.committing.deleted.store(true, Ordering::Release);
+        if let Some(ack) = st.committing.ack_wait.lock().as_ref() {
+            ack.wake();
+        }
         // Its internal segment, also one left by a commit that never completed. Under the
         // lock: no commit of this instance announces or re-creates it after, and a new
         // group of the id (made once the lock is free) does not lose its own to this.

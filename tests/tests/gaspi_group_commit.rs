@@ -393,3 +393,95 @@ spmd_cases! {
     deleted_and_recreated, deleted_and_recreated_at_once,
     tcp_3 = (3, Tcp), shm_3 = (3, Shm),
 }
+
+/// A commit waiting for the acknowledgement of a member that is alive but takes nothing in
+/// (a hung rank) stops when the group is deleted, too. Rank 1 stops taking in what rank 0
+/// sends, so rank 0's announcement to it is never acknowledged. Rank 0 commits `{0, 1, 2}`
+/// in a second thread without a timeout; rank 2 commits `{0, 2}`, polling until it reports
+/// that the members differ: rank 0 announces to its peers in rank order, so both
+/// announcements are out and the commit waits for rank 1's acknowledgement. Rank 0 then
+/// deletes the group: the commit returns `InvalidGroup` ("deleted while committing") at
+/// once. Notifications on segment [`S`] order the steps (rank 2 relays between ranks 0 and
+/// 1, which cannot hear rank 0).
+fn deleted_while_waiting_for_an_ack(ctx: Context) {
+    const STOPPED: u32 = 1;
+    const SEEN: u32 = 2;
+    const DONE: u32 = 3;
+    let seg = setup(&ctx);
+    ctx.barrier(Group::ALL, T).unwrap();
+    let tell = |to: u16, id: u32| {
+        ctx.notify(seg, Rank(to), nid(id), 1, Q).unwrap();
+        ctx.wait(Q, T).unwrap();
+    };
+    match ctx.rank().0 {
+        1 => {
+            ctx.stop_receiving_from(Rank(0)).unwrap();
+            tell(2, STOPPED);
+            take(&ctx, seg, DONE);
+            // Rank 0 cannot be told goodbye in order: leave as a hung rank's kill would.
+            std::process::exit(0);
+        }
+        2 => {
+            take(&ctx, seg, STOPPED);
+            tell(0, STOPPED);
+            let g = ctx.group_create().unwrap();
+            ctx.group_add(g, Rank(0)).unwrap();
+            ctx.group_add(g, Rank(2)).unwrap();
+            let start = Instant::now();
+            loop {
+                match ctx.group_commit(g, Timeout::TEST) {
+                    Err(Error::Timeout) => assert!(
+                        start.elapsed() < POLL_LIMIT,
+                        "rank 0's announcement never came"
+                    ),
+                    Err(Error::InvalidGroup {
+                        why: "members differ between ranks",
+                        ..
+                    }) => break,
+                    res => panic!("expected the members to differ: {res:?}"),
+                }
+            }
+            tell(0, SEEN);
+            take(&ctx, seg, DONE);
+            tell(1, DONE);
+            ctx.group_delete(g).unwrap();
+        }
+        _ => {
+            take(&ctx, seg, STOPPED);
+            let g = ctx.group_create().unwrap();
+            add_all(&ctx, g);
+            std::thread::scope(|s| {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let c = &ctx;
+                s.spawn(move || {
+                    let start = Instant::now();
+                    let res = c.group_commit(g, Timeout::BLOCK);
+                    let _ = tx.send((res, start.elapsed()));
+                });
+                take(&ctx, seg, SEEN);
+                ctx.group_delete(g).unwrap();
+                let Ok((res, took)) = rx.recv_timeout(PROMPT) else {
+                    eprintln!("the commit of a deleted group did not return within {PROMPT:?}");
+                    std::process::exit(1);
+                };
+                assert!(
+                    matches!(
+                        res,
+                        Err(Error::InvalidGroup {
+                            why: "deleted while committing",
+                            ..
+                        })
+                    ),
+                    "expected the commit to see the deletion: {res:?} after {took:?}"
+                );
+            });
+            tell(2, DONE);
+        }
+    }
+    ctx.term(T).unwrap();
+}
+
+spmd_cases! {
+    deleted_while_waiting_for_an_ack_, deleted_while_waiting_for_an_ack,
+    tcp_3 = (3, Tcp), shm_3 = (3, Shm),
+}

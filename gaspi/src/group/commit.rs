@@ -166,7 +166,13 @@ impl Context {
             // An acknowledgement comes from the peer's progress thread, whatever the peer's
             // commit does: waiting for it first cannot hold up a peer.
             if let Some(pair) = p.pairs.iter_mut().find(|x| !x.acks.is_empty()) {
-                let res = pair.acks[0].1.wait_resumable(&self.sh.rpc, deadline);
+                // A peer that is alive but does not answer (stopped, or hung) holds this
+                // wait up to the deadline, unless the group is deleted meanwhile.
+                let ack = &pair.acks[0].1;
+                *inst.ack_wait.lock() = Some(ack.slot.clone());
+                let deleted = || inst.deleted.load(Ordering::Acquire);
+                let res = ack.wait_until(&self.sh.rpc, deadline, deleted);
+                *inst.ack_wait.lock() = None;
                 self.check_current(group, inst)?;
                 match res {
                     Err(Error::Timeout) => return Err(self.commit_timed_out(group, key, p)),

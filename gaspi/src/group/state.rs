@@ -9,7 +9,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::memory::segment_table::{LocalSegment, TAG_LATCHED};
-use crate::transport::requests::Ack;
+use crate::transport::requests::{Ack, RpcSlot};
 use crate::types::{Rank, SegKey};
 
 /// A committed group's internal segment, the members it was committed with and this
@@ -95,6 +95,10 @@ pub(crate) struct Committing {
     /// Set by `group_delete` (under the groups lock, as it takes the group out of the
     /// table), which then wakes the waits of commits: a commit waiting for its peers stops.
     pub deleted: AtomicBool,
+    /// The acknowledgement a commit of the group waits for, if it waits for one: what
+    /// `group_delete` wakes (after setting `deleted`), so that a commit waiting on a peer
+    /// that does not answer stops too.
+    pub ack_wait: Mutex<Option<Arc<RpcSlot>>>,
 }
 
 impl GroupState {

@@ -3,7 +3,7 @@
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -16,25 +16,62 @@ pub(crate) struct RpcSlot {
     cv: Condvar,
 }
 
+impl RpcSlot {
+    /// Wakes whoever waits on this slot without an answer, so that it checks its `stop`
+    /// condition again (see [`RpcTable::wait_until`]).
+    pub fn wake(&self) {
+        let _value = self.value.lock();
+        self.cv.notify_all();
+    }
+}
+
+/// Requests waiting for their answer, by id. The table holds each slot weakly: the caller
+/// holds it, and a request whose caller dropped its slot (a commit abandoned with the group
+/// it was for, say) is forgotten, whether its answer ever comes or not.
+struct Open {
+    slots: HashMap<u64, (Rank, Weak<RpcSlot>)>,
+    /// When the table holds this many requests, those nobody waits for any more are dropped
+    /// (then it is set to twice what remains), so a peer that never answers keeps no more
+    /// than the requests still waited for, and each `begin` costs O(1) amortized.
+    prune_at: usize,
+}
+
+/// The least `Open::prune_at`.
+const PRUNE_MIN: usize = 64;
+
+impl Default for Open {
+    fn default() -> Open {
+        Open {
+            slots: HashMap::new(),
+            prune_at: PRUNE_MIN,
+        }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct RpcTable {
     next: AtomicU64,
-    slots: Mutex<HashMap<u64, (Rank, Arc<RpcSlot>)>>,
+    open: Mutex<Open>,
     /// Set by [`fail_all`](Self::fail_all): requests begun later fail at once.
     closed: AtomicBool,
 }
 
 impl RpcTable {
-    /// A new request id towards `rank`, with the slot its answer lands in.
+    /// A new request id towards `rank`, with the slot its answer lands in. The request is
+    /// open while the caller holds the slot (or until it is answered or forgotten).
     pub fn begin(&self, rank: Rank) -> (u64, Arc<RpcSlot>) {
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let slot = Arc::new(RpcSlot::default());
-        let mut slots = self.slots.lock();
+        let mut open = self.open.lock();
         if self.closed.load(Ordering::Acquire) {
             *slot.value.lock() = Some(Err(Error::Terminated));
-        } else {
-            slots.insert(id, (rank, slot.clone()));
+            return (id, slot);
         }
+        if open.slots.len() >= open.prune_at {
+            open.slots.retain(|_, (_, s)| s.strong_count() > 0);
+            open.prune_at = (2 * open.slots.len()).max(PRUNE_MIN);
+        }
+        open.slots.insert(id, (rank, Arc::downgrade(&slot)));
         (id, slot)
     }
 
@@ -47,7 +84,7 @@ impl RpcTable {
         from: Rank,
         value: Result<u64>,
     ) -> std::result::Result<(), ProtocolError> {
-        let slot = match self.slots.lock().entry(id) {
+        let slot = match self.open.lock().slots.entry(id) {
             Entry::Vacant(_) => return Ok(()),
             Entry::Occupied(e) if e.get().0 != from => {
                 return Err(ProtocolError::ForeignAnswer {
@@ -57,6 +94,10 @@ impl RpcTable {
             }
             Entry::Occupied(e) => e.remove().1,
         };
+        // Nobody waits for it any more.
+        let Some(slot) = slot.upgrade() else {
+            return Ok(());
+        };
         *slot.value.lock() = Some(value);
         slot.cv.notify_all();
         Ok(())
@@ -65,15 +106,18 @@ impl RpcTable {
     /// Fails every request waiting on `rank`.
     pub fn fail_rank(&self, rank: Rank) {
         let failed: Vec<_> = {
-            let mut slots = self.slots.lock();
-            let ids: Vec<u64> = slots
-                .iter()
-                .filter(|(_, (r, _))| *r == rank)
-                .map(|(id, _)| *id)
-                .collect();
-            ids.into_iter().filter_map(|id| slots.remove(&id)).collect()
+            let mut open = self.open.lock();
+            let mut failed = Vec::new();
+            open.slots.retain(|_, (r, s)| {
+                if *r != rank {
+                    return true;
+                }
+                failed.extend(s.upgrade());
+                false
+            });
+            failed
         };
-        for (_, slot) in failed {
+        for slot in failed {
             *slot.value.lock() = Some(Err(Error::PeerFailed { rank }));
             slot.cv.notify_all();
         }
@@ -82,9 +126,12 @@ impl RpcTable {
     /// Fails every open request with `error()` (process termination).
     pub fn fail_all(&self, error: impl Fn() -> Error) {
         let open: Vec<_> = {
-            let mut slots = self.slots.lock();
+            let mut open = self.open.lock();
             self.closed.store(true, Ordering::Release);
-            slots.drain().map(|(_, (_, s))| s).collect()
+            open.slots
+                .drain()
+                .filter_map(|(_, (_, s))| s.upgrade())
+                .collect()
         };
         for slot in open {
             *slot.value.lock() = Some(Err(error()));
@@ -95,10 +142,25 @@ impl RpcTable {
     /// Waits for the answer in `slot` until `deadline`; on `Timeout` the request stays open, so
     /// that a later call can wait for the same answer again (or [`forget`](Self::forget) it).
     pub fn wait_resumable(&self, slot: &RpcSlot, deadline: Deadline) -> Result<u64> {
+        self.wait_until(slot, deadline, || false)
+    }
+
+    /// As [`wait_resumable`](Self::wait_resumable), and returns `Timeout` as soon as
+    /// `stop()` holds, checked under the slot's lock before every sleep: whoever makes it
+    /// hold then calls [`RpcSlot::wake`], so that the waiter cannot miss it.
+    pub fn wait_until(
+        &self,
+        slot: &RpcSlot,
+        deadline: Deadline,
+        stop: impl Fn() -> bool,
+    ) -> Result<u64> {
         let mut v = slot.value.lock();
         loop {
             if let Some(r) = v.take() {
                 return r;
+            }
+            if stop() {
+                return Err(Error::Timeout);
             }
             match deadline.remaining() {
                 None => slot.cv.wait(&mut v),
@@ -112,7 +174,14 @@ impl RpcTable {
 
     /// Drops request `id`: its answer, if it ever comes, is ignored.
     pub fn forget(&self, id: u64) {
-        self.slots.lock().remove(&id);
+        self.open.lock().slots.remove(&id);
+    }
+
+    /// Requests the table holds (answered ones and forgotten ones are gone; abandoned ones
+    /// stay until the next prune).
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.open.lock().slots.len()
     }
 
     /// Waits for the answer to `id` until `deadline`; on timeout the request is forgotten.
@@ -144,6 +213,17 @@ impl Ack {
     /// later call waits for the same answer (an answer is taken once).
     pub fn wait_resumable(&self, table: &RpcTable, deadline: Deadline) -> Result<()> {
         table.wait_resumable(&self.slot, deadline).map(|_| ())
+    }
+
+    /// As [`wait_resumable`](Self::wait_resumable), and returns `Timeout` as soon as
+    /// `stop()` holds (see [`RpcTable::wait_until`]).
+    pub fn wait_until(
+        &self,
+        table: &RpcTable,
+        deadline: Deadline,
+        stop: impl Fn() -> bool,
+    ) -> Result<()> {
+        table.wait_until(&self.slot, deadline, stop).map(|_| ())
     }
 }
 
@@ -198,5 +278,46 @@ mod tests {
         );
         // An answer to a request nobody waits for any more is ignored, from anyone.
         assert_eq!(table.complete(id, Rank(2), Ok(8)), Ok(()));
+    }
+
+    /// Requests whose callers dropped their slots (a peer that never answers them) do not
+    /// pile up: the table holds at most about twice the requests still waited for.
+    #[test]
+    fn requests_nobody_waits_for_are_dropped() {
+        let table = RpcTable::default();
+        let kept: Vec<_> = (0..10).map(|_| table.begin(Rank(1))).collect();
+        for _ in 0..10_000 {
+            let (_id, _slot) = table.begin(Rank(1));
+        }
+        assert!(table.held() <= PRUNE_MIN + 1, "{} held", table.held());
+        // The requests still waited for are answered.
+        for (id, slot) in &kept {
+            table.complete(*id, Rank(1), Ok(*id)).unwrap();
+            assert_eq!(table.wait(*id, slot, Deadline::NOW).ok(), Some(*id));
+        }
+        // An answer to a dropped request is ignored.
+        let (id, slot) = table.begin(Rank(1));
+        drop(slot);
+        assert_eq!(table.complete(id, Rank(1), Ok(1)), Ok(()));
+    }
+
+    /// A waiter whose stop condition comes to hold returns once woken, long before its
+    /// deadline; the request stays open for a later wait.
+    #[test]
+    fn a_wait_stops_when_woken_with_its_condition_set() {
+        let table = Arc::new(RpcTable::default());
+        let (id, slot) = table.begin(Rank(1));
+        let stop = Arc::new(AtomicBool::new(false));
+        let waiter = {
+            let (table, slot, stop) = (table.clone(), slot.clone(), stop.clone());
+            std::thread::spawn(move || {
+                table.wait_until(&slot, Deadline::NEVER, || stop.load(Ordering::Acquire))
+            })
+        };
+        stop.store(true, Ordering::Release);
+        slot.wake();
+        assert!(matches!(waiter.join().unwrap(), Err(Error::Timeout)));
+        table.complete(id, Rank(1), Ok(3)).unwrap();
+        assert_eq!(table.wait(id, &slot, Deadline::NOW).ok(), Some(3));
     }
 }
