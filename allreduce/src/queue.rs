@@ -42,7 +42,10 @@ struct Slot {
 /// The collectives' queues of one live context.
 struct Pool {
     ctx: Weak<Context>,
+    /// Queues of their own (never queue 0, which the application owns).
     slots: Vec<Slot>,
+    /// A run was left on queue 0 for want of a queue, and the log said so.
+    warned: bool,
 }
 
 static POOLS: Mutex<Vec<Pool>> = Mutex::new(Vec::new());
@@ -50,10 +53,11 @@ static POOLS: Mutex<Vec<Pool>> = Mutex::new(Vec::new());
 /// A queue for a run of a collective on `ctx`, to be given back with [`give_back`].
 ///
 /// An idle queue of the pool, else a new one while the pool is below [`QUEUES_MAX`] and the
-/// context can create one, else the pool's queue with the fewest runs on it. A context
-/// that can create no queue at all (the application holds every one) leaves the
-/// collectives on queue 0, shared with the application, as they were before they had
-/// queues of their own; that is said once.
+/// context can create one, else the pool's queue with the fewest runs on it. While the
+/// pool is empty and the context can create no queue (the application holds every one),
+/// runs are left on queue 0, shared with the application, as the collectives were before
+/// they had queues of their own; that is said once. Queue 0 never joins the pool, so the
+/// first run after the application frees a queue takes one of its own again.
 pub(crate) fn take(ctx: &Arc<Context>) -> QueueId {
     let mut pools = POOLS.lock();
     // A context that is gone frees its entry, so that a new one at its address is not
@@ -68,11 +72,12 @@ pub(crate) fn take(ctx: &Arc<Context>) -> QueueId {
             pools.push(Pool {
                 ctx: Arc::downgrade(ctx),
                 slots: Vec::new(),
+                warned: false,
             });
             pools.len() - 1
         }
     };
-    let slots = &mut pools[at].slots;
+    let Pool { slots, warned, .. } = &mut pools[at];
     for slot in slots.iter_mut().filter(|s| s.tainted && s.users == 0) {
         // Nobody posts on it: a purge that succeeds at once means nothing is in flight,
         // and it drops the failure reports the abandoned run left.
@@ -95,15 +100,12 @@ pub(crate) fn take(ctx: &Arc<Context>) -> QueueId {
                 return id;
             }
             Err(e) if slots.is_empty() => {
-                tracing::warn!(
-                    error = %e,
-                    "no queue of their own for the collectives: they share queue 0 with the application"
-                );
-                slots.push(Slot {
-                    id: QueueId(0),
-                    users: 1,
-                    tainted: false,
-                });
+                if !std::mem::replace(warned, true) {
+                    tracing::warn!(
+                        error = %e,
+                        "no queue of their own for the collectives: they share queue 0 with the application"
+                    );
+                }
                 return QueueId(0);
             }
             Err(_) => {}
@@ -129,9 +131,10 @@ pub(crate) fn give_back(ctx: &Context, queue: QueueId, drained: bool) {
         .filter(|p| std::ptr::eq(p.ctx.as_ptr(), ctx))
         .flat_map(|p| p.slots.iter_mut())
         .find(|s| s.id == queue && s.users > 0);
+    // Queue 0 (the fallback of `take`) is the application's: not the pool's to count or
+    // purge.
     if let Some(slot) = slot {
         slot.users -= 1;
-        // Queue 0 is the application's: never purged by the collectives.
-        slot.tainted |= !drained && slot.id != QueueId(0);
+        slot.tainted |= !drained;
     }
 }

@@ -62,6 +62,52 @@ fn collectives_keep_to_a_queue_of_their_own_tcp_3() {
     );
 }
 
+/// A context whose application holds every queue leaves the collectives on queue 0; once
+/// the application deletes one of its queues, the next run takes a queue of its own again
+/// (before, the pool kept queue 0 as its queue and handed it out first ever after).
+fn back_on_a_queue_of_their_own(ctx: Arc<Context>) {
+    let mut held = Vec::new();
+    while let Ok(q) = ctx.queue_create() {
+        held.push(q);
+    }
+    assert_eq!(
+        ctx.queue_num(),
+        ctx.queue_max(),
+        "the application holds every queue"
+    );
+    let me = u64::from(ctx.rank().0);
+    let o = Options {
+        algorithm: Algorithm::Ring,
+        ..Options::default()
+    };
+    let mut ar = Allreduce::<u64>::new(&ctx, Group::ALL, 1000, Reduction::Sum, o).unwrap();
+    ar.start_from(&vec![me; 1000]).unwrap();
+    assert!(ar.wait(LONG).unwrap().iter().all(|&x| x == 3), "on queue 0");
+    let freed = held.pop().unwrap();
+    ctx.queue_delete(freed).unwrap();
+    ar.start_from(&vec![me + 1; 1000]).unwrap();
+    assert!(
+        ar.wait(LONG).unwrap().iter().all(|&x| x == 6),
+        "on its own queue"
+    );
+    assert_eq!(
+        ctx.queue_num(),
+        ctx.queue_max(),
+        "the run created a queue of its own in the place freed"
+    );
+    ctx.barrier(Group::ALL, LONG).unwrap();
+}
+
+#[test]
+fn back_on_a_queue_of_their_own_once_one_is_free_tcp_3() {
+    spmd(
+        "back_on_a_queue_of_their_own_once_one_is_free_tcp_3",
+        3,
+        Tcp,
+        back_on_a_queue_of_their_own,
+    );
+}
+
 /// A group of the members `ranks`, committed by them; every rank calls this in the same
 /// order, so that the group has one id everywhere (the other ranks get `None`).
 fn group_of(ctx: &Context, ranks: &[u16]) -> Option<Group> {
