@@ -276,6 +276,62 @@ spmd_cases! {
 /// timeout, or never return.
 const PROMPT: Duration = Duration::from_secs(5);
 
+/// Commits `g` with `timeout` in a thread of scope `s`; the receiver gets its result and
+/// how long it took.
+fn commit_in<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    ctx: &'s Context,
+    g: Group,
+    timeout: Timeout,
+) -> std::sync::mpsc::Receiver<(Result<()>, Duration)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    s.spawn(move || {
+        let start = Instant::now();
+        let res = ctx.group_commit(g, timeout);
+        let _ = tx.send((res, start.elapsed()));
+    });
+    rx
+}
+
+/// The commit of [`commit_in`], whose group was just deleted, returns within [`PROMPT`]
+/// saying so.
+fn stopped_by_the_deletion(commit: &std::sync::mpsc::Receiver<(Result<()>, Duration)>) {
+    let Ok((res, took)) = commit.recv_timeout(PROMPT) else {
+        // The scope would wait for the commit forever: end the rank, failing.
+        eprintln!("the commit of a deleted group did not return within {PROMPT:?}");
+        std::process::exit(1);
+    };
+    assert!(
+        matches!(
+            res,
+            Err(Error::InvalidGroup {
+                why: "deleted while committing",
+                ..
+            })
+        ),
+        "expected the commit to see the deletion: {res:?} after {took:?}"
+    );
+}
+
+/// Polls the commit of `g` (whose members differ from rank 0's) until it says so: rank 0's
+/// announcement has come.
+fn poll_until_members_differ(ctx: &Context, g: Group) {
+    let start = Instant::now();
+    loop {
+        match ctx.group_commit(g, Timeout::TEST) {
+            Err(Error::Timeout) => assert!(
+                start.elapsed() < POLL_LIMIT,
+                "rank 0's announcement never came"
+            ),
+            Err(Error::InvalidGroup {
+                why: "members differ between ranks",
+                ..
+            }) => break,
+            res => panic!("expected the members to differ: {res:?}"),
+        }
+    }
+}
+
 /// A group deleted by one thread while another thread of the same rank commits it: rank 0
 /// commits `{0, 1, 2}` in a second thread with `timeout`, and rank 2 never commits, so the
 /// commit cannot complete. Rank 1 commits `{0, 1}`, polling until it reports that the
@@ -297,13 +353,8 @@ fn deleted_while_committing_with(ctx: Context, timeout: Timeout, at_once: bool) 
     }
     match me {
         0 => std::thread::scope(|s| {
-            let (tx, rx) = std::sync::mpsc::channel();
             let c = &ctx;
-            s.spawn(move || {
-                let start = Instant::now();
-                let res = c.group_commit(g, timeout);
-                let _ = tx.send((res, start.elapsed()));
-            });
+            let commit = commit_in(s, c, g, timeout);
             // Rank 1 has seen this rank's announcement: the commit is under way.
             ctx.barrier(Group::ALL, T).unwrap();
             ctx.group_delete(g).unwrap();
@@ -312,21 +363,7 @@ fn deleted_while_committing_with(ctx: Context, timeout: Timeout, at_once: bool) 
                 add_all(c, g);
                 s.spawn(move || c.group_commit(g, COMMIT))
             });
-            let Ok((res, took)) = rx.recv_timeout(PROMPT) else {
-                // The scope would wait for the commit forever: end the rank, failing.
-                eprintln!("the commit of a deleted group did not return within {PROMPT:?}");
-                std::process::exit(1);
-            };
-            assert!(
-                matches!(
-                    res,
-                    Err(Error::InvalidGroup {
-                        why: "deleted while committing",
-                        ..
-                    })
-                ),
-                "expected the commit to see the deletion: {res:?} after {took:?}"
-            );
+            stopped_by_the_deletion(&commit);
             if let Some(again) = again {
                 ctx.barrier(Group::ALL, T).unwrap();
                 again.join().unwrap().unwrap();
@@ -335,20 +372,7 @@ fn deleted_while_committing_with(ctx: Context, timeout: Timeout, at_once: bool) 
             }
         }),
         1 => {
-            let start = Instant::now();
-            loop {
-                match ctx.group_commit(g, Timeout::TEST) {
-                    Err(Error::Timeout) => assert!(
-                        start.elapsed() < POLL_LIMIT,
-                        "rank 0's announcement never came"
-                    ),
-                    Err(Error::InvalidGroup {
-                        why: "members differ between ranks",
-                        ..
-                    }) => break,
-                    res => panic!("expected the members to differ: {res:?}"),
-                }
-            }
+            poll_until_members_differ(&ctx, g);
             ctx.barrier(Group::ALL, T).unwrap();
             ctx.group_delete(g).unwrap();
         }
@@ -427,20 +451,7 @@ fn deleted_while_waiting_for_an_ack(ctx: Context) {
             let g = ctx.group_create().unwrap();
             ctx.group_add(g, Rank(0)).unwrap();
             ctx.group_add(g, Rank(2)).unwrap();
-            let start = Instant::now();
-            loop {
-                match ctx.group_commit(g, Timeout::TEST) {
-                    Err(Error::Timeout) => assert!(
-                        start.elapsed() < POLL_LIMIT,
-                        "rank 0's announcement never came"
-                    ),
-                    Err(Error::InvalidGroup {
-                        why: "members differ between ranks",
-                        ..
-                    }) => break,
-                    res => panic!("expected the members to differ: {res:?}"),
-                }
-            }
+            poll_until_members_differ(&ctx, g);
             tell(0, SEEN);
             take(&ctx, seg, DONE);
             tell(1, DONE);
@@ -451,29 +462,10 @@ fn deleted_while_waiting_for_an_ack(ctx: Context) {
             let g = ctx.group_create().unwrap();
             add_all(&ctx, g);
             std::thread::scope(|s| {
-                let (tx, rx) = std::sync::mpsc::channel();
-                let c = &ctx;
-                s.spawn(move || {
-                    let start = Instant::now();
-                    let res = c.group_commit(g, Timeout::BLOCK);
-                    let _ = tx.send((res, start.elapsed()));
-                });
+                let commit = commit_in(s, &ctx, g, Timeout::BLOCK);
                 take(&ctx, seg, SEEN);
                 ctx.group_delete(g).unwrap();
-                let Ok((res, took)) = rx.recv_timeout(PROMPT) else {
-                    eprintln!("the commit of a deleted group did not return within {PROMPT:?}");
-                    std::process::exit(1);
-                };
-                assert!(
-                    matches!(
-                        res,
-                        Err(Error::InvalidGroup {
-                            why: "deleted while committing",
-                            ..
-                        })
-                    ),
-                    "expected the commit to see the deletion: {res:?} after {took:?}"
-                );
+                stopped_by_the_deletion(&commit);
             });
             tell(2, DONE);
         }
