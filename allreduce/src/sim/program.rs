@@ -30,8 +30,15 @@ pub(crate) enum Op {
     /// Reduce `len` bytes from our staging into our data.
     Reduce { len: u32 },
     /// Read `len` bytes of same-host rank `from`'s segment in place, reducing them into
-    /// ours (`reduce`) or copying them.
-    ReadPeer { from: u32, len: u32, reduce: bool },
+    /// ours (`reduce`) or copying them. `folded`: a reduction into the range the previous
+    /// action reduced into, which is still in cache (single-copy folds every peer's operand
+    /// into one cache-sized chunk in turn), so only the peer's bytes come from memory.
+    ReadPeer {
+        from: u32,
+        len: u32,
+        reduce: bool,
+        folded: bool,
+    },
     /// Divide `len` bytes by the rank count (AVG).
     Divide { len: u32 },
     /// Wait for local completion of every send posted so far.
@@ -83,8 +90,8 @@ fn small(v: usize) -> Result<u32, SimError> {
     u32::try_from(v).map_err(|_| SimError::BadInput("vector or group too large to simulate"))
 }
 
-/// The compact form of one action.
-fn op(a: &Action) -> Result<Op, SimError> {
+/// The compact form of action `a`, which follows `prev`.
+fn op(a: &Action, prev: Option<&Action>) -> Result<Op, SimError> {
     Ok(match *a {
         Action::Send { to, len, notif, .. } => Op::Send {
             to: small(to)?,
@@ -93,15 +100,17 @@ fn op(a: &Action) -> Result<Op, SimError> {
         },
         Action::Recv { notif, .. } => Op::Recv { notif },
         Action::Reduce { len, .. } => Op::Reduce { len: small(len)? },
-        Action::ReduceFrom { from, len, .. } => Op::ReadPeer {
+        Action::ReduceFrom { from, dst, len, .. } => Op::ReadPeer {
             from: small(from)?,
             len: small(len)?,
             reduce: true,
+            folded: matches!(prev, Some(&Action::ReduceFrom { dst: d, len: l, .. }) if (d, l) == (dst, len)),
         },
         Action::CopyFrom { from, len, .. } => Op::ReadPeer {
             from: small(from)?,
             len: small(len)?,
             reduce: false,
+            folded: false,
         },
         Action::Divide { len, .. } => Op::Divide { len: small(len)? },
         Action::Flush => Op::Flush,
@@ -165,7 +174,14 @@ pub(crate) fn build(
         let schedules = plan
             .schedules
             .iter()
-            .map(|s| s.actions.iter().map(op).collect::<Result<Vec<_>, _>>())
+            .map(|s| {
+                let prev = std::iter::once(None).chain(s.actions.iter().map(Some));
+                s.actions
+                    .iter()
+                    .zip(prev)
+                    .map(|(a, p)| op(a, p))
+                    .collect::<Result<Vec<_>, _>>()
+            })
             .collect::<Result<Vec<_>, _>>()?;
         ranks.push(schedules);
     }

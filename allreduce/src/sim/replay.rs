@@ -66,6 +66,9 @@ struct Costs {
     /// Seconds per byte of a copy, of a reduction and of a rank's network stream.
     copy: f64,
     reduce: f64,
+    /// Seconds per byte of a reduction into a chunk still in cache (`Op::ReadPeer`'s
+    /// `folded`): only the peer's operand streams from memory.
+    reduce_folded: f64,
     stream: f64,
     /// Seconds per byte of one side's kernel copy of a network message.
     net_copy: f64,
@@ -94,6 +97,11 @@ impl Costs {
             oversubscribed: on_cores > m.cores,
             copy: blend(m.shm_copy_bw_cache, m.shm_copy_bw_mem),
             reduce: blend(m.reduce_bw_cache, m.reduce_bw_mem),
+            // A third of the traffic (one operand, not two and the result) from memory.
+            reduce_folded: blend(
+                m.reduce_bw_cache,
+                (3.0 * m.reduce_bw_mem).min(m.reduce_bw_cache),
+            ),
             stream: 1.0 / m.net_stream_bw,
             net_copy: fits / m.net_copy_bw_cache + (1.0 - fits) / m.net_copy_bw,
             spill: 1.0 - fits,
@@ -275,8 +283,13 @@ pub(crate) fn replay(
                     len, reduce: true, ..
                 } => {
                     let len = len as usize;
-                    ranks[r].now =
-                        work(len as f64 * costs.reduce, 3 * len, &mut memory, &mut cores);
+                    // Both operands read, the result written; into a chunk still in cache,
+                    // the peer's operand alone.
+                    let (per_byte, traffic) = match op {
+                        Op::ReadPeer { folded: true, .. } => (costs.reduce_folded, len),
+                        _ => (costs.reduce, 3 * len),
+                    };
+                    ranks[r].now = work(len as f64 * per_byte, traffic, &mut memory, &mut cores);
                 }
                 Op::ReadPeer { len, .. } => {
                     let len = len as usize;

@@ -289,6 +289,71 @@ fn the_kernel_copies_a_working_set_in_cache_faster() {
     assert!((half - (0.5e-3 + 0.125e-3)).abs() < 1e-9, "{half}");
 }
 
+/// Single-copy folds every peer's operand of a chunk into it in turn: after the first, a
+/// reduction reads only the peer's bytes from memory, a third of the traffic, at three
+/// times the reduction's memory rate.
+#[test]
+fn a_reduction_into_a_chunk_still_in_cache_reads_only_the_peers_bytes() {
+    let len = 1_000_000;
+    let from_peer = |folded| Op::ReadPeer {
+        from: 1,
+        len,
+        reduce: true,
+        folded,
+    };
+    let spilled = Machine {
+        cache_bytes: 1,
+        core_cache_bytes: 0,
+        ..Machine::shm()
+    };
+    let time = |m: &Machine, folded| {
+        let mut program = Program {
+            ranks: vec![vec![vec![from_peer(folded)]], vec![vec![]]],
+            segment_bytes: 1 << 30,
+        };
+        replay(&mut program, m, &Cluster::new(2, 2), 1)
+            .unwrap()
+            .ends[0][0]
+    };
+    // Bound by the core: the memory rate, times three when folded.
+    let cpu = Machine {
+        reduce_bw_mem: 1e9,
+        reduce_bw_cache: 1e12,
+        host_mem_bw: 1e15,
+        ..spilled.clone()
+    };
+    assert!((time(&cpu, false) - 1e-3).abs() < 1e-8);
+    assert!((time(&cpu, true) - 1e-3 / 3.0).abs() < 1e-8);
+    // Bound by the host's memory: three bytes of traffic per byte, one when folded.
+    let memory = Machine {
+        reduce_bw_mem: 1e15,
+        reduce_bw_cache: 1e15,
+        host_mem_bw: 1e9,
+        ..spilled
+    };
+    assert!((time(&memory, false) - 3e-3).abs() < 1e-8);
+    assert!((time(&memory, true) - 1e-3).abs() < 1e-8);
+    // The builder marks all but the first peer's reduction of each chunk.
+    let program =
+        super::program::build(Algorithm::SingleCopy, &Cluster::new(3, 3), 3 << 20, 4).unwrap();
+    let reductions: Vec<bool> = program.ranks[0][0]
+        .iter()
+        .filter_map(|op| match *op {
+            Op::ReadPeer {
+                reduce: true,
+                folded,
+                ..
+            } => Some(folded),
+            _ => None,
+        })
+        .collect();
+    assert!(!reductions.is_empty() && reductions.len().is_multiple_of(2));
+    assert!(
+        reductions.chunks(2).all(|pair| pair == [false, true]),
+        "{reductions:?}"
+    );
+}
+
 #[test]
 fn work_booked_ahead_does_not_hold_back_work_ready_earlier() {
     // One core. Rank 0's message to rank 1 crosses the network, whose receiving thread
