@@ -96,7 +96,7 @@ impl Context {
         // in the table under this lock before every announcement and after every wait, and
         // its waits (for the peers' registrations, for an acknowledgement) ask the mark.
         st.committing.deleted.store(true, Ordering::Release);
-        if let Some(ack) = st.committing.ack_wait.lock().as_ref() {
+        if let Some(ack) = st.committing.waiting_for_ack.lock().as_ref() {
             ack.wake();
         }
         // Its internal segment, also one left by a commit that never completed. Under the

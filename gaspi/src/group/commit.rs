@@ -169,14 +169,16 @@ impl Context {
                 // A peer that is alive but does not answer (stopped, or hung) holds this
                 // wait up to the deadline, unless the group is deleted meanwhile.
                 let ack = &pair.acks[0].1;
-                *inst.ack_wait.lock() = Some(ack.slot.clone());
+                *inst.waiting_for_ack.lock() = Some(ack.slot.clone());
                 let deleted = || inst.deleted.load(Ordering::Acquire);
                 let res = ack.wait_until(&self.sh.rpc, deadline, deleted);
-                *inst.ack_wait.lock() = None;
+                *inst.waiting_for_ack.lock() = None;
                 self.check_current(group, inst)?;
                 match res {
-                    Err(Error::Timeout) => return Err(self.commit_timed_out(group, key, p)),
-                    res => Self::acknowledged(pair, 0, res)?,
+                    // Only a deletion stops the wait, and the check above has seen it.
+                    None => return Err(Self::invalid_group(group, "deleted while committing")),
+                    Some(Err(Error::Timeout)) => return Err(self.commit_timed_out(group, key, p)),
+                    Some(res) => Self::acknowledged(pair, 0, res)?,
                 }
                 continue;
             }

@@ -98,7 +98,7 @@ pub(crate) struct Committing {
     /// The acknowledgement a commit of the group waits for, if it waits for one: what
     /// `group_delete` wakes (after setting `deleted`), so that a commit waiting on a peer
     /// that does not answer stops too.
-    pub ack_wait: Mutex<Option<Arc<RpcSlot>>>,
+    pub waiting_for_ack: Mutex<Option<Arc<RpcSlot>>>,
 }
 
 impl GroupState {

@@ -143,28 +143,30 @@ impl RpcTable {
     /// that a later call can wait for the same answer again (or [`forget`](Self::forget) it).
     pub fn wait_resumable(&self, slot: &RpcSlot, deadline: Deadline) -> Result<u64> {
         self.wait_until(slot, deadline, || false)
+            .unwrap_or(Err(Error::Timeout))
     }
 
-    /// As [`wait_resumable`](Self::wait_resumable), and returns `Timeout` as soon as
-    /// `stop()` holds, checked under the slot's lock before every sleep: whoever makes it
-    /// hold then calls [`RpcSlot::wake`], so that the waiter cannot miss it.
+    /// As [`wait_resumable`](Self::wait_resumable), and returns `None` as soon as `stop()`
+    /// holds (the request stays open). `stop` is asked under the slot's lock before every
+    /// sleep, so it must take no lock; whoever makes it hold then calls
+    /// [`RpcSlot::wake`], so that the waiter cannot miss it.
     pub fn wait_until(
         &self,
         slot: &RpcSlot,
         deadline: Deadline,
         stop: impl Fn() -> bool,
-    ) -> Result<u64> {
+    ) -> Option<Result<u64>> {
         let mut v = slot.value.lock();
         loop {
             if let Some(r) = v.take() {
-                return r;
+                return Some(r);
             }
             if stop() {
-                return Err(Error::Timeout);
+                return None;
             }
             match deadline.remaining() {
                 None => slot.cv.wait(&mut v),
-                Some(d) if d.is_zero() => return Err(Error::Timeout),
+                Some(d) if d.is_zero() => return Some(Err(Error::Timeout)),
                 Some(d) => {
                     slot.cv.wait_for(&mut v, d);
                 }
@@ -215,15 +217,17 @@ impl Ack {
         table.wait_resumable(&self.slot, deadline).map(|_| ())
     }
 
-    /// As [`wait_resumable`](Self::wait_resumable), and returns `Timeout` as soon as
-    /// `stop()` holds (see [`RpcTable::wait_until`]).
+    /// As [`wait_resumable`](Self::wait_resumable), and returns `None` as soon as `stop()`
+    /// holds (see [`RpcTable::wait_until`]).
     pub fn wait_until(
         &self,
         table: &RpcTable,
         deadline: Deadline,
         stop: impl Fn() -> bool,
-    ) -> Result<()> {
-        table.wait_until(&self.slot, deadline, stop).map(|_| ())
+    ) -> Option<Result<()>> {
+        table
+            .wait_until(&self.slot, deadline, stop)
+            .map(|r| r.map(|_| ()))
     }
 }
 
@@ -301,22 +305,25 @@ mod tests {
         assert_eq!(table.complete(id, Rank(1), Ok(1)), Ok(()));
     }
 
-    /// A waiter whose stop condition comes to hold returns once woken, long before its
-    /// deadline; the request stays open for a later wait.
+    /// A waiter whose stop condition comes to hold returns once woken (whether it was
+    /// asleep by then or not), long before its deadline; the request stays open for a later
+    /// wait.
     #[test]
     fn a_wait_stops_when_woken_with_its_condition_set() {
         let table = Arc::new(RpcTable::default());
         let (id, slot) = table.begin(Rank(1));
         let stop = Arc::new(AtomicBool::new(false));
+        let deadline = Deadline::after(std::time::Duration::from_secs(20));
         let waiter = {
             let (table, slot, stop) = (table.clone(), slot.clone(), stop.clone());
             std::thread::spawn(move || {
-                table.wait_until(&slot, Deadline::NEVER, || stop.load(Ordering::Acquire))
+                table.wait_until(&slot, deadline, || stop.load(Ordering::Acquire))
             })
         };
         stop.store(true, Ordering::Release);
         slot.wake();
-        assert!(matches!(waiter.join().unwrap(), Err(Error::Timeout)));
+        let waited = waiter.join().unwrap();
+        assert!(waited.is_none(), "stopped, not {waited:?}");
         table.complete(id, Rank(1), Ok(3)).unwrap();
         assert_eq!(table.wait(id, &slot, Deadline::NOW).ok(), Some(3));
     }
