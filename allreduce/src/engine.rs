@@ -40,7 +40,7 @@ pub(crate) enum Queue {
     /// A queue of the context's collectives' pool (`queue.rs`), taken by each run the
     /// first time it is moved forward and given back when it ends; `Some` while a run
     /// holds one.
-    Pooled(Option<QueueId>),
+    Pooled(Option<crate::queue::Held>),
 }
 
 /// One rank's side of a set-up collective: its schedules and where the current run stands.
@@ -156,8 +156,9 @@ impl Engine {
     /// passes `deadline` (a timeout error: the cursor stays on the action that waited).
     fn run_actions(&mut self, deadline: Deadline) -> Result<bool> {
         let queue = match &mut self.queue {
-            Queue::Given(q) | Queue::Pooled(Some(q)) => *q,
-            Queue::Pooled(held @ None) => *held.insert(crate::queue::take(&self.seg.ctx)),
+            Queue::Given(q) => *q,
+            Queue::Pooled(Some(held)) => held.id(),
+            Queue::Pooled(held @ None) => held.insert(crate::queue::take(&self.seg.ctx)).id(),
         };
         let ctx = &self.seg.ctx;
         let seg = self.seg.id;
@@ -248,8 +249,8 @@ impl Engine {
     /// still on it.
     fn give_back_queue(&mut self, drained: bool) {
         if let Queue::Pooled(held) = &mut self.queue {
-            if let Some(q) = held.take() {
-                crate::queue::give_back(&self.seg.ctx, q, drained);
+            if let Some(held) = held.take() {
+                crate::queue::give_back(&self.seg.ctx, held, drained);
             }
         }
     }

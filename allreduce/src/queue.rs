@@ -39,10 +39,31 @@ struct Slot {
     tainted: bool,
 }
 
+/// A queue [`take`] handed out, to be given back with [`give_back`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Held {
+    /// A queue of the pool.
+    Pool(QueueId),
+    /// Queue 0, the application's, for want of a queue of their own: not the pool's to
+    /// count or purge (even if the application deletes queue 0 and the pool later creates
+    /// a queue of that id).
+    Fallback,
+}
+
+impl Held {
+    /// The queue to post on.
+    pub(crate) fn id(self) -> QueueId {
+        match self {
+            Held::Pool(q) => q,
+            Held::Fallback => QueueId(0),
+        }
+    }
+}
+
 /// The collectives' queues of one live context.
 struct Pool {
     ctx: Weak<Context>,
-    /// Queues of their own (never queue 0, which the application owns).
+    /// Queues the collectives created.
     slots: Vec<Slot>,
     /// A run was left on queue 0 for want of a queue, and the log said so.
     warned: bool,
@@ -57,8 +78,10 @@ static POOLS: Mutex<Vec<Pool>> = Mutex::new(Vec::new());
 /// pool is empty and the context can create no queue (the application holds every one),
 /// runs are left on queue 0, shared with the application, as the collectives were before
 /// they had queues of their own; that is said once. Queue 0 never joins the pool, so the
-/// first run after the application frees a queue takes one of its own again.
-pub(crate) fn take(ctx: &Arc<Context>) -> QueueId {
+/// first run after the application frees a queue takes one of its own again (an
+/// application that frees a queue to create another at once may find it taken: it should
+/// pin the collectives to a queue of its own with `Options::queue`).
+pub(crate) fn take(ctx: &Arc<Context>) -> Held {
     let mut pools = POOLS.lock();
     // A context that is gone frees its entry, so that a new one at its address is not
     // taken for it.
@@ -87,7 +110,7 @@ pub(crate) fn take(ctx: &Arc<Context>) -> QueueId {
     }
     if let Some(slot) = slots.iter_mut().find(|s| s.users == 0 && !s.tainted) {
         slot.users = 1;
-        return slot.id;
+        return Held::Pool(slot.id);
     }
     if slots.len() < QUEUES_MAX {
         match ctx.queue_create() {
@@ -97,7 +120,7 @@ pub(crate) fn take(ctx: &Arc<Context>) -> QueueId {
                     users: 1,
                     tainted: false,
                 });
-                return id;
+                return Held::Pool(id);
             }
             Err(e) if slots.is_empty() => {
                 if !std::mem::replace(warned, true) {
@@ -106,7 +129,7 @@ pub(crate) fn take(ctx: &Arc<Context>) -> QueueId {
                         "no queue of their own for the collectives: they share queue 0 with the application"
                     );
                 }
-                return QueueId(0);
+                return Held::Fallback;
             }
             Err(_) => {}
         }
@@ -115,24 +138,25 @@ pub(crate) fn take(ctx: &Arc<Context>) -> QueueId {
     match slots.iter_mut().min_by_key(|s| (s.tainted, s.users)) {
         Some(slot) => {
             slot.users += 1;
-            slot.id
+            Held::Pool(slot.id)
         }
-        None => QueueId(0),
+        None => Held::Fallback,
     }
 }
 
 /// Gives back a queue [`take`] handed out. `drained`: the run completed, its last flush
 /// waited for everything it posted; otherwise the queue is not handed out again until a
 /// purge finds it drained.
-pub(crate) fn give_back(ctx: &Context, queue: QueueId, drained: bool) {
+pub(crate) fn give_back(ctx: &Context, held: Held, drained: bool) {
+    let Held::Pool(queue) = held else {
+        return;
+    };
     let mut pools = POOLS.lock();
     let slot = pools
         .iter_mut()
         .filter(|p| std::ptr::eq(p.ctx.as_ptr(), ctx))
         .flat_map(|p| p.slots.iter_mut())
         .find(|s| s.id == queue && s.users > 0);
-    // Queue 0 (the fallback of `take`) is the application's: not the pool's to count or
-    // purge.
     if let Some(slot) = slot {
         slot.users -= 1;
         slot.tainted |= !drained;
