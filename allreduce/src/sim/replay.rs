@@ -285,8 +285,12 @@ pub(crate) fn replay(
                     let len = len as usize;
                     // Both operands read, the result written; into a chunk still in cache,
                     // the peer's operand alone.
+                    // The schedules fold cache-sized chunks (256 KiB by default); one
+                    // larger than the cache is not still there.
                     let (per_byte, traffic) = match op {
-                        Op::ReadPeer { folded: true, .. } => (costs.reduce_folded, len),
+                        Op::ReadPeer { folded: true, .. } if len <= machine.cache_bytes => {
+                            (costs.reduce_folded, len)
+                        }
                         _ => (costs.reduce, 3 * len),
                     };
                     ranks[r].now = work(len as f64 * per_byte, traffic, &mut memory, &mut cores);

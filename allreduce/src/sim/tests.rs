@@ -301,15 +301,16 @@ fn a_reduction_into_a_chunk_still_in_cache_reads_only_the_peers_bytes() {
         reduce: true,
         folded,
     };
+    // A cache that holds the chunk and next to none of the working set.
     let spilled = Machine {
-        cache_bytes: 1,
+        cache_bytes: 1 << 20,
         core_cache_bytes: 0,
         ..Machine::shm()
     };
     let time = |m: &Machine, folded| {
         let mut program = Program {
             ranks: vec![vec![vec![from_peer(folded)]], vec![vec![]]],
-            segment_bytes: 1 << 30,
+            segment_bytes: 1 << 45,
         };
         replay(&mut program, m, &Cluster::new(2, 2), 1)
             .unwrap()
@@ -333,6 +334,12 @@ fn a_reduction_into_a_chunk_still_in_cache_reads_only_the_peers_bytes() {
     };
     assert!((time(&memory, false) - 3e-3).abs() < 1e-8);
     assert!((time(&memory, true) - 1e-3).abs() < 1e-8);
+    // A chunk larger than the cache is not still in it.
+    let small = Machine {
+        cache_bytes: 1 << 19,
+        ..cpu
+    };
+    assert!((time(&small, true) - 1e-3).abs() < 1e-8);
     // The builder marks all but the first peer's reduction of each chunk.
     let program =
         super::program::build(Algorithm::SingleCopy, &Cluster::new(3, 3), 3 << 20, 4).unwrap();
