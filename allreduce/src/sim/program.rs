@@ -100,12 +100,18 @@ fn op(a: &Action, prev: Option<&Action>) -> Result<Op, SimError> {
         },
         Action::Recv { notif, .. } => Op::Recv { notif },
         Action::Reduce { len, .. } => Op::Reduce { len: small(len)? },
-        Action::ReduceFrom { from, dst, len, .. } => Op::ReadPeer {
-            from: small(from)?,
-            len: small(len)?,
-            reduce: true,
-            folded: matches!(prev, Some(&Action::ReduceFrom { dst: d, len: l, .. }) if (d, l) == (dst, len)),
-        },
+        Action::ReduceFrom { from, dst, len, .. } => {
+            let same_range = |p: &Action| match *p {
+                Action::ReduceFrom { dst: d, len: l, .. } => (d, l) == (dst, len),
+                _ => false,
+            };
+            Op::ReadPeer {
+                from: small(from)?,
+                len: small(len)?,
+                reduce: true,
+                folded: prev.is_some_and(same_range),
+            }
+        }
         Action::CopyFrom { from, len, .. } => Op::ReadPeer {
             from: small(from)?,
             len: small(len)?,

@@ -284,9 +284,8 @@ pub(crate) fn replay(
                 } => {
                     let len = len as usize;
                     // Both operands read, the result written; into a chunk still in cache,
-                    // the peer's operand alone.
-                    // The schedules fold cache-sized chunks (256 KiB by default); one
-                    // larger than the cache is not still there.
+                    // the peer's operand alone. The schedules fold cache-sized chunks
+                    // (256 KiB by default); one larger than the cache is not still there.
                     let (per_byte, traffic) = match op {
                         Op::ReadPeer { folded: true, .. } if len <= machine.cache_bytes => {
                             (costs.reduce_folded, len)
