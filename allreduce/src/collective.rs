@@ -10,11 +10,13 @@ use crate::driver::DrivenEngine;
 use crate::element::Element;
 use crate::engine::{Engine, Kernels, Queue};
 use crate::error::{Error, Result};
+use crate::host_cache::LastLevelCache;
 use crate::options::{Options, NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
 use crate::reduction::Reduction;
 use crate::region::OwnedSegment;
 use crate::schedule::{HostMemory, Schedule, Shape};
 use crate::setup::{create_segment, SIGNATURE};
+use crate::stream_copy;
 
 /// What the members of a collective's group settle before planning it: the group, this
 /// rank's place in it, the shape of the vector and the facts about the transport that every
@@ -194,6 +196,10 @@ impl<T: Element> Collective<T> {
             signature,
             options.setup_timeout,
         )?);
+        let host_ranks = members
+            .iter()
+            .filter(|r| **r == ctx.rank() || ctx.uses_shm_to(**r))
+            .count();
         let engine = Engine::new(
             Arc::clone(&seg),
             members,
@@ -204,6 +210,11 @@ impl<T: Element> Collective<T> {
             plan,
             Kernels::of::<T>(),
             reduction,
+            stream_copy::worth_streaming(
+                count * std::mem::size_of::<T>(),
+                host_ranks,
+                LastLevelCache::of_this_host(),
+            ),
         );
         let engine = DrivenEngine::new(engine, options.driver)?;
         Ok(Collective {

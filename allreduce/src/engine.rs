@@ -68,6 +68,8 @@ pub(crate) struct Engine {
     failed: Option<Arc<Error>>,
     /// Members' segments read in place (`ReduceFrom`, `CopyFrom`), looked up on first use.
     peers: Vec<Option<gaspi::Segment>>,
+    /// `CopyFrom` streams past the cache (`stream_copy::worth_streaming`).
+    stream_copies: bool,
 }
 
 impl Engine {
@@ -79,8 +81,10 @@ impl Engine {
         plan: Vec<Schedule>,
         kernels: Kernels,
         reduction: Reduction,
+        stream_copies: bool,
     ) -> Self {
         Engine {
+            stream_copies,
             seg,
             peers: vec![None; members.len()],
             members,
@@ -229,7 +233,7 @@ impl Engine {
                     len,
                 } => {
                     let peer = peer_view(&mut self.peers, &self.members, &self.seg, from)?;
-                    self.seg.copy_from(peer, src, dst, len)
+                    self.seg.copy_from(peer, src, dst, len, self.stream_copies)
                 }
                 Action::Divide { off, len } => {
                     (self.kernels.divide)(&self.seg, off, len, self.members.len())

@@ -49,6 +49,7 @@ mod driver;
 mod element;
 mod engine;
 mod error;
+mod host_cache;
 mod options;
 mod plan;
 mod queue;

@@ -104,8 +104,15 @@ impl OwnedSegment {
     }
 
     /// Copies a shared-memory peer's `[src, src+len)` into our `[dst, dst+len)`, with
-    /// streaming stores for large copies (see `stream_copy.rs`).
-    pub fn copy_from(&self, peer: &gaspi::Segment, src: usize, dst: usize, len: usize) {
+    /// streaming stores if `stream` (see `stream_copy.rs`).
+    pub fn copy_from(
+        &self,
+        peer: &gaspi::Segment,
+        src: usize,
+        dst: usize,
+        len: usize,
+        stream: bool,
+    ) {
         self.check::<u8>(dst, len);
         check_peer::<u8>(peer, src, len);
         // SAFETY: in bounds of both mappings (checked above), different segments so not
@@ -116,6 +123,7 @@ impl OwnedSegment {
                 peer.as_ptr().add(src) as *const u8,
                 self.seg.as_ptr().add(dst),
                 len,
+                stream,
             )
         };
     }

@@ -1,33 +1,47 @@
 //! Copies that bypass the cache on the way out (non-temporal stores), for the single-copy
-//! allreduce's gather of finished blocks.
+//! allreduce's gather of finished blocks, and when they pay.
 //!
 //! A plain copy into memory that is not in cache first reads every destination line (the
 //! "read for ownership") and then writes it back: three bytes of memory traffic per byte
-//! copied. Once the vector is larger than the caches, the single-copy allreduce is bound by
+//! copied. Once the vectors are larger than the cache, the single-copy allreduce is bound by
 //! memory bandwidth (every rank reads each peer's finished block and writes it into its
 //! own buffer), so streaming stores, which write whole lines without reading them, cut the
-//! gather's traffic by a third. Small copies keep the plain path: their destination is
-//! likely in cache, and the application reads the result right after the run.
+//! gather's traffic by a third. While the vectors fit, the same stores cost: they push the
+//! result out to memory, from where the next run (and the application, which reads the
+//! result right after the run) must fetch it again.
 
-/// Copies of at least this many bytes stream past the cache: above the 1 MiB per-core L2
-/// of the machines measured, where the destination is no longer expected in cache.
-pub(crate) const STREAM_MIN: usize = 2 << 20;
+use crate::host_cache::LastLevelCache;
 
-/// Copies `len` bytes from `src` to `dst`, with streaming stores when `len >= STREAM_MIN`
-/// on x86-64 (SSE2, which every x86-64 CPU has). Every store is globally visible when
-/// this returns (a store fence follows the streaming stores), so a notification sent
+/// Whether a collective's gather should stream: once the data ranges of the ranks sharing
+/// this host (each holds the whole vector of `vector_bytes`) no longer fit the last-level
+/// cache together.
+///
+/// Measured on the 2-core VM (one 32 MiB L3; single-copy, in-place, medians of 3 alternating
+/// rounds, session 24): streaming every copy of 2 MiB or more made the allreduce 1.65× slower
+/// at 4 MiB on 2 ranks, 1.8× at 8 MiB and 1.24× at 16 MiB (32 MiB of vectors), and
+/// 1.14–1.18× slower at 8 MiB on 3 and 4 ranks (24 and 32 MiB); it made it 1.25–1.4× faster
+/// from 32 MiB on 2 ranks and 16 MiB on 3 and 4 (48 MiB of vectors and more).
+pub(crate) fn worth_streaming(vector_bytes: usize, host_ranks: usize, llc: LastLevelCache) -> bool {
+    vector_bytes.saturating_mul(host_ranks) > llc.bytes_for(host_ranks)
+}
+
+/// Copies `len` bytes from `src` to `dst`, with streaming stores when `stream` holds and
+/// the CPU is x86-64 (SSE2, which every x86-64 CPU has). Every store is globally visible
+/// when this returns (a store fence follows the streaming stores), so a notification sent
 /// afterwards orders after the copied data as with a plain copy.
 ///
 /// # Safety
 /// `src` must be valid for reads and `dst` for writes of `len` bytes, the two ranges must
 /// not overlap, and nobody may write either range while the copy runs.
-pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
+pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize, stream: bool) {
     #[cfg(target_arch = "x86_64")]
-    if len >= STREAM_MIN {
+    if stream {
         // SAFETY: the caller's contract is this function's.
         unsafe { x86::copy_streaming(src, dst, len) };
         return;
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = stream;
     // SAFETY: the caller's contract is `copy_nonoverlapping`'s.
     unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
 }
@@ -77,38 +91,59 @@ mod x86 {
 mod tests {
     use super::*;
 
-    /// Every length around the streaming threshold and every misalignment of either side
-    /// copies exactly the source bytes and touches nothing around the destination.
+    /// Every length around a cache line and a page and every misalignment of either side
+    /// copies exactly the source bytes and touches nothing around the destination, in both
+    /// modes.
     #[test]
     fn copies_exactly_at_any_alignment_and_length() {
-        let src: Vec<u8> = (0..STREAM_MIN + 4096)
-            .map(|i| (i * 131 + 7) as u8)
-            .collect();
-        for len in [
-            0,
-            1,
-            63,
-            64,
-            4095,
-            STREAM_MIN - 1,
-            STREAM_MIN,
-            STREAM_MIN + 129,
-        ] {
-            for (s_off, d_off) in [(0, 0), (1, 0), (0, 3), (5, 11), (16, 17)] {
-                let mut dst = vec![0xEEu8; len + 64];
-                // SAFETY: both ranges lie inside their vectors; the vectors are distinct.
-                unsafe { copy(src.as_ptr().add(s_off), dst.as_mut_ptr().add(d_off), len) };
-                assert_eq!(
-                    &dst[d_off..d_off + len],
-                    &src[s_off..s_off + len],
-                    "len {len}"
-                );
-                assert!(dst[..d_off].iter().all(|&b| b == 0xEE), "before, len {len}");
-                assert!(
-                    dst[d_off + len..].iter().all(|&b| b == 0xEE),
-                    "after, len {len}"
-                );
+        const LONGEST: usize = (64 << 10) + 129;
+        let src: Vec<u8> = (0..LONGEST + 64).map(|i| (i * 131 + 7) as u8).collect();
+        for stream in [false, true] {
+            for len in [0, 1, 15, 63, 64, 65, 4095, 4096, LONGEST] {
+                for (s_off, d_off) in [(0, 0), (1, 0), (0, 3), (5, 11), (16, 17)] {
+                    let mut dst = vec![0xEEu8; len + 64];
+                    // SAFETY: both ranges lie inside their vectors; the vectors are distinct.
+                    unsafe {
+                        copy(
+                            src.as_ptr().add(s_off),
+                            dst.as_mut_ptr().add(d_off),
+                            len,
+                            stream,
+                        )
+                    };
+                    let what = format!("len {len}, stream {stream}");
+                    assert_eq!(&dst[d_off..d_off + len], &src[s_off..s_off + len], "{what}");
+                    assert!(dst[..d_off].iter().all(|&b| b == 0xEE), "before, {what}");
+                    assert!(
+                        dst[d_off + len..].iter().all(|&b| b == 0xEE),
+                        "after, {what}"
+                    );
+                }
             }
         }
+    }
+
+    /// The measured cases on one 32 MiB cache, and a host whose ranks each have a cache
+    /// of their own.
+    #[test]
+    fn streams_only_once_the_vectors_leave_the_cache() {
+        const MIB: usize = 1 << 20;
+        let one = LastLevelCache {
+            bytes_each: 32 * MIB,
+            instances: 1,
+        };
+        for (vector, ranks) in [(4 * MIB, 2), (16 * MIB, 2), (8 * MIB, 3), (8 * MIB, 4)] {
+            assert!(!worth_streaming(vector, ranks, one), "{vector} x {ranks}");
+        }
+        for (vector, ranks) in [(32 * MIB, 2), (16 * MIB, 3), (16 * MIB, 4)] {
+            assert!(worth_streaming(vector, ranks, one), "{vector} x {ranks}");
+        }
+        let per_rank = LastLevelCache {
+            bytes_each: 32 * MIB,
+            instances: 8,
+        };
+        assert!(!worth_streaming(32 * MIB, 4, per_rank));
+        assert!(worth_streaming(33 * MIB, 4, per_rank));
+        assert!(worth_streaming(usize::MAX, 2, per_rank));
     }
 }

@@ -19,9 +19,10 @@ pub struct Thresholds {
     /// 3 and 4 ranks: it ties the ring and Rabenseifner at 1 MiB and is about 2× faster
     /// from 4 MiB).
     pub single_copy_min: usize,
-    /// The same on 2 ranks, where single-copy wins only once the staged algorithms' working
-    /// set leaves the cache: measured on two VMs, 1.3–1.7× slower than the ring from 1 to
-    /// 4 MiB, a tie at 8 MiB and 1.2–2× faster from 16 MiB (docs/allreduce.md).
+    /// The same on 2 ranks, where the ring's pipeline keeps up with single-copy's in-place
+    /// reads while the vector is small: measured on the 2-core VM (session 24), 1.4–1.6×
+    /// slower than the ring at 1–3 MiB, even at 4 MiB, 1.24× faster at 6 MiB and 1.5× at
+    /// 8 MiB (docs/allreduce.md).
     pub single_copy_min_two_ranks: usize,
 }
 
@@ -97,7 +98,7 @@ impl Default for Thresholds {
             small_max: 64 << 10,
             ring_min: 4 << 20,
             single_copy_min: 1 << 20,
-            single_copy_min_two_ranks: 8 << 20,
+            single_copy_min_two_ranks: 6 << 20,
         }
     }
 }

@@ -457,10 +457,10 @@ fn disagreements() -> Vec<(usize, usize, usize, Algorithm, Algorithm)> {
 ///
 /// The exception: two ranks of one host at 1 and 4 MiB, where the model prefers the
 /// in-place reads of single-copy (or of the hierarchical allreduce, which on one host is
-/// the same within 5%) and the runtime takes the ring. Measured on two VMs, single-copy is
-/// 1.3–1.7× slower than the ring from 1 to 4 MiB (a tie at 8), and the validation shows the model's error on
-/// exactly these points, seen in both of its runs: single-copy at 4 MiB predicted 37–40%
-/// fast, the staged algorithms 28–64% slow (docs/allreduce.md, "Simulator").
+/// the same within 5%) and the runtime takes the ring. Measured on the 2-core VM (session
+/// 24), single-copy is 1.4–1.6× slower than the ring at 1–3 MiB and even with it at 4 MiB,
+/// so single-copy starts at 6 MiB on two ranks; the model's error on these points is in
+/// its validation (docs/allreduce.md, "Simulator").
 #[test]
 fn the_runtime_choice_is_the_simulators_choice() {
     let in_place = Algorithm::Hierarchical;
