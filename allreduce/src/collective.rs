@@ -213,7 +213,9 @@ impl<T: Element> Collective<T> {
             stream_copy::worth_streaming(
                 count * std::mem::size_of::<T>(),
                 host_ranks,
-                LastLevelCache::of_this_host(),
+                options
+                    .cache_bytes
+                    .unwrap_or_else(|| LastLevelCache::of_this_host().bytes_for(host_ranks)),
             ),
         );
         let engine = DrivenEngine::new(engine, options.driver)?;

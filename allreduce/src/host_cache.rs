@@ -7,6 +7,8 @@ use std::fs;
 use std::path::Path;
 use std::sync::OnceLock;
 
+use crate::options::parse_bytes;
+
 /// The last-level cache of a host: the highest-level data (or unified) cache of its CPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LastLevelCache {
@@ -87,20 +89,10 @@ fn describe(index: &Path) -> Option<(u32, usize, String)> {
         return None;
     }
     let level = field("level")?.trim().parse().ok()?;
-    let bytes = parse_size(field("size")?.trim())?;
+    // `32768K`, as `TNT_ALLREDUCE_*` byte counts are written.
+    let bytes = parse_bytes(&field("size")?)?;
     let shared = field("shared_cpu_list")?.trim().to_owned();
     (bytes > 0).then_some((level, bytes, shared))
-}
-
-/// A sysfs cache size: a number of bytes with an optional `K`, `M` or `G` suffix.
-fn parse_size(text: &str) -> Option<usize> {
-    let (digits, unit) = match text.as_bytes().last()? {
-        b'K' => (&text[..text.len() - 1], 1 << 10),
-        b'M' => (&text[..text.len() - 1], 1 << 20),
-        b'G' => (&text[..text.len() - 1], 1 << 30),
-        _ => (text, 1),
-    };
-    digits.parse::<usize>().ok()?.checked_mul(unit)
 }
 
 #[cfg(test)]
@@ -210,16 +202,5 @@ mod tests {
         assert_eq!(read(&root), None);
         fs::remove_dir_all(&root).unwrap();
         assert_eq!(read(&root), None);
-    }
-
-    #[test]
-    fn sizes_in_sysfs_units() {
-        assert_eq!(parse_size("32768K"), Some(32 << 20));
-        assert_eq!(parse_size("2M"), Some(2 << 20));
-        assert_eq!(parse_size("1G"), Some(1 << 30));
-        assert_eq!(parse_size("512"), Some(512));
-        assert_eq!(parse_size(""), None);
-        assert_eq!(parse_size("K"), None);
-        assert_eq!(parse_size("12X"), None);
     }
 }

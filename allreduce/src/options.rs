@@ -64,6 +64,7 @@ pub const NET_CHUNK_BYTES: usize = 1 << 20;
 /// | `TNT_ALLREDUCE_RING_MIN` | bytes: ring from this size |
 /// | `TNT_ALLREDUCE_SINGLE_COPY_MIN` | bytes: single-copy from this size when all members share memory (on 2 ranks too) |
 /// | `TNT_ALLREDUCE_CHUNK` | bytes: pipelining chunk (ring, chain broadcast) |
+/// | `TNT_ALLREDUCE_CACHE_BYTES` | bytes: the host's last-level cache, as single-copy's gather plans for it (`0`: always stream past it) |
 /// | `TNT_BROADCAST_TREE_MAX` | bytes: binomial-tree broadcast up to this size, chain above |
 ///
 /// Byte counts are plain numbers or carry a binary suffix: `64K`, `4M`, `1G`.
@@ -89,6 +90,12 @@ pub struct Options {
     /// Who drives the collective forward: the caller inside `test`/`wait` (the default) or
     /// a thread of the collective's own.
     pub driver: Driver,
+    /// The host's last-level cache in bytes, as single-copy's gather plans for it: the
+    /// gather writes past the cache (streaming stores) once the vectors of the group's
+    /// ranks on this host, together, exceed it. `None` (the default): the cache Linux
+    /// describes in sysfs, one instance per rank at most (32 MiB where it says nothing).
+    /// Only speed depends on it; members may differ.
+    pub cache_bytes: Option<usize>,
 }
 
 impl Default for Options {
@@ -101,6 +108,7 @@ impl Default for Options {
             queue: None,
             setup_timeout: Timeout::BLOCK,
             driver: Driver::Caller,
+            cache_bytes: None,
         }
     }
 }
@@ -134,7 +142,7 @@ fn env_bytes(variable: &'static str) -> Result<Option<usize>> {
 }
 
 /// `4096`, `64K`, `4M`, `1G` (binary multiples, case-insensitive, optional `iB`/`B`).
-fn parse_bytes(v: &str) -> Option<usize> {
+pub(crate) fn parse_bytes(v: &str) -> Option<usize> {
     let v = v.trim();
     let v = v
         .strip_suffix("iB")
@@ -175,6 +183,9 @@ impl Options {
         }
         if let Some(v) = env_bytes("TNT_ALLREDUCE_CHUNK")? {
             o.chunk_bytes = Some(v);
+        }
+        if let Some(v) = env_bytes("TNT_ALLREDUCE_CACHE_BYTES")? {
+            o.cache_bytes = Some(v);
         }
         if let Some(v) = env_bytes("TNT_BROADCAST_TREE_MAX")? {
             o.tree_max = v;

@@ -25,17 +25,17 @@ const ALGORITHMS: [Algorithm; 4] = [
     Algorithm::OneShot,
 ];
 
-fn check_type<T: TestElem>(ctx: &Arc<Context>, alg: Algorithm) {
+fn check_type<T: TestElem>(ctx: &Arc<Context>, options: &Options) {
     let p = ctx.num_ranks() as usize;
     let me = ctx.rank().0 as usize;
+    let alg = match options.cache_bytes {
+        Some(c) => format!("{:?} (cache {c} bytes)", options.algorithm),
+        None => format!("{:?}", options.algorithm),
+    };
     for count in COUNTS {
         for op in OPS {
-            let options = Options {
-                algorithm: alg,
-                ..Options::default()
-            };
-            let mut ar = Allreduce::<T>::new(ctx, Group::ALL, count, op, options)
-                .unwrap_or_else(|e| panic!("setup {alg:?} {op:?} n={count}: {e}"));
+            let mut ar = Allreduce::<T>::new(ctx, Group::ALL, count, op, options.clone())
+                .unwrap_or_else(|e| panic!("setup {alg} {op:?} n={count}: {e}"));
             let mut first = None;
             for _run in 0..2 {
                 // The second run repeats the first run's input: its bits must not change.
@@ -44,9 +44,9 @@ fn check_type<T: TestElem>(ctx: &Arc<Context>, alg: Algorithm) {
                 let name = std::any::type_name::<T>();
                 let out = ar
                     .wait(Timeout::ms(60_000))
-                    .unwrap_or_else(|e| panic!("{name} {alg:?} {op:?} n={count}: {e}"));
+                    .unwrap_or_else(|e| panic!("{name} {alg} {op:?} n={count}: {e}"));
                 if let Err(wrong) = check_output(out, op, p) {
-                    panic!("{name} {alg:?} {op:?} p={p} n={count}: {wrong}");
+                    panic!("{name} {alg} {op:?} p={p} n={count}: {wrong}");
                 }
                 let fp = fingerprint(out);
                 assert_eq!(*first.get_or_insert(fp), fp, "run-to-run bits differ");
@@ -63,15 +63,30 @@ fn all_types(ctx: Context) {
         .map(gaspi::Rank)
         .all(|r| r == ctx.rank() || ctx.uses_shm_to(r));
     let single_copy = one_host.then_some(Algorithm::SingleCopy);
-    for alg in ALGORITHMS.into_iter().chain(single_copy) {
-        check_type::<f32>(&ctx, alg);
-        check_type::<f64>(&ctx, alg);
-        check_type::<f16>(&ctx, alg);
-        check_type::<bf16>(&ctx, alg);
-        check_type::<i32>(&ctx, alg);
-        check_type::<i64>(&ctx, alg);
-        check_type::<u32>(&ctx, alg);
-        check_type::<u64>(&ctx, alg);
+    let mut cases: Vec<Options> = ALGORITHMS
+        .into_iter()
+        .chain(single_copy)
+        .map(|algorithm| Options {
+            algorithm,
+            ..Options::default()
+        })
+        .collect();
+    // Single-copy again with its gather streaming past the cache, as it does once the
+    // host's vectors exceed the cache (here the counts' vectors all fit).
+    cases.extend(single_copy.map(|algorithm| Options {
+        algorithm,
+        cache_bytes: Some(0),
+        ..Options::default()
+    }));
+    for options in &cases {
+        check_type::<f32>(&ctx, options);
+        check_type::<f64>(&ctx, options);
+        check_type::<f16>(&ctx, options);
+        check_type::<bf16>(&ctx, options);
+        check_type::<i32>(&ctx, options);
+        check_type::<i64>(&ctx, options);
+        check_type::<u32>(&ctx, options);
+        check_type::<u64>(&ctx, options);
     }
 }
 

@@ -110,11 +110,11 @@ impl Machine {
         // benches/sim/fit.py (a coordinate search on the mean |log error|, restarted from
         // random perturbations; of the restarts with the lowest cost, the one best on the
         // held-out points), and checked on runs it was not fitted to
-        // (docs/sim-validation-20b.txt, -21.txt, -22.txt). Lines a core has just written and
-        // the other core reads move at `cross_core_bw` while the segments of the ranks on
-        // that core fit its private cache; the effective last-level cache is about 18 MiB,
-        // not the 32 the VM reports. The kernel copies network bytes twice as fast while the
-        // working set fits the cache.
+        // (docs/sim-validation-20b.txt, -21.txt, -22.txt, -24.txt). Lines a core has just
+        // written and the other core reads move at `cross_core_bw` while the segments of the
+        // ranks on that core fit its private cache; the effective last-level cache is about
+        // 18 MiB, not the 32 the VM reports. The kernel copies network bytes twice as fast
+        // while the working set fits the cache.
         Machine {
             name: "shm".into(),
             cores: 2,
