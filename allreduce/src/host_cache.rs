@@ -99,11 +99,15 @@ fn describe(index: &Path) -> Option<(u32, usize, String)> {
 mod tests {
     use super::*;
 
-    /// Writes a cache description like Linux's for `cpu` under `root`.
-    fn describe_cache(root: &Path, cpu: usize, index: usize, fields: [(&str, &str); 4]) {
+    /// Writes a cache description like Linux's under `root`: CPU `cpu`'s cache `index`, of
+    /// `kind` (`Data`, `Instruction`, `Unified`), `level`, `size` and sharing CPUs.
+    fn describe_cache(root: &Path, cpu: usize, index: usize, cache: [&str; 4]) {
         let dir = root.join(format!("cpu{cpu}/cache/index{index}"));
         fs::create_dir_all(&dir).unwrap();
-        for (name, value) in fields {
+        for (name, value) in ["type", "level", "size", "shared_cpu_list"]
+            .iter()
+            .zip(cache)
+        {
             fs::write(dir.join(name), format!("{value}\n")).unwrap();
         }
     }
@@ -121,51 +125,12 @@ mod tests {
     fn the_highest_level_counted_once_per_sharing_set() {
         let root = scratch("ccx");
         for cpu in 0..4 {
+            let own = cpu.to_string();
             let complex = if cpu < 2 { "0-1" } else { "2-3" };
-            describe_cache(
-                &root,
-                cpu,
-                0,
-                [
-                    ("type", "Instruction"),
-                    ("level", "1"),
-                    ("size", "32K"),
-                    ("shared_cpu_list", &cpu.to_string()),
-                ],
-            );
-            describe_cache(
-                &root,
-                cpu,
-                1,
-                [
-                    ("type", "Data"),
-                    ("level", "1"),
-                    ("size", "32K"),
-                    ("shared_cpu_list", &cpu.to_string()),
-                ],
-            );
-            describe_cache(
-                &root,
-                cpu,
-                2,
-                [
-                    ("type", "Unified"),
-                    ("level", "2"),
-                    ("size", "1024K"),
-                    ("shared_cpu_list", &cpu.to_string()),
-                ],
-            );
-            describe_cache(
-                &root,
-                cpu,
-                3,
-                [
-                    ("type", "Unified"),
-                    ("level", "3"),
-                    ("size", "32768K"),
-                    ("shared_cpu_list", complex),
-                ],
-            );
+            describe_cache(&root, cpu, 0, ["Instruction", "1", "32K", &own]);
+            describe_cache(&root, cpu, 1, ["Data", "1", "32K", &own]);
+            describe_cache(&root, cpu, 2, ["Unified", "2", "1024K", &own]);
+            describe_cache(&root, cpu, 3, ["Unified", "3", "32768K", complex]);
         }
         // Not a CPU: ignored.
         fs::create_dir_all(root.join("cpufreq")).unwrap();
@@ -188,17 +153,7 @@ mod tests {
     fn no_answer_without_a_data_cache() {
         let root = scratch("none");
         assert_eq!(read(&root), None);
-        describe_cache(
-            &root,
-            0,
-            0,
-            [
-                ("type", "Instruction"),
-                ("level", "1"),
-                ("size", "32K"),
-                ("shared_cpu_list", "0"),
-            ],
-        );
+        describe_cache(&root, 0, 0, ["Instruction", "1", "32K", "0"]);
         assert_eq!(read(&root), None);
         fs::remove_dir_all(&root).unwrap();
         assert_eq!(read(&root), None);
