@@ -63,6 +63,7 @@ impl<T: Element> Broadcast<T> {
             vec![plan],
             largest,
             signature,
+            !shape.in_cache,
             &options,
         )?;
         Ok(Broadcast { inner, root })

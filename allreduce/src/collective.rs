@@ -37,7 +37,7 @@ pub(crate) struct GroupSetup {
 }
 
 /// Sets up a collective over `count` elements of `T` on `group`: this rank's place, the
-/// hosts' layout, and an agreement with the other members (a four-word allreduce that every
+/// hosts' layout, and an agreement with the other members (a five-word allreduce that every
 /// member joins) on what decides the plan.
 ///
 /// Each rank's view of the transport can differ from its peers': a rank that registered
@@ -76,13 +76,24 @@ pub(crate) fn set_up<T: Element>(
         .collect();
     // A partition of the members whatever the runtime reported: the schedules rely on it.
     let hosts = crate::schedule::host_layout(hosts, members.len());
+    let host_ranks = hosts.iter().find(|m| m.contains(&me)).map_or(1, Vec::len);
+    let cache = options
+        .cache_bytes
+        .unwrap_or_else(|| LastLevelCache::of_this_host().bytes_for(host_ranks));
     let words = [
         u32::from(host_peers_share_memory(ctx, &members, &hosts, me)),
         u32::from(all_shared_memory(ctx, &members)),
         requested,
         !requested,
+        // Members of different hosts (or options) may see different caches: the group
+        // takes the cache's side only if every member does.
+        u32::from(!stream_copy::worth_streaming(
+            count * elem,
+            host_ranks,
+            cache,
+        )),
     ];
-    let mut least = [0u32; 4];
+    let mut least = [0u32; 5];
     ctx.allreduce(
         &words,
         &mut least,
@@ -109,6 +120,7 @@ pub(crate) fn set_up<T: Element>(
         chunk_bytes,
         notif_limit: ctx.notification_num(),
         ring_staging_bytes: crate::schedule::RING_STAGING_BYTES,
+        in_cache: least[4] == 1,
     };
     Ok(GroupSetup {
         members,
@@ -161,7 +173,8 @@ pub(crate) struct Collective<T: Element> {
 
 impl<T: Element> Collective<T> {
     /// Checks the `plan` against the transport's limits, creates the segment with the
-    /// group (comparing `signature`s) and puts the engine under the options' driver.
+    /// group (comparing `signature`s) and puts the engine under the options' driver, its
+    /// copies from peers streaming past the cache if `stream_copies`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         ctx: &Arc<Context>,
@@ -172,6 +185,7 @@ impl<T: Element> Collective<T> {
         plan: Vec<Schedule>,
         largest_send: usize,
         signature: [u64; SIGNATURE],
+        stream_copies: bool,
         options: &Options,
     ) -> Result<Self> {
         let max = ctx.transfer_size_max() as usize;
@@ -196,10 +210,6 @@ impl<T: Element> Collective<T> {
             signature,
             options.setup_timeout,
         )?);
-        let host_ranks = members
-            .iter()
-            .filter(|r| **r == ctx.rank() || ctx.uses_shm_to(**r))
-            .count();
         let engine = Engine::new(
             Arc::clone(&seg),
             members,
@@ -210,13 +220,7 @@ impl<T: Element> Collective<T> {
             plan,
             Kernels::of::<T>(),
             reduction,
-            stream_copy::worth_streaming(
-                count * std::mem::size_of::<T>(),
-                host_ranks,
-                options
-                    .cache_bytes
-                    .unwrap_or_else(|| LastLevelCache::of_this_host().bytes_for(host_ranks)),
-            ),
+            stream_copies,
         );
         let engine = DrivenEngine::new(engine, options.driver)?;
         Ok(Collective {

@@ -64,7 +64,7 @@ pub const NET_CHUNK_BYTES: usize = 1 << 20;
 /// | `TNT_ALLREDUCE_RING_MIN` | bytes: ring from this size |
 /// | `TNT_ALLREDUCE_SINGLE_COPY_MIN` | bytes: single-copy from this size when all members share memory (on 2 ranks too) |
 /// | `TNT_ALLREDUCE_CHUNK` | bytes: pipelining chunk (ring, chain broadcast) |
-/// | `TNT_ALLREDUCE_CACHE_BYTES` | bytes: the host's last-level cache, as single-copy's gather plans for it (`0`: always stream past it) |
+/// | `TNT_ALLREDUCE_CACHE_BYTES` | bytes: the host's last-level cache, as single-copy plans for it (`0`: always copy past it) |
 /// | `TNT_BROADCAST_TREE_MAX` | bytes: binomial-tree broadcast up to this size, chain above |
 ///
 /// Byte counts are plain numbers or carry a binary suffix: `64K`, `4M`, `1G`.
@@ -90,11 +90,12 @@ pub struct Options {
     /// Who drives the collective forward: the caller inside `test`/`wait` (the default) or
     /// a thread of the collective's own.
     pub driver: Driver,
-    /// The host's last-level cache in bytes, as single-copy's gather plans for it: the
-    /// gather writes past the cache (streaming stores) once the vectors of the group's
-    /// ranks on this host, together, exceed it. `None` (the default): the cache Linux
-    /// describes in sysfs, one instance per rank at most (32 MiB where it says nothing).
-    /// Only speed depends on it; members may differ.
+    /// The host's last-level cache in bytes, as single-copy plans for it: while the vectors
+    /// of the group's ranks on this host fit it together, each rank writes its finished
+    /// block into the peers' buffers; past it the peers copy the block with streaming
+    /// stores. `None` (the default): the cache Linux describes in sysfs, one instance per
+    /// rank at most (32 MiB where it says nothing). Members may differ: the group copies
+    /// past the cache if any member's cache is exceeded.
     pub cache_bytes: Option<usize>,
 }
 
@@ -279,22 +280,22 @@ mod tests {
             ..Options::default()
         };
         assert_eq!(forced.pick(8, &one_host(3), false), Algorithm::Rabenseifner);
-        // Ranks sharing memory reduce large vectors from each other's buffers.
-        assert_eq!(o.pick(64 << 20, &one_host(4), true), Algorithm::SingleCopy);
-        assert_eq!(o.pick(1 << 20, &one_host(3), true), Algorithm::SingleCopy);
-        assert_eq!(
-            o.pick(256 << 10, &one_host(4), true),
-            Algorithm::Rabenseifner
-        );
-        assert_eq!(o.pick(64 << 20, &one_host(2), true), Algorithm::SingleCopy);
-        assert_eq!(o.pick(64 << 20, &one_host(2), false), Algorithm::Ring);
-        // Two ranks: single-copy only once the ring's working set leaves the cache.
-        for mib in [1, 2, 4] {
-            assert_eq!(o.pick(mib << 20, &one_host(2), true), Algorithm::Ring);
+        // Ranks sharing memory reduce all but tiny vectors from each other's buffers.
+        for ranks in [2, 3, 4, 5] {
+            for bytes in [16 << 10, 256 << 10, 1 << 20, 64 << 20] {
+                let got = o.pick(bytes, &one_host(ranks), true);
+                assert_eq!(got, Algorithm::SingleCopy, "{ranks} x {bytes}");
+            }
         }
-        assert_eq!(o.pick(8 << 20, &one_host(2), true), Algorithm::SingleCopy);
+        assert_eq!(o.pick(64 << 20, &one_host(2), false), Algorithm::Ring);
+        // Two ranks from 4 KiB, more from 16 KiB: below, recursive doubling.
+        assert_eq!(o.pick(4 << 10, &one_host(2), true), Algorithm::SingleCopy);
         assert_eq!(
-            o.pick(4 << 10, &one_host(4), true),
+            o.pick(2 << 10, &one_host(2), true),
+            Algorithm::RecursiveDoubling
+        );
+        assert_eq!(
+            o.pick(8 << 10, &one_host(4), true),
             Algorithm::RecursiveDoubling
         );
     }

@@ -175,6 +175,7 @@ mod tests {
             chunk_bytes: 4096,
             notif_limit: 65536,
             ring_staging_bytes: schedule::RING_STAGING_BYTES,
+            in_cache: true,
         }
     }
 

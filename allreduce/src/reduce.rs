@@ -90,6 +90,7 @@ impl<T: Element> Allreduce<T> {
             &options.thresholds,
             averaging,
         );
+        let stream_copies = !shape.in_cache;
         let signature = [
             count as u64,
             kind_signature(
@@ -110,6 +111,7 @@ impl<T: Element> Allreduce<T> {
             plan.schedules,
             plan.largest_send,
             signature,
+            stream_copies,
             &options,
         )?;
         tracing::debug!(count, ?reduction, ?algorithm, "allreduce set up");

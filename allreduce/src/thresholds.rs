@@ -15,14 +15,13 @@ pub struct Thresholds {
     pub small_max: usize,
     /// From this size: ring. Between the two: Rabenseifner.
     pub ring_min: usize,
-    /// From this size, on 3 ranks or more that all share memory: single-copy (measured on
-    /// 3 and 4 ranks: it ties the ring and Rabenseifner at 1 MiB and is about 2× faster
-    /// from 4 MiB).
+    /// From this size, on 3 ranks or more that all share memory: single-copy. Measured on
+    /// the 2-core VM (session 24, single-copy pushing its finished block): on 3 and 4 ranks
+    /// recursive doubling is 1.2–1.4× faster up to 4 KiB, single-copy 1.24–1.27× faster at
+    /// 16 KiB and 1.2–3× faster than every other algorithm from 64 KiB (docs/allreduce.md).
     pub single_copy_min: usize,
-    /// The same on 2 ranks, where the ring's pipeline keeps up with single-copy's in-place
-    /// reads while the vector is small: measured on the 2-core VM (session 24), 1.4–1.6×
-    /// slower than the ring at 1–3 MiB, even at 4 MiB, 1.24× faster at 6 MiB and 1.5× at
-    /// 8 MiB (docs/allreduce.md).
+    /// The same on 2 ranks, where its single round trip pays sooner: recursive doubling
+    /// 1.1–1.3× faster up to 1 KiB, single-copy 1.18× faster at 4 KiB and 3.8× at 16 KiB.
     pub single_copy_min_two_ranks: usize,
 }
 
@@ -97,8 +96,8 @@ impl Default for Thresholds {
         Thresholds {
             small_max: 64 << 10,
             ring_min: 4 << 20,
-            single_copy_min: 1 << 20,
-            single_copy_min_two_ranks: 6 << 20,
+            single_copy_min: 16 << 10,
+            single_copy_min_two_ranks: 4 << 10,
         }
     }
 }

@@ -71,8 +71,9 @@ fn all_types(ctx: Context) {
             ..Options::default()
         })
         .collect();
-    // Single-copy again with its gather streaming past the cache, as it does once the
-    // host's vectors exceed the cache (here the counts' vectors all fit).
+    // Single-copy again as it runs once the host's vectors exceed the cache (here they all
+    // fit): the peers copy each finished block, with streaming stores, instead of its owner
+    // writing it into theirs.
     cases.extend(single_copy.map(|algorithm| Options {
         algorithm,
         cache_bytes: Some(0),

@@ -20,6 +20,11 @@ pub(crate) struct Shape {
     /// Bytes of staging the ring cycles through (`RING_STAGING_BYTES` of
     /// `ring.rs` outside tests; at least 2 chunks).
     pub ring_staging_bytes: usize,
+    /// The vectors of the members on each host fit its last-level cache together (the
+    /// group agrees on it: `collective::set_up`). Single-copy then pushes its finished
+    /// block into the peers' buffers; past the cache the peers pull it with streaming
+    /// stores (`single_copy.rs`).
+    pub in_cache: bool,
 }
 
 impl Shape {

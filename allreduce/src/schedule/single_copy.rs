@@ -1,6 +1,7 @@
 //! Single-copy allreduce for ranks that share memory: each rank reduces its block straight
-//! from its peers' buffers and then copies the finished blocks of the others, so every byte
-//! is copied once per rank instead of being staged and copied again at each ring step.
+//! from its peers' buffers and then writes it into theirs (or, past the cache, lets them
+//! copy it), so every byte is copied once per rank instead of being staged and copied again
+//! at each ring step.
 
 use super::action::{Action, Schedule};
 use super::shape::{chunks, local_only, Shape};
@@ -13,16 +14,26 @@ use super::shape::{chunks, local_only, Shape};
 ///    in place from their segments, chunk by chunk (a cache-sized chunk of our block stays
 ///    in cache while all `p-1` operands are folded into it), in the order `i+1, i+2, …`.
 ///    A block is reduced by its owner alone, so every rank gets the same bits.
-/// 3. *Final*: `i` tells every peer that block `i` is final, and copies every peer's final
-///    block from it once that peer says so.
-/// 4. *Done*: `i` tells every peer that it has read all it needed, and the run ends when
-///    every peer has said so too.
+/// 3. *Final*, while the vectors fit the cache (`Shape::in_cache`): `i` writes its final
+///    block into every peer's buffer with notification *final*, and waits for every peer's.
+///    Past the cache: `i` tells every peer that block `i` is final and copies every peer's
+///    final block from it (streaming stores), then *done* both ways.
+///
+/// Why the two: a block pulled from its owner's buffer was written by the owner's core
+/// just before, and reading it back while the owner's core reads ours costs each line
+/// twice between the cores; pushed, each line crosses once (single-copy on 2 ranks of a
+/// 2-core VM: 2.8× faster at 1 MiB, 1.7× at 4 MiB; docs/allreduce.md). Once the vectors
+/// leave the cache the pull with streaming stores moves less memory (1.1–1.2× faster at
+/// 64 MiB).
 ///
 /// Why nobody reads memory that is being written: a peer's block `i` is read in step 2 only
-/// after the peer's *ready* (its input is in place) and the peer overwrites it only with our
-/// final block, after our *final* (our reads are done). A block `j` is copied in step 3
-/// after `j`'s *final*, and `j` changes it again only in its next run, after our *done*. A
-/// rank starts its next run only after every peer's *done*, so no read of the last run is
+/// after the peer's *ready* (its input is in place), and the peer's block `i` changes next
+/// only by our final block: pushed by us after our reads, or pulled by the peer after our
+/// *final*. Pushing, a peer reads our buffer only as its operand (our block `j`), before it
+/// writes its result there and notifies us, so when we have every *final* nobody reads our
+/// buffer any more. Pulling, a block `j` is copied after `j`'s *final*, and `j` changes it
+/// again only in its next run, after our *done*. A rank starts its next run only after
+/// every peer's *final* (pushing) or *done* (pulling), so no read of the last run is
 /// pending when the application refills the buffer. The same reasoning orders each
 /// notification id's reuse: a peer sets our *ready*/*final*/*done* id of the next run only
 /// after it has our *final*/*done* of this one, which we send after consuming the id.
@@ -36,19 +47,8 @@ pub(crate) fn single_copy(sh: &Shape, avg: bool) -> Schedule {
     let fin = |j: usize| (p + j) as u32;
     let done = |j: usize| (2 * p + j) as u32;
     let peers: Vec<usize> = (1..p).map(|k| (i + k) % p).collect();
-    let tell = |a: &mut Vec<Action>, notif: u32| {
-        for &to in &peers {
-            a.push(Action::Send {
-                to,
-                src: 0,
-                dst: 0,
-                len: 0,
-                notif,
-            });
-        }
-    };
     let mut a = Vec::new();
-    tell(&mut a, ready(i));
+    tell(&mut a, &peers, ready(i));
     for &j in &peers {
         a.push(Action::Recv {
             notif: ready(j),
@@ -71,9 +71,54 @@ pub(crate) fn single_copy(sh: &Shape, avg: bool) -> Schedule {
     if avg && len > 0 {
         a.push(Action::Divide { off, len });
     }
-    tell(&mut a, fin(i));
-    for &j in &peers {
-        let (off, len) = sh.block(j, p);
+    if sh.in_cache {
+        push_final(sh, &peers, fin, &mut a);
+    } else {
+        pull_finals(sh, &peers, fin, done, &mut a);
+    }
+    a.push(Action::Flush);
+    Schedule {
+        actions: a,
+        segment_bytes: sh.data_bytes(),
+        notifications: if sh.in_cache { 2 * p } else { 3 * p } as u32,
+    }
+}
+
+/// In cache: our final block into every peer's buffer (a write with its notification),
+/// then every peer's into ours. Nobody reads a buffer after its owner's run: a peer reads
+/// our block `j` only as its operand, before it writes its result there.
+fn push_final(sh: &Shape, peers: &[usize], fin: impl Fn(usize) -> u32, a: &mut Vec<Action>) {
+    let (off, len) = sh.block(sh.me, sh.ranks);
+    for &to in peers {
+        a.push(Action::Send {
+            to,
+            src: off,
+            dst: off,
+            len,
+            notif: fin(sh.me),
+        });
+    }
+    for &j in peers {
+        a.push(Action::Recv {
+            notif: fin(j),
+            from: j,
+        });
+    }
+}
+
+/// Past the cache: every peer's final block copied from its buffer (streaming stores keep
+/// the copies from reading the destination first), then a *done* both ways, so that no
+/// peer still reads our buffer when the application refills it.
+fn pull_finals(
+    sh: &Shape,
+    peers: &[usize],
+    fin: impl Fn(usize) -> u32,
+    done: impl Fn(usize) -> u32,
+    a: &mut Vec<Action>,
+) {
+    tell(a, peers, fin(sh.me));
+    for &j in peers {
+        let (off, len) = sh.block(j, sh.ranks);
         a.push(Action::Recv {
             notif: fin(j),
             from: j,
@@ -87,17 +132,24 @@ pub(crate) fn single_copy(sh: &Shape, avg: bool) -> Schedule {
             });
         }
     }
-    tell(&mut a, done(i));
-    for &j in &peers {
+    tell(a, peers, done(sh.me));
+    for &j in peers {
         a.push(Action::Recv {
             notif: done(j),
             from: j,
         });
     }
-    a.push(Action::Flush);
-    Schedule {
-        actions: a,
-        segment_bytes: sh.data_bytes(),
-        notifications: (3 * p) as u32,
+}
+
+/// A bare notification `notif` to every peer.
+fn tell(a: &mut Vec<Action>, peers: &[usize], notif: u32) {
+    for &to in peers {
+        a.push(Action::Send {
+            to,
+            src: 0,
+            dst: 0,
+            len: 0,
+            notif,
+        });
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::options::{NET_CHUNK_BYTES, SHM_CHUNK_BYTES};
 use crate::schedule::{Shape, RING_STAGING_BYTES};
+use crate::stream_copy::worth_streaming;
 
 /// How ranks on the same host reach each other.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,8 +71,9 @@ impl Cluster {
     }
 
     /// The shape rank `me` builds for `bytes` of `elem`-byte elements, exactly as
-    /// `collective::set_up` fills it in with default options.
-    pub(crate) fn shape(&self, me: usize, bytes: usize, elem: usize) -> Shape {
+    /// `collective::set_up` fills it in with default options on hosts whose last-level
+    /// cache holds `llc_bytes`.
+    pub(crate) fn shape(&self, me: usize, bytes: usize, elem: usize, llc_bytes: usize) -> Shape {
         Shape {
             me,
             ranks: self.ranks,
@@ -84,6 +86,7 @@ impl Cluster {
             },
             notif_limit: NOTIF_LIMIT,
             ring_staging_bytes: RING_STAGING_BYTES,
+            in_cache: !worth_streaming(bytes, self.per_host.max(1).min(self.ranks), llc_bytes),
         }
     }
 }

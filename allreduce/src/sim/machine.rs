@@ -88,6 +88,10 @@ pub struct Machine {
     /// Bandwidth of a copy or reduction whose bytes come from the other core's private
     /// cache.
     pub cross_core_bw: f64,
+    /// The last-level cache the runtime finds on a host (in sysfs, all instances its
+    /// ranks may use): it decides how single-copy hands out its finished blocks
+    /// (`Shape::in_cache`), where `cache_bytes` is the share of it the costs assume.
+    pub llc_bytes: usize,
 }
 
 use super::error::SimError;
@@ -143,6 +147,7 @@ impl Machine {
             host_mem_bw: 45.1 * GB,
             core_cache_bytes: 600 << 10,
             cross_core_bw: 11.3 * GB,
+            llc_bytes: 32 << 20,
         }
     }
 
@@ -202,6 +207,8 @@ impl Machine {
             host_mem_bw: 35.4 * GB,
             core_cache_bytes: 0,
             cross_core_bw: 23.0 * GB,
+            // One 32 MiB L3 shared by the host's 8 cores.
+            llc_bytes: 32 << 20,
         }
     }
 
@@ -262,6 +269,7 @@ impl Machine {
             "host_mem_bw" => self.host_mem_bw = v,
             "core_cache_bytes" => self.core_cache_bytes = v as usize,
             "cross_core_bw" => self.cross_core_bw = v,
+            "llc_bytes" => self.llc_bytes = v as usize,
             _ => return Err(bad()),
         }
         Ok(())

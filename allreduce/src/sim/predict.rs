@@ -58,7 +58,7 @@ pub fn predict(
     machine: &Machine,
 ) -> Result<Prediction, SimError> {
     check(cluster, elem, machine)?;
-    let mut program = build(algorithm, cluster, bytes, elem)?;
+    let mut program = build(algorithm, cluster, bytes, elem, machine.llc_bytes)?;
     let timeline = replay(&mut program, machine, cluster, RUNS)?;
     let end = |run: usize| timeline.ends[run].iter().copied().fold(0.0, f64::max);
     let seconds = (end(RUNS - 1) - end(0)) / (RUNS - 1) as f64;

@@ -124,13 +124,15 @@ fn op(a: &Action, prev: Option<&Action>) -> Result<Op, SimError> {
 }
 
 /// Builds every rank's plan of `algorithm` for `bytes` of `elem`-byte elements on
-/// `cluster`, exactly as the runtime would (default thresholds for the hierarchical
-/// allreduce's choice between hosts), or says why the runtime could not run it.
+/// `cluster` of hosts whose last-level cache holds `llc_bytes`, exactly as the runtime
+/// would (default thresholds for the hierarchical allreduce's choice between hosts), or
+/// says why the runtime could not run it.
 pub(crate) fn build(
     algorithm: Algorithm,
     cluster: &Cluster,
     bytes: usize,
     elem: usize,
+    llc_bytes: usize,
 ) -> Result<Program, SimError> {
     let infeasible = |why| SimError::Infeasible { algorithm, why };
     if algorithm == Algorithm::Auto {
@@ -151,7 +153,7 @@ pub(crate) fn build(
     let mut ranks = Vec::with_capacity(cluster.ranks);
     let mut segment_bytes = 0;
     for me in 0..cluster.ranks {
-        let shape = cluster.shape(me, bytes, elem);
+        let shape = cluster.shape(me, bytes, elem, llc_bytes);
         let plan = allreduce_plan(
             algorithm,
             &shape,

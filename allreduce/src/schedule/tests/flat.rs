@@ -87,6 +87,7 @@ pub(super) fn ring_staging_is_a_few_slots_whatever_the_message() {
             chunk_bytes: 1 << 20,
             notif_limit: 65536,
             ring_staging_bytes: 4 << 20,
+            in_cache: true,
         };
         let s = ring(&sh, false);
         assert_eq!(s.segment_bytes, (64 << 20) + (4 << 20), "p={p}");
@@ -116,6 +117,7 @@ pub(super) fn ring_keeps_notification_ids_within_the_limit() {
         chunk_bytes: 8,
         notif_limit: 1000,
         ring_staging_bytes: RING_STAGING_BYTES,
+        in_cache: true,
     };
     let s = ring(&sh, false);
     assert!(s.notifications <= 1000, "{}", s.notifications);
@@ -190,14 +192,20 @@ pub(super) fn single_copy_reduces_every_shape() {
         for count in COUNTS {
             for chunk in [8, 24, 1 << 20] {
                 for op in [Reduction::Sum, Reduction::Min, Reduction::Avg] {
-                    check_allreduce(
-                        "single-copy",
-                        |sh, avg| vec![single_copy(sh, avg)],
-                        p,
-                        count,
-                        chunk,
-                        op,
-                    );
+                    for in_cache in [true, false] {
+                        check_allreduce(
+                            if in_cache {
+                                "single-copy, pushing"
+                            } else {
+                                "single-copy, pulling"
+                            },
+                            |sh, avg| vec![single_copy(&Shape { in_cache, ..*sh }, avg)],
+                            p,
+                            count,
+                            chunk,
+                            op,
+                        );
+                    }
                 }
             }
         }
@@ -205,27 +213,37 @@ pub(super) fn single_copy_reduces_every_shape() {
 }
 
 #[test]
-pub(super) fn single_copy_stages_nothing_and_copies_each_byte_once() {
-    let sh = Shape {
-        me: 1,
-        ranks: 4,
-        count: 1 << 20,
-        elem: 4,
-        chunk_bytes: 256 << 10,
-        notif_limit: 65536,
-        ring_staging_bytes: RING_STAGING_BYTES,
-    };
-    let s = single_copy(&sh, false);
-    assert_eq!(s.segment_bytes, 4 << 20, "no staging");
-    let (mut reduced, mut copied, mut sent) = (0, 0, 0);
-    for a in &s.actions {
-        match a {
-            Action::ReduceFrom { len, .. } => reduced += len,
-            Action::CopyFrom { len, .. } => copied += len,
-            Action::Send { len, .. } => sent += len,
-            _ => {}
+pub(super) fn single_copy_stages_nothing_and_moves_each_byte_once() {
+    for in_cache in [true, false] {
+        let sh = Shape {
+            me: 1,
+            ranks: 4,
+            count: 1 << 20,
+            elem: 4,
+            chunk_bytes: 256 << 10,
+            notif_limit: 65536,
+            ring_staging_bytes: RING_STAGING_BYTES,
+            in_cache,
+        };
+        let s = single_copy(&sh, false);
+        assert_eq!(s.segment_bytes, 4 << 20, "no staging");
+        let (mut reduced, mut copied, mut sent) = (0, 0, 0);
+        for a in &s.actions {
+            match a {
+                Action::ReduceFrom { len, .. } => reduced += len,
+                Action::CopyFrom { len, .. } => copied += len,
+                Action::Send { len, .. } => sent += len,
+                _ => {}
+            }
         }
+        // Our quarter from each of 3 peers; then our quarter written to each of 3 peers
+        // (in cache), or the other 3 quarters copied once each (past it).
+        let moved = if in_cache { (0, 3 << 20) } else { (3 << 20, 0) };
+        assert_eq!(
+            (reduced, copied, sent),
+            (3 << 20, moved.0, moved.1),
+            "{in_cache}"
+        );
+        assert_eq!(s.notifications, if in_cache { 8 } else { 12 });
     }
-    // Our quarter from each of 3 peers, and the other 3 quarters once each.
-    assert_eq!((reduced, copied, sent), (3 << 20, 3 << 20, 0));
 }

@@ -202,6 +202,7 @@ pub(super) fn hierarchical_keeps_notification_ids_within_the_limit() {
                     chunk_bytes: 8,
                     notif_limit: 1000,
                     ring_staging_bytes: RING_STAGING_BYTES,
+                    in_cache: true,
                 };
                 let inter = |sub: &Shape, avg| inter(sub, avg, 0);
                 for memory in [HostMemory::Staged, HostMemory::Shared] {
@@ -233,6 +234,7 @@ pub(super) fn hierarchical_staging_and_traffic_are_bounded() {
             chunk_bytes: 1 << 20,
             notif_limit: 65536,
             ring_staging_bytes: RING_STAGING_BYTES,
+            in_cache: true,
         };
         for (memory, intra) in [(HostMemory::Staged, 3 * data / 4), (HostMemory::Shared, 0)] {
             let s = hierarchical(&sh, &hosts, 8, memory, false, &|sub: &Shape, avg| {

@@ -243,6 +243,7 @@ pub(super) fn shapes(
         chunk_bytes: chunk,
         notif_limit: 65536,
         ring_staging_bytes: staging,
+        in_cache: true,
     })
 }
 
