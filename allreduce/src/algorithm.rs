@@ -20,8 +20,8 @@ pub enum Algorithm {
     /// `p-1` copies of the vector per rank (tiny vectors).
     OneShot,
     /// Ranks that share memory reduce their block straight from each other's buffers, then
-    /// copy the finished blocks: one copy per byte, no staging. Every member must be
-    /// reached through shared memory.
+    /// write it into the others' (past the cache, the others copy it): one copy per byte,
+    /// no staging. Every member must be reached through shared memory.
     SingleCopy,
 }
 
