@@ -63,7 +63,8 @@ impl<T: Element> Broadcast<T> {
             vec![plan],
             largest,
             signature,
-            !shape.in_cache,
+            // Broadcasts copy nothing from peers.
+            false,
             &options,
         )?;
         Ok(Broadcast { inner, root })

@@ -34,6 +34,9 @@ pub(crate) struct GroupSetup {
     /// How the hosts run the hierarchical allreduce's intra-host phases: in place only
     /// when every member reaches its host peers through shared memory.
     pub host_memory: HostMemory,
+    /// This rank's copies from its host peers stream past the cache: the vectors of its
+    /// host's members exceed the cache as this rank sees it (`stream_copy.rs`).
+    pub streams: bool,
 }
 
 /// Sets up a collective over `count` elements of `T` on `group`: this rank's place, the
@@ -76,22 +79,21 @@ pub(crate) fn set_up<T: Element>(
         .collect();
     // A partition of the members whatever the runtime reported: the schedules rely on it.
     let hosts = crate::schedule::host_layout(hosts, members.len());
-    let host_ranks = hosts.iter().find(|m| m.contains(&me)).map_or(1, Vec::len);
+    let ours = host_of(&hosts, me);
     let cache = options
         .cache_bytes
-        .unwrap_or_else(|| LastLevelCache::of_this_host().bytes_for(host_ranks));
+        .unwrap_or_else(|| LastLevelCache::of_this_host().bytes_for(ours.len()));
+    // Whether this rank's copies from its host peers stream: its own view, as only speed
+    // depends on it.
+    let streams = stream_copy::worth_streaming(count * elem, ours.len(), cache);
     let words = [
-        u32::from(host_peers_share_memory(ctx, &members, &hosts, me)),
+        u32::from(host_peers_share_memory(ctx, &members, ours)),
         u32::from(all_shared_memory(ctx, &members)),
         requested,
         !requested,
         // Members of different hosts (or options) may see different caches: the group
         // takes the cache's side only if every member does.
-        u32::from(!stream_copy::worth_streaming(
-            count * elem,
-            host_ranks,
-            cache,
-        )),
+        u32::from(!streams),
     ];
     let mut least = [0u32; 5];
     ctx.allreduce(
@@ -123,6 +125,7 @@ pub(crate) fn set_up<T: Element>(
         in_cache: least[4] == 1,
     };
     Ok(GroupSetup {
+        streams,
         members,
         shape,
         hosts,
@@ -143,18 +146,15 @@ fn all_shared_memory(ctx: &Context, members: &[gaspi::Rank]) -> bool {
         .all(|r| *r == ctx.rank() || ctx.uses_shm_to(*r))
 }
 
-/// Whether this rank reaches every member on its host through shared memory (`members`
-/// the group's ranks, `hosts` the layout, `me` our member index).
-fn host_peers_share_memory(
-    ctx: &Context,
-    members: &[gaspi::Rank],
-    hosts: &[Vec<usize>],
-    me: usize,
-) -> bool {
-    let ours = hosts
-        .iter()
-        .find(|m| m.contains(&me))
-        .map_or(&[][..], |m| m);
+/// The member indices of member `me`'s host in the layout `hosts` (a partition of the
+/// members, so `me` is on one).
+fn host_of(hosts: &[Vec<usize>], me: usize) -> &[usize] {
+    hosts.iter().find(|m| m.contains(&me)).map_or(&[], |m| m)
+}
+
+/// Whether this rank reaches every member on its host (`ours`, member indices into
+/// `members`, the group's ranks) through shared memory.
+fn host_peers_share_memory(ctx: &Context, members: &[gaspi::Rank], ours: &[usize]) -> bool {
     let peers: Vec<gaspi::Rank> = ours.iter().map(|&j| members[j]).collect();
     all_shared_memory(ctx, &peers)
 }

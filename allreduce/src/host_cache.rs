@@ -31,6 +31,13 @@ const FALLBACK: LastLevelCache = LastLevelCache {
 impl LastLevelCache {
     /// Bytes `ranks` ranks of the host hold in it between them: each instance at most once,
     /// and at most one instance per rank, however the ranks are spread.
+    ///
+    /// Why every instance sysfs lists, not those this process may run on: under a cpuset
+    /// that confines the whole job to fewer instances this overestimates (single-copy then
+    /// pushes vectors past the real cache, up to 1.25× slower), but a rank bound to one core
+    /// would see a single instance and underestimate its group's cache (single-copy then
+    /// pulls vectors that fit, up to 3× slower). `Options::cache_bytes` sets it where
+    /// either guess is wrong.
     pub fn bytes_for(&self, ranks: usize) -> usize {
         self.bytes_each
             .saturating_mul(ranks.max(1).min(self.instances))

@@ -298,6 +298,12 @@ mod tests {
             o.pick(8 << 10, &one_host(4), true),
             Algorithm::RecursiveDoubling
         );
+        // From 8 ranks only from 256 KiB: below, 2(p-1) notifications a run cost more.
+        assert_eq!(
+            o.pick(64 << 10, &one_host(8), true),
+            Algorithm::RecursiveDoubling
+        );
+        assert_eq!(o.pick(256 << 10, &one_host(8), true), Algorithm::SingleCopy);
     }
 
     #[test]

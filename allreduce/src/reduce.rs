@@ -90,7 +90,6 @@ impl<T: Element> Allreduce<T> {
             &options.thresholds,
             averaging,
         );
-        let stream_copies = !shape.in_cache;
         let signature = [
             count as u64,
             kind_signature(
@@ -111,7 +110,7 @@ impl<T: Element> Allreduce<T> {
             plan.schedules,
             plan.largest_send,
             signature,
-            stream_copies,
+            setup.streams,
             &options,
         )?;
         tracing::debug!(count, ?reduction, ?algorithm, "allreduce set up");

@@ -14,11 +14,13 @@
 /// ranks on this host (each holds the whole vector of `vector_bytes`) no longer fit their
 /// last-level cache (`cache_bytes`, all instances they may use) together.
 ///
-/// Measured on the 2-core VM (one 32 MiB L3; single-copy, in-place, medians of 3 alternating
-/// rounds, session 24): streaming every copy of 2 MiB or more made the allreduce 1.65× slower
-/// at 4 MiB on 2 ranks, 1.8× at 8 MiB and 1.24× at 16 MiB (32 MiB of vectors), and
-/// 1.14–1.18× slower at 8 MiB on 3 and 4 ranks (24 and 32 MiB); it made it 1.25–1.4× faster
-/// from 32 MiB on 2 ranks and 16 MiB on 3 and 4 (48 MiB of vectors and more).
+/// Measured on the 2-core VM (one 32 MiB L3; single-copy pulling, in-place, session 24),
+/// streaming every copy of 2 MiB or more against none, medians of 3 alternating rounds:
+/// 1.65× slower at 4 MiB on 2 ranks, 1.8× at 8 MiB and 1.24× at 16 MiB (32 MiB of
+/// vectors), 1.14–1.18× slower at 8 MiB on 3 and 4 ranks (24 and 32 MiB), 1.25–1.4× faster
+/// from 32 MiB on 2 ranks and 16 MiB on 3 and 4 (48 MiB of vectors and more). A second
+/// run, streaming forced against this rule, 7 rounds: 1.58×, 1.07×, 1.03× and 1.03×
+/// slower where the rule does not stream, a tie where it does (docs/allreduce.md).
 pub(crate) fn worth_streaming(vector_bytes: usize, host_ranks: usize, cache_bytes: usize) -> bool {
     vector_bytes.saturating_mul(host_ranks) > cache_bytes
 }

@@ -81,7 +81,7 @@ pub(crate) enum HostMemory {
 /// reducing (and so consuming) every slot and notification of `u`; the owner writes run
 /// `r+1`'s hand-out into a peer's data only after that peer's run-`r+1` part reached it, so
 /// the peer has consumed run `r`'s hand-out and its run-`r+1` sends have read their source.
-/// Shared: as in `single_copy.rs`, a peer's input is read only after its *ready* and
+/// Shared: as in `single_copy.rs`'s pull, a peer's input is read only after its *ready* and
 /// overwritten only after the owner's *final*; a rank starts its next run only after every
 /// host peer's *done*, and each id is set again only after its previous value was consumed.
 /// Each unit's inter-host allreduce runs once per run on each of its members, interleaved

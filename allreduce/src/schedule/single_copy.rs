@@ -23,7 +23,7 @@ use super::shape::{chunks, local_only, Shape};
 /// just before, and reading it back while the owner's core reads ours costs each line
 /// twice between the cores; pushed, each line crosses once (single-copy on 2 ranks of a
 /// 2-core VM: 2.8× faster at 1 MiB, 1.7× at 4 MiB; docs/allreduce.md). Once the vectors
-/// leave the cache the pull with streaming stores moves less memory (1.1–1.2× faster at
+/// leave the cache the pull with streaming stores moves less memory (1.1–1.25× faster at
 /// 64 MiB).
 ///
 /// Why nobody reads memory that is being written: a peer's block `i` is read in step 2 only
@@ -34,9 +34,12 @@ use super::shape::{chunks, local_only, Shape};
 /// buffer any more. Pulling, a block `j` is copied after `j`'s *final*, and `j` changes it
 /// again only in its next run, after our *done*. A rank starts its next run only after
 /// every peer's *final* (pushing) or *done* (pulling), so no read of the last run is
-/// pending when the application refills the buffer. The same reasoning orders each
-/// notification id's reuse: a peer sets our *ready*/*final*/*done* id of the next run only
-/// after it has our *final*/*done* of this one, which we send after consuming the id.
+/// pending when the application refills the buffer. No notification id is set again before
+/// its last value was consumed: a peer sets our *ready* id of the next run only after it
+/// has our *final* (pushing) or *done* (pulling) of this run, which we send after
+/// consuming its *ready*; and it sets our *final* and *done* ids of the next run only after
+/// it has our *ready* (pushing) or *final* (pulling) of the next run, which we send only
+/// after this run ended, so after consuming them.
 pub(crate) fn single_copy(sh: &Shape, avg: bool) -> Schedule {
     let p = sh.ranks;
     if p == 1 || sh.count == 0 {

@@ -147,12 +147,29 @@ pub(super) fn one_shot_reduces_every_shape() {
 #[test]
 pub(super) fn every_rank_reduces_each_element_along_the_same_expression() {
     type Build = fn(&Shape) -> Schedule;
-    let algorithms: [(&str, Build); 5] = [
+    let algorithms: [(&str, Build); 6] = [
         ("ring", |sh| ring(sh, false)),
         ("rd", |sh| recursive_doubling(sh, false, 0)),
         ("rabenseifner", |sh| rabenseifner(sh, false)),
         ("one-shot", |sh| one_shot(sh, false, 0)),
-        ("single-copy", |sh| single_copy(sh, false)),
+        ("single-copy, pushing", |sh| {
+            single_copy(
+                &Shape {
+                    in_cache: true,
+                    ..*sh
+                },
+                false,
+            )
+        }),
+        ("single-copy, pulling", |sh| {
+            single_copy(
+                &Shape {
+                    in_cache: false,
+                    ..*sh
+                },
+                false,
+            )
+        }),
     ];
     for (name, build) in algorithms {
         for p in 1..=7 {
