@@ -277,6 +277,12 @@ impl Context {
         if p.confirmed {
             return (!p.seen).then_some(Next::Seen);
         }
+        // The registration is read before the latch: the peer's mark is latched before any
+        // registration it sends later is recorded, so a later one read here (the peer's next
+        // commit) comes with the mark visible below. Read the other way round, the mark
+        // and the next registration could both land between the two reads, and the peer's
+        // next generation would be taken for an abandoned one.
+        let theirs = self.sh.segments.remote(p.rank, key).map(|s| s.tag);
         // The peer's mark counts also when the peer has deleted the segment or registered
         // its next generation since (latched). One of another generation never matches.
         if p.seen && self.sh.segments.latched(p.rank, key) == Some(p.tag | TAG_SEEN) {
@@ -286,7 +292,7 @@ impl Context {
         // caught up yet); one of ours with other members may still be replaced by the peer:
         // neither is a step. One ahead of ours without the mark we wait for: the peer
         // abandoned this generation (its mark would have come before, in order).
-        let theirs = self.sh.segments.remote(p.rank, key)?.tag;
+        let theirs = theirs?;
         match ahead(theirs, p.tag) {
             d if d > 0 => Some(Next::CatchUp(theirs)),
             0 if !p.seen && same_members(theirs, p.tag) => Some(Next::Seen),
