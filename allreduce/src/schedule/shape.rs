@@ -22,8 +22,8 @@ pub(crate) struct Shape {
     pub ring_staging_bytes: usize,
     /// The vectors of the members on each host fit its last-level cache together (the
     /// group agrees on it: `collective::set_up`). Single-copy then pushes its finished
-    /// block into the peers' buffers; past the cache the peers pull it with streaming
-    /// stores (`single_copy.rs`).
+    /// block into the peers' buffers; past the cache the peers pull it, with streaming
+    /// stores where their own view of the cache says so (`single_copy.rs`).
     pub in_cache: bool,
 }
 

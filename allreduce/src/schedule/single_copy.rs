@@ -46,9 +46,6 @@ pub(crate) fn single_copy(sh: &Shape, avg: bool) -> Schedule {
         return local_only(sh, avg);
     }
     let i = sh.me;
-    let ready = |j: usize| j as u32;
-    let fin = |j: usize| (p + j) as u32;
-    let done = |j: usize| (2 * p + j) as u32;
     let peers: Vec<usize> = (1..p).map(|k| (i + k) % p).collect();
     let mut a = Vec::new();
     tell(&mut a, &peers, ready(i));
@@ -75,9 +72,9 @@ pub(crate) fn single_copy(sh: &Shape, avg: bool) -> Schedule {
         a.push(Action::Divide { off, len });
     }
     if sh.in_cache {
-        push_final(sh, &peers, fin, &mut a);
+        push_final(sh, &peers, &mut a);
     } else {
-        pull_finals(sh, &peers, fin, done, &mut a);
+        pull_finals(sh, &peers, &mut a);
     }
     a.push(Action::Flush);
     Schedule {
@@ -90,7 +87,8 @@ pub(crate) fn single_copy(sh: &Shape, avg: bool) -> Schedule {
 /// In cache: our final block into every peer's buffer (a write with its notification),
 /// then every peer's into ours. Nobody reads a buffer after its owner's run: a peer reads
 /// our block `j` only as its operand, before it writes its result there.
-fn push_final(sh: &Shape, peers: &[usize], fin: impl Fn(usize) -> u32, a: &mut Vec<Action>) {
+fn push_final(sh: &Shape, peers: &[usize], a: &mut Vec<Action>) {
+    let fin = |j| final_id(sh.ranks, j);
     let (off, len) = sh.block(sh.me, sh.ranks);
     for &to in peers {
         a.push(Action::Send {
@@ -112,13 +110,8 @@ fn push_final(sh: &Shape, peers: &[usize], fin: impl Fn(usize) -> u32, a: &mut V
 /// Past the cache: every peer's final block copied from its buffer (streaming stores keep
 /// the copies from reading the destination first), then a *done* both ways, so that no
 /// peer still reads our buffer when the application refills it.
-fn pull_finals(
-    sh: &Shape,
-    peers: &[usize],
-    fin: impl Fn(usize) -> u32,
-    done: impl Fn(usize) -> u32,
-    a: &mut Vec<Action>,
-) {
+fn pull_finals(sh: &Shape, peers: &[usize], a: &mut Vec<Action>) {
+    let (fin, done) = (|j| final_id(sh.ranks, j), |j| done_id(sh.ranks, j));
     tell(a, peers, fin(sh.me));
     for &j in peers {
         let (off, len) = sh.block(j, sh.ranks);
@@ -142,6 +135,21 @@ fn pull_finals(
             from: j,
         });
     }
+}
+
+/// Member `j`'s *ready* notification id.
+fn ready(j: usize) -> u32 {
+    j as u32
+}
+
+/// Member `j`'s *final* notification id, of `p` members.
+fn final_id(p: usize, j: usize) -> u32 {
+    (p + j) as u32
+}
+
+/// Member `j`'s *done* notification id, of `p` members (pulling only).
+fn done_id(p: usize, j: usize) -> u32 {
+    (2 * p + j) as u32
 }
 
 /// A bare notification `notif` to every peer.
