@@ -13,6 +13,8 @@
 //! - `program.rs`: every rank's plan, in a compact form, and the runtime's feasibility
 //!   checks (plus a memory bound on staging, [`STAGING_LIMIT`]).
 //! - `replay.rs`: the deterministic discrete-event replay of all ranks.
+//! - `lines.rs`: who last wrote each byte of each segment, so that a read knows whether its
+//!   bytes come from another core's cache.
 //! - `cores.rs`: the hosts' cores, onto which the replay schedules CPU work as a
 //!   work-conserving kernel would, so that more ranks than cores queue for them.
 //! - [`predict`], [`best`], [`runtime_choice`] (`predict.rs`): the API.
@@ -31,6 +33,7 @@
 mod cluster;
 mod cores;
 mod error;
+mod lines;
 mod machine;
 mod predict;
 mod program;

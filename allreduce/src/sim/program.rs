@@ -20,27 +20,39 @@ const TRANSFER_SIZE_MAX: usize = 1 << 30;
 /// at 1024 ranks and a few MiB is more memory than a rank can spare for a collective.
 pub const STAGING_LIMIT: usize = 4 << 30;
 
-/// One action with only what costs time (16 bytes, so 1024 ranks' ring schedules fit).
+/// One action with what costs time: who, how many bytes, which notification, and the
+/// segment offsets, which tell the replay who last wrote what an action reads
+/// (`lines.rs`). 32 bytes, so 1024 ranks' ring schedules (about 6 M actions) fit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
-    /// Write `len` bytes (0: a bare notification) to rank `to`, setting `notif` there.
-    Send { to: u32, len: u32, notif: u32 },
+    /// Write `len` bytes (0: a bare notification) of our `[src, src+len)` to rank `to`'s
+    /// `[dst, dst+len)`, setting `notif` there.
+    Send {
+        to: u32,
+        len: u32,
+        notif: u32,
+        src: u64,
+        dst: u64,
+    },
     /// Wait for `notif` and reset it.
     Recv { notif: u32 },
-    /// Reduce `len` bytes from our staging into our data.
-    Reduce { len: u32 },
-    /// Read `len` bytes of same-host rank `from`'s segment in place, reducing them into
-    /// ours (`reduce`) or copying them. `folded`: a reduction into the range the previous
-    /// action reduced into, which is still in cache (single-copy folds every peer's operand
-    /// into one cache-sized chunk in turn), so only the peer's bytes come from memory.
+    /// Reduce `len` bytes from our staging at `src` into our data at `dst`.
+    Reduce { len: u32, src: u64, dst: u64 },
+    /// Read `len` bytes at `src` of same-host rank `from`'s segment in place, reducing them
+    /// into ours at `dst` (`reduce`) or copying them there. `folded`: a reduction into the
+    /// range the previous action reduced into, which is still in cache (single-copy folds
+    /// every peer's operand into one cache-sized chunk in turn), so only the peer's bytes
+    /// come from memory.
     ReadPeer {
         from: u32,
         len: u32,
         reduce: bool,
         folded: bool,
+        src: u64,
+        dst: u64,
     },
-    /// Divide `len` bytes by the rank count (AVG).
-    Divide { len: u32 },
+    /// Divide `len` bytes at `off` by the rank count (AVG).
+    Divide { len: u32, off: u64 },
     /// Wait for local completion of every send posted so far.
     Flush,
 }
@@ -93,14 +105,32 @@ fn small(v: usize) -> Result<u32, SimError> {
 /// The compact form of action `a`, which follows `prev`.
 fn op(a: &Action, prev: Option<&Action>) -> Result<Op, SimError> {
     Ok(match *a {
-        Action::Send { to, len, notif, .. } => Op::Send {
+        Action::Send {
+            to,
+            src,
+            dst,
+            len,
+            notif,
+        } => Op::Send {
             to: small(to)?,
             len: small(len)?,
             notif,
+            src: src as u64,
+            dst: dst as u64,
         },
         Action::Recv { notif, .. } => Op::Recv { notif },
-        Action::Reduce { len, .. } => Op::Reduce { len: small(len)? },
-        Action::ReduceFrom { from, dst, len, .. } => {
+        Action::Reduce { src, dst, len, .. } => Op::Reduce {
+            len: small(len)?,
+            src: src as u64,
+            dst: dst as u64,
+        },
+        Action::ReduceFrom {
+            from,
+            src,
+            dst,
+            len,
+            ..
+        } => {
             let same_range = |p: &Action| match *p {
                 Action::ReduceFrom { dst: d, len: l, .. } => (d, l) == (dst, len),
                 _ => false,
@@ -110,15 +140,27 @@ fn op(a: &Action, prev: Option<&Action>) -> Result<Op, SimError> {
                 len: small(len)?,
                 reduce: true,
                 folded: prev.is_some_and(same_range),
+                src: src as u64,
+                dst: dst as u64,
             }
         }
-        Action::CopyFrom { from, len, .. } => Op::ReadPeer {
+        Action::CopyFrom {
+            from,
+            src,
+            dst,
+            len,
+        } => Op::ReadPeer {
             from: small(from)?,
             len: small(len)?,
             reduce: false,
             folded: false,
+            src: src as u64,
+            dst: dst as u64,
         },
-        Action::Divide { len, .. } => Op::Divide { len: small(len)? },
+        Action::Divide { off, len } => Op::Divide {
+            len: small(len)?,
+            off: off as u64,
+        },
         Action::Flush => Op::Flush,
     })
 }

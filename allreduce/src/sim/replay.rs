@@ -17,6 +17,7 @@ use std::collections::BinaryHeap;
 use super::cluster::Cluster;
 use super::cores::Cores;
 use super::error::SimError;
+use super::lines::LastWriters;
 use super::machine::Machine;
 use super::program::{Op, Program};
 
@@ -63,12 +64,22 @@ struct Costs {
     /// More ranks than cores share the cores: a rank that blocks gives its core away and
     /// spends `oversub_wake` to be switched back in.
     oversubscribed: bool,
-    /// Seconds per byte of a copy, of a reduction and of a rank's network stream.
+    /// Seconds per byte of a copy and of a reduction whose operands its own core wrote last,
+    /// from the last-level cache or memory.
     copy: f64,
     reduce: f64,
     /// Seconds per byte of a reduction into a chunk still in cache (`Op::ReadPeer`'s
     /// `folded`): only the peer's operand streams from memory.
     reduce_folded: f64,
+    /// Share of what another rank wrote last that is still in its core's private cache
+    /// (`Machine::core_cache_bytes`), and seconds per byte of moving it between the cores.
+    hot: f64,
+    cross: f64,
+    /// On an oversubscribed host, the share of a read's lines whose core the scheduler
+    /// decided (`Machine::oversub_migration`), and the share of those in another core's
+    /// cache.
+    migrated: f64,
+    elsewhere: f64,
     stream: f64,
     /// Seconds per byte of one side's kernel copy of a network message.
     net_copy: f64,
@@ -90,9 +101,7 @@ impl Costs {
         // (`Machine::core_cache_bytes`). Ranks that take turns on a core share its cache.
         let per_core = (on_cores as f64 / m.cores.max(1) as f64).max(1.0);
         let hot = (m.core_cache_bytes as f64 / (per_core * segment_bytes as f64).max(1.0)).min(1.0);
-        let blend = |cache: f64, mem: f64| {
-            hot / m.cross_core_bw + (1.0 - hot) * (fits / cache + (1.0 - fits) / mem)
-        };
+        let blend = |cache: f64, mem: f64| fits / cache + (1.0 - fits) / mem;
         Costs {
             oversubscribed: on_cores > m.cores,
             copy: blend(m.shm_copy_bw_cache, m.shm_copy_bw_mem),
@@ -102,10 +111,47 @@ impl Costs {
                 m.reduce_bw_cache,
                 (3.0 * m.reduce_bw_mem).min(m.reduce_bw_cache),
             ),
+            hot,
+            cross: 1.0 / m.cross_core_bw,
+            migrated: if on_cores > m.cores {
+                m.oversub_migration
+            } else {
+                0.0
+            },
+            elsewhere: 1.0 - 1.0 / m.cores.max(1) as f64,
             stream: 1.0 / m.net_stream_bw,
             net_copy: fits / m.net_copy_bw_cache + (1.0 - fits) / m.net_copy_bw,
             spill: 1.0 - fits,
         }
+    }
+
+    /// Seconds per byte of work costing `local` per byte, a share `foreign` of whose bytes
+    /// (at most 1) another rank wrote last: of those, the share still in that rank's core's
+    /// cache crosses between the cores.
+    fn per_byte(&self, local: f64, foreign: f64) -> f64 {
+        let foreign = (1.0 - self.migrated) * foreign.min(1.0) + self.migrated * self.elsewhere;
+        let crossing = self.hot * foreign;
+        crossing * self.cross + (1.0 - crossing) * local
+    }
+}
+
+/// The share of `len` bytes read by `reader` from each `(owner, offset)` operand that another
+/// rank wrote last (0 where the replay does not track writers), over one operand's bytes.
+fn foreign_share(
+    lines: &Option<LastWriters>,
+    reader: usize,
+    operands: &[(usize, u64)],
+    len: u32,
+) -> f64 {
+    match lines {
+        Some(w) if len > 0 => {
+            let bytes: u64 = operands
+                .iter()
+                .map(|&(owner, at)| w.foreign(owner, at, u64::from(len), reader))
+                .sum();
+            bytes as f64 / f64::from(len)
+        }
+        _ => 0.0,
     }
 }
 
@@ -149,6 +195,8 @@ pub(crate) fn replay(
     let mut nic_out = vec![0.0f64; cluster.hosts()];
     let mut nic_in = vec![0.0f64; cluster.hosts()];
     let mut ends = vec![vec![0.0f64; n]; runs];
+    // Who wrote what last matters only where lines cross between private caches.
+    let mut lines = (costs.hot > 0.0).then(|| LastWriters::new(n));
     let mut heap: BinaryHeap<Reverse<(At, usize)>> =
         (0..n).map(|r| Reverse((At(0.0), r))).collect();
     let mut last = 0.0f64;
@@ -187,14 +235,21 @@ pub(crate) fn replay(
                 end.max(memory[b])
             };
             match op {
-                Op::Send { to, len, notif } => {
-                    let (to, len) = (to as usize, len as usize);
+                Op::Send {
+                    to,
+                    len: bytes,
+                    notif,
+                    src,
+                    dst,
+                } => {
+                    let (to, len) = (to as usize, bytes as usize);
                     // When the send is complete locally, when it arrives, and when the
                     // sender can go on.
                     let (done, arrive, free) = if cluster.shm_between(r, to) {
                         // One synchronous memcpy by the sender, then the notification.
+                        let f = foreign_share(&lines, r, &[(r, src)], bytes);
                         let end = work(
-                            machine.shm_alpha + len as f64 * costs.copy,
+                            machine.shm_alpha + len as f64 * costs.per_byte(costs.copy, f),
                             2 * len,
                             &mut memory,
                             &mut cores,
@@ -244,6 +299,9 @@ pub(crate) fn replay(
                         );
                         (end, taken, posted)
                     };
+                    if let Some(w) = &mut lines {
+                        w.wrote(to, dst, u64::from(bytes), r);
+                    }
                     let me = &mut ranks[r];
                     me.sent_by = me.sent_by.max(done);
                     me.now = free;
@@ -278,30 +336,59 @@ pub(crate) fn replay(
                     let ready = me.now.max(at);
                     me.now = cores.run(pool(r), ready, machine.recv_overhead + wake);
                 }
-                Op::Reduce { len }
+                Op::Reduce {
+                    len: bytes,
+                    src,
+                    dst,
+                }
                 | Op::ReadPeer {
-                    len, reduce: true, ..
+                    len: bytes,
+                    reduce: true,
+                    src,
+                    dst,
+                    ..
                 } => {
-                    let len = len as usize;
+                    let len = bytes as usize;
                     // Both operands read, the result written; into a chunk still in cache,
                     // the peer's operand alone. The schedules fold cache-sized chunks
                     // (256 KiB by default); one larger than the cache is not still there.
-                    let (per_byte, traffic) = match op {
-                        Op::ReadPeer { folded: true, .. } if len <= machine.cache_bytes => {
-                            (costs.reduce_folded, len)
-                        }
-                        _ => (costs.reduce, 3 * len),
+                    let (local, traffic, owner) = match op {
+                        Op::ReadPeer {
+                            folded: true, from, ..
+                        } if len <= machine.cache_bytes => (costs.reduce_folded, len, from),
+                        Op::ReadPeer { from, .. } => (costs.reduce, 3 * len, from),
+                        _ => (costs.reduce, 3 * len, r as u32),
                     };
-                    ranks[r].now = work(len as f64 * per_byte, traffic, &mut memory, &mut cores);
+                    let f = foreign_share(&lines, r, &[(owner as usize, src), (r, dst)], bytes);
+                    let cpu = len as f64 * costs.per_byte(local, f);
+                    ranks[r].now = work(cpu, traffic, &mut memory, &mut cores);
+                    if let Some(w) = &mut lines {
+                        w.wrote(r, dst, u64::from(bytes), r);
+                    }
                 }
-                Op::ReadPeer { len, .. } => {
-                    let len = len as usize;
-                    ranks[r].now = work(len as f64 * costs.copy, 2 * len, &mut memory, &mut cores);
+                Op::ReadPeer {
+                    from,
+                    len: bytes,
+                    src,
+                    dst,
+                    ..
+                } => {
+                    let len = bytes as usize;
+                    let f = foreign_share(&lines, r, &[(from as usize, src)], bytes);
+                    let cpu = len as f64 * costs.per_byte(costs.copy, f);
+                    ranks[r].now = work(cpu, 2 * len, &mut memory, &mut cores);
+                    if let Some(w) = &mut lines {
+                        w.wrote(r, dst, u64::from(bytes), r);
+                    }
                 }
-                Op::Divide { len } => {
-                    let len = len as usize;
-                    ranks[r].now =
-                        work(len as f64 * costs.reduce, 2 * len, &mut memory, &mut cores);
+                Op::Divide { len: bytes, off } => {
+                    let len = bytes as usize;
+                    let f = foreign_share(&lines, r, &[(r, off)], bytes);
+                    let cpu = len as f64 * costs.per_byte(costs.reduce, f);
+                    ranks[r].now = work(cpu, 2 * len, &mut memory, &mut cores);
+                    if let Some(w) = &mut lines {
+                        w.wrote(r, off, u64::from(bytes), r);
+                    }
                 }
                 Op::Flush => {
                     let me = &mut ranks[r];
