@@ -53,7 +53,6 @@ impl<T: Element> Broadcast<T> {
             2 | (T::DATA_TYPE as u64) << 8 | u64::from(tree) << 16 | u64::from(root.0) << 32,
             shape.chunk_bytes as u64,
         ];
-        let largest = if tree { bytes } else { 0 };
         let inner = Collective::new(
             ctx,
             group,
@@ -61,7 +60,6 @@ impl<T: Element> Broadcast<T> {
             count,
             Reduction::Sum,
             vec![plan],
-            largest,
             signature,
             // Broadcasts copy nothing from peers.
             false,

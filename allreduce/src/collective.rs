@@ -172,7 +172,7 @@ pub(crate) struct Collective<T: Element> {
 }
 
 impl<T: Element> Collective<T> {
-    /// Checks the `plan` against the transport's limits, creates the segment with the
+    /// Checks the `plan` against the segment's notification ids, creates the segment with the
     /// group (comparing `signature`s) and puts the engine under the options' driver, its
     /// copies from peers streaming past the cache if `stream_copies`.
     #[allow(clippy::too_many_arguments)]
@@ -183,18 +183,10 @@ impl<T: Element> Collective<T> {
         count: usize,
         reduction: Reduction,
         plan: Vec<Schedule>,
-        largest_send: usize,
         signature: [u64; SIGNATURE],
         stream_copies: bool,
         options: &Options,
     ) -> Result<Self> {
-        let max = ctx.transfer_size_max() as usize;
-        if largest_send > max {
-            return Err(Error::TransferTooLarge {
-                bytes: largest_send,
-                max,
-            });
-        }
         let notifs = plan.iter().map(|s| s.notifications).max().unwrap_or(0);
         if notifs > ctx.notification_num() {
             return Err(Error::TooManyNotifications {

@@ -70,6 +70,9 @@ pub(crate) struct Engine {
     peers: Vec<Option<gaspi::Segment>>,
     /// `CopyFrom` streams past the cache (`stream_copy::worth_streaming`).
     stream_copies: bool,
+    /// The largest write the context takes (`transfer_size_max`): longer sends go in
+    /// pieces.
+    transfer_max: u64,
 }
 
 impl Engine {
@@ -85,6 +88,7 @@ impl Engine {
     ) -> Self {
         Engine {
             stream_copies,
+            transfer_max: seg.ctx.transfer_size_max(),
             seg,
             peers: vec![None; members.len()],
             members,
@@ -179,26 +183,39 @@ impl Engine {
                     notif,
                 } => {
                     let rank = self.members[to];
-                    let post = || {
-                        if len == 0 {
-                            ctx.notify(seg, rank, NotificationId(notif), value, queue)
-                        } else {
-                            ctx.write_notify(
-                                Local::new(seg, src as u64),
-                                Remote::new(rank, seg, dst as u64),
-                                len as u64,
-                                NotificationId(notif),
-                                value,
-                                queue,
-                            )
+                    // A write longer than the transport takes goes in pieces, the
+                    // notification with the last: gaspi sets it only after everything
+                    // posted before on the queue to that rank. Why here rather than as
+                    // separate actions: the limit is the context's, and a plan the same on
+                    // every rank (some ranks' blocks are larger than others') must not fail
+                    // on some ranks only. A timeout while waiting for room posts the pieces
+                    // again when the run resumes, which rewrites the same bytes.
+                    let (len, max) = (len as u64, self.transfer_max.max(1));
+                    let mut at = 0;
+                    loop {
+                        let piece = (len - at).min(max);
+                        let last = at + piece == len;
+                        let (local, remote) = (
+                            Local::new(seg, (src as u64) + at),
+                            Remote::new(rank, seg, (dst as u64) + at),
+                        );
+                        let id = NotificationId(notif);
+                        let post = || match (len, last) {
+                            (0, _) => ctx.notify(seg, rank, id, value, queue),
+                            (_, true) => ctx.write_notify(local, remote, piece, id, value, queue),
+                            (_, false) => ctx.write(local, remote, piece, queue),
+                        };
+                        match post() {
+                            Err(gaspi::Error::QueueFull { .. }) => {
+                                ctx.wait(queue, deadline.timeout())?;
+                                post()?;
+                            }
+                            r => r?,
                         }
-                    };
-                    match post() {
-                        Err(gaspi::Error::QueueFull { .. }) => {
-                            ctx.wait(queue, deadline.timeout())?;
-                            post()?;
+                        if last {
+                            break;
                         }
-                        r => r?,
+                        at += piece;
                     }
                 }
                 Action::Recv { notif, from } => {

@@ -48,17 +48,6 @@ pub enum Error {
         /// Elements the collective was set up for.
         expected: usize,
     },
-    /// The chosen algorithm sends more bytes in one transfer than the transport allows.
-    #[error(
-        "this algorithm sends {bytes} bytes at once, more than the transport's {max}; use the \
-         ring or a smaller chunk"
-    )]
-    TransferTooLarge {
-        /// Bytes of the largest single transfer of the algorithm.
-        bytes: usize,
-        /// The transport's limit (`transfer_size_max`).
-        max: usize,
-    },
     /// The algorithm needs more notification ids than a segment has.
     #[error("collective needs {needed} notifications, segments have {available}")]
     TooManyNotifications {

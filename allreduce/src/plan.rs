@@ -42,9 +42,6 @@ pub(crate) struct Plan {
     /// Schedules the runs cycle through (two where recursive doubling runs, whose staging
     /// alternates between runs; one otherwise).
     pub schedules: Vec<Schedule>,
-    /// The largest single write the schedules post, in bytes (checked against the
-    /// transport's limit at setup; 0 when they post none).
-    pub largest_send: usize,
 }
 
 /// The plan of `algorithm` for the rank and vector `shape` describes, over a group laid out
@@ -97,22 +94,7 @@ pub(crate) fn allreduce_plan(
             s.actions.insert(0, Action::Divide { off: 0, len: bytes });
         }
     }
-    // From the actions themselves, so that no schedule's write escapes the check against
-    // the transport's limit (Rabenseifner's fold, on groups that are not a power of two,
-    // sends a whole vector, not the half its halving steps send).
-    let largest_send = schedules
-        .iter()
-        .flat_map(|s| &s.actions)
-        .map(|a| match a {
-            Action::Send { len, .. } => *len,
-            _ => 0,
-        })
-        .max()
-        .unwrap_or(0);
-    Plan {
-        schedules,
-        largest_send,
-    }
+    Plan { schedules }
 }
 
 /// At most this many pieces per shard: each piece's allreduce between hosts has its own
@@ -227,16 +209,5 @@ mod tests {
                 "{alg:?}"
             );
         }
-    }
-
-    /// Rabenseifner's fold on 3 ranks sends a whole vector: the plan declares it (it
-    /// declared half, so a vector over the transport's limit passed setup and failed at
-    /// run time).
-    #[test]
-    fn the_largest_send_counts_rabenseifners_fold() {
-        let bytes = 400_000;
-        let folded =
-            (0..3).map(|me| plan(Algorithm::Rabenseifner, me, 3, bytes / 4, Averaging::None));
-        assert_eq!(folded.map(|p| p.largest_send).max(), Some(bytes));
     }
 }

@@ -108,7 +108,6 @@ impl<T: Element> Allreduce<T> {
             count,
             reduction,
             plan.schedules,
-            plan.largest_send,
             signature,
             setup.streams,
             &options,

@@ -12,9 +12,6 @@ use crate::thresholds::Thresholds;
 use super::cluster::{Cluster, Intra, NOTIF_LIMIT};
 use super::error::SimError;
 
-/// Largest single write gaspi accepts (`gaspi::config` default `transfer_size_max`).
-const TRANSFER_SIZE_MAX: usize = 1 << 30;
-
 /// The memory bound of a feasible algorithm: bytes of staging (segment beyond the vector)
 /// one rank may need. Why: one-shot needs `p-1` copies of the vector on every rank, which
 /// at 1024 ranks and a few MiB is more memory than a rank can spare for a collective.
@@ -210,9 +207,6 @@ pub(crate) fn build(
         // The runtime's setup checks (`Collective::new`) and the memory bound, on rank 0
         // before any other rank's plan is built (they are the same on every rank).
         if me == 0 {
-            if plan.largest_send > TRANSFER_SIZE_MAX {
-                return Err(infeasible("a write exceeds gaspi's transfer size limit"));
-            }
             let notifs = plan.schedules.iter().map(|s| s.notifications).max();
             if notifs.unwrap_or(0) > NOTIF_LIMIT {
                 return Err(infeasible("more notifications than a segment offers"));
