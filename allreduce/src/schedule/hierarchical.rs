@@ -49,15 +49,22 @@ pub(crate) enum HostMemory {
 /// - *B, between hosts*: the owners of the unit, one per host, run `inter`'s allreduce over
 ///   it, embedded (see `embed.rs`) with its own staging region and notification ids.
 /// - *C, hand out*: staged, the owner writes the finished unit into the data of every host
-///   peer; shared, it tells the peers the unit is final, and they copy it from the owner
-///   (*G*), the units of earlier pieces as they go, the rest at the end.
+///   peer, chunk by chunk. Shared, while the vectors fit the cache (`Shape::in_cache`) and
+///   every rank of the host owns a unit, the owner writes the finished unit into every
+///   peer's buffer with its *final* (a push); otherwise it tells the peers the unit is
+///   final, and they copy it from the owner (*G*, a pull), the units of earlier pieces as
+///   they go, the rest at the end. Why both, as in `single_copy.rs`: a unit pulled from its
+///   owner's buffer was written by the owner's core just before, and reading it back while
+///   the owner reads the peers' parts costs each line twice between the cores; past the
+///   cache the pull's streaming stores move less memory.
 ///
 /// **The pipeline.** The owner runs A and the sends that open B (up to B's first wait) of
 /// its next unit before the rest of B of the unit before it: the link carries one unit
 /// while the host reduces the next, and the first and last unit's intra-host work is all
-/// that is left outside the link's time. Shared, the end of the run is a *done* from every
-/// host peer (all it needed is copied), so no rank refills its buffer while a peer still
-/// reads it.
+/// that is left outside the link's time. Shared and pulling, the end of the run is a *done*
+/// from every host peer (all it needed is copied), so no rank refills its buffer while a
+/// peer still reads it; pushing, it is every unit's *final*: a peer reads our buffer only
+/// for the units it owns, before it writes them into ours.
 ///
 /// AVG divides once, by the group's rank count, where a unit is final: inside the
 /// inter-host allreduce (which divides where its own result is final), or, on one host,
@@ -81,9 +88,16 @@ pub(crate) enum HostMemory {
 /// reducing (and so consuming) every slot and notification of `u`; the owner writes run
 /// `r+1`'s hand-out into a peer's data only after that peer's run-`r+1` part reached it, so
 /// the peer has consumed run `r`'s hand-out and its run-`r+1` sends have read their source.
-/// Shared: as in `single_copy.rs`'s pull, a peer's input is read only after its *ready* and
-/// overwritten only after the owner's *final*; a rank starts its next run only after every
-/// host peer's *done*, and each id is set again only after its previous value was consumed.
+/// Shared and pulling: as in `single_copy.rs`'s pull, a peer's input is read only after its
+/// *ready* and overwritten only after the owner's *final*; a rank starts its next run only
+/// after every host peer's *done*, and each id is set again only after its previous value
+/// was consumed. Shared and pushing: a peer's part of unit `u` is read by `u`'s owner alone,
+/// after the peer's *ready*, and overwritten by the same owner's push after its reads. A
+/// rank starts its next run, and sets its *ready* again, only after every unit's *final*,
+/// and every host peer owns a unit, whose *final* it sends after taking all *ready*s of the
+/// run: so no *ready* is set twice before it is taken (with a host peer owning nothing, the
+/// host pulls, and the *done* round gives that order). An owner sets a unit's *final* again
+/// only after the peer's next *ready*, which the peer sends after taking this run's.
 /// Each unit's inter-host allreduce runs once per run on each of its members, interleaved
 /// only with local work on other units' ranges, so its own cross-run argument (and
 /// recursive doubling's alternation of slots, by run parity) holds as it does flat. A rank
@@ -118,11 +132,17 @@ pub(crate) fn hierarchical(
     let (mine, theirs): (Vec<usize>, Vec<usize>) = (0..lay.units())
         .filter(|&u| lay.unit(u).1 > 0)
         .partition(|&u| lay.owner(u, k) == l);
+    // Shared, the owners write the finished units into their peers' buffers while the
+    // vectors fit the cache, if every rank of the host owns a unit: its *final* is what
+    // tells a peer that it has taken the peer's *ready*, before the peer sets it again.
+    let every_rank_owns =
+        (0..k).all(|j| (0..lay.units()).any(|u| lay.unit(u).1 > 0 && lay.owner(u, k) == j));
     let host = Host {
         lay: &lay,
         members: &hosts[h],
         me: l,
         memory,
+        push: memory == HostMemory::Shared && sh.in_cache && every_rank_owns,
     };
     let mut a = Vec::new();
     host.open(&theirs, &mut a);
@@ -185,6 +205,9 @@ struct Host<'a> {
     /// Our local index.
     me: usize,
     memory: HostMemory,
+    /// Shared: the owners write the finished units into their peers' buffers (rather than
+    /// the peers copying them), and no *done* round ends the run.
+    push: bool,
 }
 
 impl Host<'_> {
@@ -284,14 +307,26 @@ impl Host<'_> {
                     }
                 }
             }
+            HostMemory::Shared if self.push => {
+                let (off, len) = self.lay.unit(u);
+                for j in self.peers() {
+                    a.push(Action::Send {
+                        to: self.members[j],
+                        src: off,
+                        dst: off,
+                        len,
+                        notif: self.lay.final_id(u),
+                    });
+                }
+            }
             HostMemory::Shared => self.tell(self.lay.final_id(u), a),
         }
     }
 
-    /// G, shared only: copies the peers' units of pieces before `piece` from `theirs[from..]`
-    /// (in order); returns how far it got.
+    /// G, shared and pulling only: copies the peers' units of pieces before `piece` from
+    /// `theirs[from..]` (in order); returns how far it got.
     fn gather(&self, theirs: &[usize], from: usize, piece: usize, a: &mut Vec<Action>) -> usize {
-        if self.memory == HostMemory::Staged {
+        if self.memory == HostMemory::Staged || self.push {
             return from;
         }
         let upto = from
@@ -323,6 +358,16 @@ impl Host<'_> {
     /// has read all it needed from us.
     fn close(&self, theirs: &[usize], gathered: usize, a: &mut Vec<Action>) {
         match self.memory {
+            // A peer reads our buffer only for the units it owns, before it writes them
+            // into ours: with every unit's *final*, nobody reads our buffer any more.
+            HostMemory::Shared if self.push => {
+                for &u in theirs {
+                    a.push(Action::Recv {
+                        notif: self.lay.final_id(u),
+                        from: self.members[self.lay.owner(u, self.members.len())],
+                    });
+                }
+            }
             HostMemory::Staged => {
                 for &u in theirs {
                     for (c, _, _) in self.lay.chunks(u) {

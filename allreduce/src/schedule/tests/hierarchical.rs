@@ -37,19 +37,30 @@ pub(super) const INTERS: [(&str, Inter); 3] = [
 ];
 
 /// How the hosts of a hierarchical test run their intra-host phases: all staged, all
-/// shared, or alternating by host (hosts may differ in the runtime).
+/// shared (pushing the finished units where every rank of a host owns one), all shared and
+/// pulling them (the vectors past the cache), or alternating staged and shared by host
+/// (hosts may differ in the runtime).
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Memories {
     Staged,
     Shared,
+    Pulled,
     Mixed,
 }
+
+/// Every way hosts run their phases.
+pub(super) const MEMORIES: [Memories; 4] = [
+    Memories::Staged,
+    Memories::Shared,
+    Memories::Pulled,
+    Memories::Mixed,
+];
 
 impl Memories {
     pub(super) fn of(self, host: usize) -> HostMemory {
         match self {
             Memories::Staged => HostMemory::Staged,
-            Memories::Shared => HostMemory::Shared,
+            Memories::Shared | Memories::Pulled => HostMemory::Shared,
             Memories::Mixed if host.is_multiple_of(2) => HostMemory::Shared,
             Memories::Mixed => HostMemory::Staged,
         }
@@ -67,6 +78,10 @@ pub(super) fn hier(
 ) -> impl Fn(&Shape, bool) -> Vec<Schedule> + '_ {
     move |sh, avg| {
         let host = hosts.iter().position(|m| m.contains(&sh.me)).unwrap();
+        let sh = &Shape {
+            in_cache: !matches!(memories, Memories::Pulled),
+            ..*sh
+        };
         (0..2)
             .map(|q| {
                 let inter = |sub: &Shape, avg| inter(sub, avg, q);
@@ -114,7 +129,7 @@ pub(super) fn hierarchical_pipelines_pieces_staged_and_shared() {
     for hosts in LAYOUTS.map(layout) {
         let p = hosts.iter().map(Vec::len).sum();
         for count in COUNTS {
-            for memories in [Memories::Staged, Memories::Shared, Memories::Mixed] {
+            for memories in MEMORIES {
                 for pieces in [1, 3, 8, 16] {
                     let name = format!("hierarchical {hosts:?} {memories:?} {pieces} pieces");
                     for (_, inter) in INTERS {
@@ -285,7 +300,7 @@ pub(super) fn hierarchical_results_do_not_depend_on_how_hosts_run_their_phases()
             // The first (staged) result per piece count: pieces change how the ring between
             // hosts splits its blocks, and so the operand order, not the phases inside hosts.
             let mut seen: [Option<Vec<String>>; 2] = [None, None];
-            for memories in [Memories::Staged, Memories::Shared, Memories::Mixed] {
+            for memories in MEMORIES {
                 for (i, pieces) in [1, 3].into_iter().enumerate() {
                     let build = hier(&hosts, pieces, memories, INTERS[0].1);
                     let scheds: Vec<Schedule> = shapes(p, count, 16, 32)
@@ -302,4 +317,49 @@ pub(super) fn hierarchical_results_do_not_depend_on_how_hosts_run_their_phases()
             }
         }
     }
+}
+
+/// Shared hosts push the finished units while the vectors fit the cache and every rank of
+/// the host owns a unit, and pull them otherwise: past the cache, or where a rank owns
+/// nothing (one element on a host of three), whose peers' *ready* only the *done* round
+/// orders.
+#[test]
+pub(super) fn shared_hosts_push_finished_units_in_cache_where_every_rank_owns_one() {
+    let copies = |hosts: &[Vec<usize>], me: usize, count: usize, in_cache: bool| {
+        let sh = Shape {
+            me,
+            ranks: hosts.iter().map(Vec::len).sum(),
+            count,
+            elem: 4,
+            chunk_bytes: 64,
+            notif_limit: 65536,
+            ring_staging_bytes: RING_STAGING_BYTES,
+            in_cache,
+        };
+        let s = hierarchical(&sh, hosts, 2, HostMemory::Shared, false, &|sub, avg| {
+            ring(sub, avg)
+        });
+        let pulled = s
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::CopyFrom { .. }))
+            .count();
+        let pushed = s
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::Send { to, len, .. } if *len > 0 && hosts[0].contains(to) == hosts[0].contains(&me)))
+            .count();
+        (pulled, pushed)
+    };
+    let two = layout(&[&[0, 1], &[2, 3]]);
+    // Two pieces of the shard rank 0 owns, to its one host peer; two of rank 1's it copies.
+    assert_eq!(copies(&two, 0, 1000, true), (0, 2));
+    assert_eq!(copies(&two, 0, 1000, false), (2, 0));
+    let uneven = layout(&[&[0, 1, 2], &[3, 4]]);
+    assert_eq!(copies(&uneven, 0, 1000, true).0, 0);
+    // One element: one shard has it, so two of the host's three ranks own nothing, and
+    // they copy it.
+    let one: Vec<_> = (0..3).map(|me| copies(&uneven, me, 1, true)).collect();
+    assert_eq!(one.iter().map(|c| c.0).sum::<usize>(), 2, "{one:?}");
+    assert!(one.iter().all(|c| c.1 == 0), "{one:?}");
 }
