@@ -73,6 +73,9 @@ pub(crate) struct Engine {
     /// The largest write the context takes (`transfer_size_max`): longer sends go in
     /// pieces.
     transfer_max: u64,
+    /// Bytes of the `Send` at the cursor already posted, when a wait for room on the queue
+    /// timed out between its pieces.
+    piece_at: u64,
 }
 
 impl Engine {
@@ -89,6 +92,7 @@ impl Engine {
         Engine {
             stream_copies,
             transfer_max: seg.ctx.transfer_size_max(),
+            piece_at: 0,
             seg,
             peers: vec![None; members.len()],
             members,
@@ -133,6 +137,7 @@ impl Engine {
         }
         self.active = true;
         self.cursor = 0;
+        self.piece_at = 0;
         Ok(())
     }
 
@@ -185,14 +190,17 @@ impl Engine {
                     let rank = self.members[to];
                     // A write longer than the transport takes goes in pieces, the
                     // notification with the last: gaspi sets it only after everything
-                    // posted before on the queue to that rank. Why here rather than as
-                    // separate actions: the limit is the context's, and a plan the same on
-                    // every rank (some ranks' blocks are larger than others') must not fail
-                    // on some ranks only. A timeout while waiting for room posts the pieces
-                    // again when the run resumes, which rewrites the same bytes.
+                    // posted before on the queue to that rank (one queue pair per peer and
+                    // queue on verbs, one ordered stream per peer on TCP, synchronous copies
+                    // on shared memory; a peer demoted from verbs to TCP between two pieces
+                    // would lose that order, as it does for any two writes). Why here rather
+                    // than as separate actions: the limit is the context's, and a plan the
+                    // same on every rank (some ranks' blocks are larger than others') must
+                    // not fail on some ranks only. A timeout while waiting for room leaves
+                    // `piece_at` where it got, and the resumed run goes on from there.
                     let (len, max) = (len as u64, self.transfer_max.max(1));
-                    let mut at = 0;
                     loop {
+                        let at = self.piece_at;
                         let piece = (len - at).min(max);
                         let last = at + piece == len;
                         let (local, remote) = (
@@ -205,17 +213,19 @@ impl Engine {
                             (_, true) => ctx.write_notify(local, remote, piece, id, value, queue),
                             (_, false) => ctx.write(local, remote, piece, queue),
                         };
-                        match post() {
-                            Err(gaspi::Error::QueueFull { .. }) => {
-                                ctx.wait(queue, deadline.timeout())?;
-                                post()?;
-                            }
-                            r => r?,
+                        // A queue shared with others (a given one, or the fallback) may be
+                        // full again after the wait: wait again, until the deadline.
+                        let mut posted = post();
+                        while let Err(gaspi::Error::QueueFull { .. }) = posted {
+                            ctx.wait(queue, deadline.timeout())?;
+                            posted = post();
                         }
+                        posted?;
                         if last {
+                            self.piece_at = 0;
                             break;
                         }
-                        at += piece;
+                        self.piece_at += piece;
                     }
                 }
                 Action::Recv { notif, from } => {

@@ -1,12 +1,13 @@
 //! The collectives under a context whose `transfer_size_max` is smaller than their writes:
 //! every algorithm still runs, on every rank, because a longer write goes in pieces with
 //! the notification on the last (before, the setup failed with `TransferTooLarge` on the
-//! ranks whose block was over the limit and left the others waiting for them).
+//! ranks whose block was over the limit and left the others waiting for them), and a
+//! write that meets a full queue goes on from the piece it got to.
 
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use allreduce::{Algorithm, Allreduce, Broadcast, Options, Reduction};
 use common::{check_output, fill_input, LONG};
@@ -48,36 +49,80 @@ fn small_writes(ctx: Arc<Context>) {
             }
         }
     }
-    // The tree broadcast writes the whole vector at once.
+    // The tree broadcast writes the whole vector at once (8000 f64, within `tree_max`), the
+    // chain its chunks.
     let root = Rank(ctx.num_ranks() - 1);
-    let mut b = Broadcast::<f64>::new(&ctx, Group::ALL, 20_000, root, Options::default()).unwrap();
-    let buf = b.buffer_mut().unwrap();
-    for (j, x) in buf.iter_mut().enumerate() {
-        *x = if ctx.rank() == root { j as f64 } else { -1.0 };
+    for count in [8000, 100_000] {
+        let mut b =
+            Broadcast::<f64>::new(&ctx, Group::ALL, count, root, Options::default()).unwrap();
+        let buf = b.buffer_mut().unwrap();
+        for (j, x) in buf.iter_mut().enumerate() {
+            *x = if ctx.rank() == root { j as f64 } else { -1.0 };
+        }
+        b.start().unwrap();
+        let out = b.wait(LONG).unwrap();
+        assert!(
+            out.iter().enumerate().all(|(j, x)| *x == j as f64),
+            "{count}"
+        );
     }
-    b.start().unwrap();
-    let out = b.wait(LONG).unwrap();
-    assert!(out.iter().enumerate().all(|(j, x)| *x == j as f64));
 }
 
-fn run(name: &str, n: u16, t: TransportChoice) {
+/// Recursive doubling's 64 MiB write, sixteen thousand pieces, through a queue of 1024
+/// entries, driven by `test()` alone (which never waits): each call posts what fits and
+/// goes on from there the next time. Starting the write over at each call, it never
+/// finished (the test failed at its 60 s bound; it takes well under a second).
+fn polled_through_a_small_queue(ctx: Arc<Context>) {
+    let p = ctx.num_ranks() as usize;
+    let me = ctx.rank().0 as usize;
+    let o = Options {
+        algorithm: Algorithm::RecursiveDoubling,
+        ..Options::default()
+    };
+    let mut a = Allreduce::<f32>::new(&ctx, Group::ALL, 16 << 20, Reduction::Sum, o).unwrap();
+    for run in 0..2 {
+        fill_input(a.input_mut().unwrap(), Reduction::Sum, me);
+        a.start().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !a.test().unwrap() {
+            assert!(
+                Instant::now() < deadline,
+                "run {run} made no progress in 60 s"
+            );
+        }
+        if let Err(e) = check_output(a.output().unwrap(), Reduction::Sum, p) {
+            panic!("run {run}: {e}");
+        }
+    }
+}
+
+fn run(name: &str, n: u16, t: TransportChoice, queue: u32, body: fn(Arc<Context>)) {
     let config = gaspi::Config {
         transfer_size_max: LIMIT,
+        queue_size_max: queue,
         ..gaspi::Config::default()
     };
     gaspi::testing::spmd_with(name, n, t, config, Duration::from_secs(120), |ctx| {
         let ctx = Arc::new(ctx);
-        small_writes(Arc::clone(&ctx));
+        body(Arc::clone(&ctx));
         ctx.barrier(Group::ALL, LONG).unwrap();
     });
 }
 
 #[test]
 fn writes_over_the_transfer_limit_go_in_pieces_shm_3() {
-    run("writes_over_the_transfer_limit_go_in_pieces_shm_3", 3, Shm);
+    let name = "writes_over_the_transfer_limit_go_in_pieces_shm_3";
+    run(name, 3, Shm, 1024, small_writes);
 }
 
 #[test]
 fn writes_over_the_transfer_limit_go_in_pieces_tcp_3() {
-    run("writes_over_the_transfer_limit_go_in_pieces_tcp_3", 3, Tcp);
+    let name = "writes_over_the_transfer_limit_go_in_pieces_tcp_3";
+    run(name, 3, Tcp, 1024, small_writes);
+}
+
+#[test]
+fn a_polled_write_in_pieces_resumes_where_the_queue_filled_tcp_2() {
+    let name = "a_polled_write_in_pieces_resumes_where_the_queue_filled_tcp_2";
+    run(name, 2, Tcp, 1024, polled_through_a_small_queue);
 }

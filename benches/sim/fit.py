@@ -95,7 +95,7 @@ def search(validation, params):
 
 def main():
     cli = argparse.ArgumentParser(description="Refits Machine::shm to a validation file.")
-    cli.add_argument("validation", nargs="?", default="docs/sim-validation-24.txt")
+    cli.add_argument("validation", nargs="?", default="docs/sim-validation-25.txt")
     cli.add_argument("start", nargs="*", metavar="NAME=VALUE", help="start a value elsewhere")
     cli.add_argument("--restarts", type=int, default=0, help="searches from perturbed optima")
     cli.add_argument("--seed", type=int, default=1)

@@ -18,7 +18,7 @@ pub enum SimError {
         value: String,
     },
     /// The algorithm cannot run on this cluster and size, as the runtime would refuse it
-    /// (single-copy across hosts, a write above the transfer limit, too many notifications)
+    /// (single-copy across hosts, too many notifications)
     /// or because its staging exceeds [`STAGING_LIMIT`](super::STAGING_LIMIT).
     #[error("{algorithm:?} is not available here: {why}")]
     Infeasible {

@@ -136,7 +136,9 @@ impl Costs {
 }
 
 /// The share of `len` bytes read by `reader` from each `(owner, offset)` operand that another
-/// rank wrote last (0 where the replay does not track writers), over one operand's bytes.
+/// rank wrote last (0 where the replay does not track writers), over one operand's bytes: a
+/// reduction with one foreign operand and one with two both count 1 once capped, as the
+/// model before session 25 charged every reduction (the fit absorbs the difference).
 fn foreign_share(
     lines: &Option<LastWriters>,
     reader: usize,
@@ -299,6 +301,10 @@ pub(crate) fn replay(
                         );
                         (end, taken, posted)
                     };
+                    // Over the network too the sender is recorded: the receiver's progress
+                    // thread, not the receiving rank, copies the bytes in, on whichever
+                    // core is free. (Recording the receiver instead moved each run's count
+                    // within 25% by -1 to +3 of 168, without a refit: within the noise.)
                     if let Some(w) = &mut lines {
                         w.wrote(to, dst, u64::from(bytes), r);
                     }

@@ -222,11 +222,12 @@ fn reduce_staging(m: &Machine, ranks: usize, segment_bytes: usize, peer_wrote: b
     let mut ops = vec![vec![vec![]]; ranks];
     if peer_wrote {
         ops[0] = vec![vec![Op::Recv { notif: 0 }, reduce]];
+        // From elsewhere in its own segment: the replay records the write at `dst`.
         ops[1] = vec![vec![Op::Send {
             to: 0,
             len: LEN,
             notif: 0,
-            src: 0,
+            src: 1 << 21,
             dst: 0,
         }]];
     } else {
