@@ -13,8 +13,9 @@ pub(crate) enum HostMemory {
     /// owner writes the result into every rank's data.
     Staged,
     /// In place: the host's ranks map each other's segments (gaspi's shared-memory
-    /// transport), so the owner reads its peers' parts where they lie and the peers copy
-    /// the result from the owner, every byte copied once.
+    /// transport), so the owner reads its peers' parts where they lie and writes the result
+    /// into theirs (or, past the cache, they copy it from the owner), every byte copied
+    /// once.
     Shared,
 }
 

@@ -356,7 +356,8 @@ pub(super) fn shared_hosts_push_finished_units_in_cache_where_every_rank_owns_on
     assert_eq!(copies(&two, 0, 1000, true), (0, 2));
     assert_eq!(copies(&two, 0, 1000, false), (2, 0));
     let uneven = layout(&[&[0, 1, 2], &[3, 4]]);
-    assert_eq!(copies(&uneven, 0, 1000, true).0, 0);
+    // Rank 0 owns shard 0 of three: its two pieces, to each of two host peers.
+    assert_eq!(copies(&uneven, 0, 1000, true), (0, 4));
     // One element: one shard has it, so two of the host's three ranks own nothing, and
     // they copy it.
     let one: Vec<_> = (0..3).map(|me| copies(&uneven, me, 1, true)).collect();
