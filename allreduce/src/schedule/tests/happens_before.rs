@@ -228,7 +228,10 @@ fn races(accesses: &[Access], ranks: usize) -> Vec<String> {
 
 use super::hierarchical::{hier, layout, INTERS, LAYOUTS, MEMORIES};
 use super::model::{shapes, COUNTS};
-use crate::schedule::{one_shot, rabenseifner, recursive_doubling, ring, single_copy, Shape};
+use crate::schedule::{
+    broadcast_chain, broadcast_tree, one_shot, rabenseifner, recursive_doubling, ring, single_copy,
+    Shape,
+};
 
 /// Three runs of every rank's schedules (`build` gives them from the rank's shape) of
 /// `count` 8-byte elements, in chunks of `chunk` bytes with ring staging of three chunks.
@@ -267,6 +270,18 @@ fn flat_algorithms_order_every_access_and_notification() {
                 check("single-copy", p, count, 16, |sh| {
                     vec![single_copy(&Shape { in_cache, ..*sh }, false)]
                 });
+            }
+        }
+    }
+}
+
+#[test]
+fn broadcasts_order_every_access_and_notification() {
+    for p in 2..=5 {
+        for count in COUNTS {
+            for root in 0..p {
+                check("tree", p, count, 40, |sh| vec![broadcast_tree(sh, root)]);
+                check("chain", p, count, 40, |sh| vec![broadcast_chain(sh, root)]);
             }
         }
     }
