@@ -50,6 +50,19 @@ pub(crate) enum Action {
     Flush,
 }
 
+impl Action {
+    /// A bare notification `notif` to `to` (a `Send` of no bytes).
+    pub(crate) fn notify(to: usize, notif: u32) -> Action {
+        Action::Send {
+            to,
+            src: 0,
+            dst: 0,
+            len: 0,
+            notif,
+        }
+    }
+}
+
 /// A rank's part of a collective.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Schedule {

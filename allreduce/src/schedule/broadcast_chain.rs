@@ -22,13 +22,7 @@ pub(crate) fn broadcast_chain(sh: &Shape, root: usize) -> Schedule {
         .next_multiple_of(sh.elem);
     let mut a = Vec::new();
     if v > 0 {
-        a.push(Action::Send {
-            to: (sh.me + p - 1) % p,
-            src: 0,
-            dst: 0,
-            len: 0,
-            notif: 0,
-        });
+        a.push(Action::notify((sh.me + p - 1) % p, 0));
     }
     let child = (v + 1 < p).then_some((sh.me + 1) % p);
     if let Some(from) = child {

@@ -18,13 +18,7 @@ pub(crate) fn broadcast_tree(sh: &Shape, root: usize) -> Schedule {
     let mut mask = 1;
     while mask < p {
         if v & mask != 0 {
-            a.push(Action::Send {
-                to: real(v - mask),
-                src: 0,
-                dst: 0,
-                len: 0,
-                notif: 1 + v as u32,
-            });
+            a.push(Action::notify(real(v - mask), 1 + v as u32));
             a.push(Action::Recv {
                 notif: 0,
                 from: real(v - mask),

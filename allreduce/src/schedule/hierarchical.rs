@@ -218,15 +218,7 @@ impl Host<'_> {
 
     /// Tells every host peer `notif` (a bare notification).
     fn tell(&self, notif: u32, a: &mut Vec<Action>) {
-        for j in self.peers() {
-            a.push(Action::Send {
-                to: self.members[j],
-                src: 0,
-                dst: 0,
-                len: 0,
-                notif,
-            });
-        }
+        a.extend(self.peers().map(|j| Action::notify(self.members[j], notif)));
     }
 
     /// The start of the run: staged, our parts of the units the peers own go to their

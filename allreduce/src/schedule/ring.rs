@@ -112,13 +112,7 @@ pub(crate) fn ring(sh: &Shape, avg: bool) -> Schedule {
             src_first: true,
         });
         if q + slots < received.len() {
-            a.push(Action::Send {
-                to: left,
-                src: 0,
-                dst: 0,
-                len: 0,
-                notif: credit_id(q),
-            });
+            a.push(Action::notify(left, credit_id(q)));
         }
         // Chunk q (received at step s) is forwarded as sent chunk `own + q` when s < p-1;
         // keep sending in order up to what this reduce has made ready and allowed.

@@ -154,13 +154,5 @@ fn done_id(p: usize, j: usize) -> u32 {
 
 /// A bare notification `notif` to every peer.
 fn tell(a: &mut Vec<Action>, peers: &[usize], notif: u32) {
-    for &to in peers {
-        a.push(Action::Send {
-            to,
-            src: 0,
-            dst: 0,
-            len: 0,
-            notif,
-        });
-    }
+    a.extend(peers.iter().map(|&to| Action::notify(to, notif)));
 }

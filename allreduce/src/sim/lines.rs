@@ -18,20 +18,40 @@ use rangemap::RangeMap;
 /// The last writer of every byte of every rank's segment. A byte no action has written was
 /// written by its owner (the application filled its vector, or the segment is new).
 pub(crate) struct LastWriters {
-    /// Per segment owner, the ranges written in the replay and by whom.
+    /// Per segment owner, the ranges written in the replay and by whom; empty where nothing
+    /// is tracked.
     segments: Vec<RangeMap<u64, u32>>,
 }
 
 impl LastWriters {
-    pub(crate) fn new(ranks: usize) -> LastWriters {
+    /// Tracks the segments of `ranks` ranks, or none (`track` false: where lines never
+    /// cross between private caches, who wrote them does not matter, and every share is 0).
+    pub(crate) fn new(ranks: usize, track: bool) -> LastWriters {
+        let ranks = if track { ranks } else { 0 };
         LastWriters {
             segments: (0..ranks).map(|_| RangeMap::new()).collect(),
         }
     }
 
+    /// The share of `len` bytes read by `reader` from each `(owner, offset)` operand that
+    /// another rank wrote last, over one operand's bytes (0 where nothing is tracked). A
+    /// reduction with one foreign operand and one with two both count 1 once the caller
+    /// caps it, as the model before session 25 charged every reduction (the fit absorbs the
+    /// difference).
+    pub(crate) fn foreign_share(&self, reader: usize, operands: &[(usize, u64)], len: u32) -> f64 {
+        if self.segments.is_empty() || len == 0 {
+            return 0.0;
+        }
+        let bytes: u64 = operands
+            .iter()
+            .map(|&(owner, at)| self.foreign(owner, at, u64::from(len), reader))
+            .sum();
+        bytes as f64 / f64::from(len)
+    }
+
     /// Bytes of `owner`'s segment range `[at, at+len)` that a rank other than `reader`
     /// wrote last.
-    pub(crate) fn foreign(&self, owner: usize, at: u64, len: u64, reader: usize) -> u64 {
+    fn foreign(&self, owner: usize, at: u64, len: u64, reader: usize) -> u64 {
         if len == 0 {
             return 0;
         }
@@ -52,10 +72,11 @@ impl LastWriters {
         by_others
     }
 
-    /// `writer` wrote `owner`'s segment range `[at, at+len)`.
-    pub(crate) fn wrote(&mut self, owner: usize, at: u64, len: u64, writer: usize) {
-        if len > 0 {
-            self.segments[owner].insert(at..at + len, writer as u32);
+    /// `writer` wrote `owner`'s segment range `[at, at+len)` (nothing where nothing is
+    /// tracked).
+    pub(crate) fn wrote(&mut self, owner: usize, at: u64, len: u32, writer: usize) {
+        if let (Some(segment), true) = (self.segments.get_mut(owner), len > 0) {
+            segment.insert(at..at + u64::from(len), writer as u32);
         }
     }
 }
@@ -66,7 +87,7 @@ mod tests {
 
     #[test]
     fn bytes_are_their_owners_until_another_rank_writes_them() {
-        let mut w = LastWriters::new(3);
+        let mut w = LastWriters::new(3, true);
         assert_eq!(w.foreign(0, 0, 100, 0), 0);
         assert_eq!(w.foreign(0, 0, 100, 1), 100);
         // Rank 1 writes [40, 60) of rank 0's segment, then rank 2 writes [50, 70).

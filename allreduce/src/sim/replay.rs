@@ -135,28 +135,6 @@ impl Costs {
     }
 }
 
-/// The share of `len` bytes read by `reader` from each `(owner, offset)` operand that another
-/// rank wrote last (0 where the replay does not track writers), over one operand's bytes: a
-/// reduction with one foreign operand and one with two both count 1 once capped, as the
-/// model before session 25 charged every reduction (the fit absorbs the difference).
-fn foreign_share(
-    lines: &Option<LastWriters>,
-    reader: usize,
-    operands: &[(usize, u64)],
-    len: u32,
-) -> f64 {
-    match lines {
-        Some(w) if len > 0 => {
-            let bytes: u64 = operands
-                .iter()
-                .map(|&(owner, at)| w.foreign(owner, at, u64::from(len), reader))
-                .sum();
-            bytes as f64 / f64::from(len)
-        }
-        _ => 0.0,
-    }
-}
-
 /// Time at which each rank finished each run (`ends[run][rank]`).
 pub(crate) struct Timeline {
     /// Per run, per rank.
@@ -198,7 +176,7 @@ pub(crate) fn replay(
     let mut nic_in = vec![0.0f64; cluster.hosts()];
     let mut ends = vec![vec![0.0f64; n]; runs];
     // Who wrote what last matters only where lines cross between private caches.
-    let mut lines = (costs.hot > 0.0).then(|| LastWriters::new(n));
+    let mut lines = LastWriters::new(n, costs.hot > 0.0);
     let mut heap: BinaryHeap<Reverse<(At, usize)>> =
         (0..n).map(|r| Reverse((At(0.0), r))).collect();
     let mut last = 0.0f64;
@@ -249,7 +227,7 @@ pub(crate) fn replay(
                     // sender can go on.
                     let (done, arrive, free) = if cluster.shm_between(r, to) {
                         // One synchronous memcpy by the sender, then the notification.
-                        let f = foreign_share(&lines, r, &[(r, src)], bytes);
+                        let f = lines.foreign_share(r, &[(r, src)], bytes);
                         let end = work(
                             machine.shm_alpha + len as f64 * costs.per_byte(costs.copy, f),
                             2 * len,
@@ -305,9 +283,7 @@ pub(crate) fn replay(
                     // thread, not the receiving rank, copies the bytes in, on whichever
                     // core is free. (Recording the receiver instead moved each run's count
                     // within 25% by -1 to +3 of 168, without a refit: within the noise.)
-                    if let Some(w) = &mut lines {
-                        w.wrote(to, dst, u64::from(bytes), r);
-                    }
+                    lines.wrote(to, dst, bytes, r);
                     let me = &mut ranks[r];
                     me.sent_by = me.sent_by.max(done);
                     me.now = free;
@@ -365,12 +341,10 @@ pub(crate) fn replay(
                         Op::ReadPeer { from, .. } => (costs.reduce, 3 * len, from),
                         _ => (costs.reduce, 3 * len, r as u32),
                     };
-                    let f = foreign_share(&lines, r, &[(owner as usize, src), (r, dst)], bytes);
+                    let f = lines.foreign_share(r, &[(owner as usize, src), (r, dst)], bytes);
                     let cpu = len as f64 * costs.per_byte(local, f);
                     ranks[r].now = work(cpu, traffic, &mut memory, &mut cores);
-                    if let Some(w) = &mut lines {
-                        w.wrote(r, dst, u64::from(bytes), r);
-                    }
+                    lines.wrote(r, dst, bytes, r);
                 }
                 Op::ReadPeer {
                     from,
@@ -380,21 +354,17 @@ pub(crate) fn replay(
                     ..
                 } => {
                     let len = bytes as usize;
-                    let f = foreign_share(&lines, r, &[(from as usize, src)], bytes);
+                    let f = lines.foreign_share(r, &[(from as usize, src)], bytes);
                     let cpu = len as f64 * costs.per_byte(costs.copy, f);
                     ranks[r].now = work(cpu, 2 * len, &mut memory, &mut cores);
-                    if let Some(w) = &mut lines {
-                        w.wrote(r, dst, u64::from(bytes), r);
-                    }
+                    lines.wrote(r, dst, bytes, r);
                 }
                 Op::Divide { len: bytes, off } => {
                     let len = bytes as usize;
-                    let f = foreign_share(&lines, r, &[(r, off)], bytes);
+                    let f = lines.foreign_share(r, &[(r, off)], bytes);
                     let cpu = len as f64 * costs.per_byte(costs.reduce, f);
                     ranks[r].now = work(cpu, 2 * len, &mut memory, &mut cores);
-                    if let Some(w) = &mut lines {
-                        w.wrote(r, off, u64::from(bytes), r);
-                    }
+                    lines.wrote(r, off, bytes, r);
                 }
                 Op::Flush => {
                     let me = &mut ranks[r];
