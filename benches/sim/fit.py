@@ -15,11 +15,14 @@ session 12's measurements (7 rounds), then again after `net_copy_bw` replaced th
 cache/memory split of the stream; three restarts from random perturbations of the result
 found the same optimum within 0.004 of the cost. Session 22's values came from a run on
 session 20's first run (docs/sim-validation-20.txt) and six restarts. Session 24's came from
-session 24's run (docs/sim-validation-24.txt). Session 25's values (the ones below, which
-`Machine::shm` carries) came from a run on session 25's run (docs/sim-validation-25.txt,
-the first with single-copy pushing its finished blocks) from session 24's values and
-`oversub_migration` 0.5, with six restarts (`--restarts 6`, seed 1), then rounded. They are
-checked on the runs not fitted to, which measured single-copy pulling: pass
+session 24's run (docs/sim-validation-24.txt). Session 25's came from a run on session 25's
+run (docs/sim-validation-25.txt, the first with single-copy pushing its finished blocks)
+from session 24's values and `oversub_migration` 0.5, with six restarts (`--restarts 6`,
+seed 1), then rounded. Session 26's (the ones below, which `Machine::shm` carries), when
+the cache began to hold each byte by its recency (`llc_by_reuse`, allreduce/src/sim/
+recency.rs), came from session 25's run: a run from session 25's values (six restarts),
+then one from its result with `llc_falloff=1.5` added (four restarts), then rounded. They
+are checked on the runs not fitted to, which measured single-copy pulling: pass
 `llc_bytes=0` to replay the pull (as a NAME=VALUE pair here, or `--param` to
 allreduce-sim), e.g. `benches/sim/fit.py docs/sim-validation-24.txt llc_bytes=0`.
 To refit after a new measurement:
@@ -35,15 +38,15 @@ import random
 import subprocess
 
 SIM = pathlib.Path(__file__).resolve().parents[2] / "target/release/allreduce-sim"
-# Machine::shm's fields as of session 25.
+# Machine::shm's fields as of session 26.
 START = {
-    "shm_alpha": 0.005e-6, "shm_copy_bw_cache": 37.1e9, "shm_copy_bw_mem": 174e9,
-    "net_alpha": 0.14e-6, "net_post_overhead": 0.97e-6, "net_send_cpu": 1.88e-6,
-    "net_recv_cpu": 4.22e-6, "net_stream_bw": 3.99e9, "net_copy_bw": 3.84e9,
-    "net_copy_bw_cache": 8.04e9, "recv_overhead": 0.26e-6, "oversub_wake": 1.91e-6,
-    "oversub_net_wake": 1.14e-6, "reduce_bw_cache": 57.1e9, "reduce_bw_mem": 6.04e9,
-    "cache_bytes": 20_780_000, "host_mem_bw": 35.0e9, "core_cache_bytes": 546 * 2**10,
-    "cross_core_bw": 8.04e9, "oversub_migration": 0.45,
+    "shm_alpha": 0.02e-6, "shm_copy_bw_cache": 39.0e9, "shm_copy_bw_mem": 11.4e9,
+    "net_alpha": 0.35e-6, "net_post_overhead": 1.94e-6, "net_send_cpu": 2.0e-6,
+    "net_recv_cpu": 3.04e-6, "net_stream_bw": 4.18e9, "net_copy_bw": 3.99e9,
+    "net_copy_bw_cache": 8.42e9, "recv_overhead": 0.26e-6, "oversub_wake": 1.64e-6,
+    "oversub_net_wake": 1.29e-6, "reduce_bw_cache": 55.2e9, "reduce_bw_mem": 5.22e9,
+    "cache_bytes": 10_020_000, "host_mem_bw": 111e9, "core_cache_bytes": 564 * 2**10,
+    "cross_core_bw": 7.86e9, "oversub_migration": 0.51, "llc_falloff": 1.5,
 }
 # Parameters that are shares, at most 1.
 SHARES = {"oversub_migration"}

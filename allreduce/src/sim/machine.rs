@@ -69,13 +69,26 @@ pub struct Machine {
     pub reduce_bw_cache: f64,
     /// The same from memory.
     pub reduce_bw_mem: f64,
-    /// Last-level cache of a host. The working set is twice the vector on every rank
-    /// sharing it (the vector, and as much again in staging or a peer's copy); the part of
-    /// it that fits runs at the cache bandwidths, the rest at the memory ones.
+    /// Last-level cache of a host, as much as the allreduce may use of it. With
+    /// `llc_by_reuse`, a byte is in it while fewer distinct bytes than this were touched
+    /// on the host since the byte was; otherwise the share of the working set (every
+    /// segment of the ranks sharing it: vector and staging) that fits runs at the cache
+    /// bandwidths, the rest at the memory ones.
     pub cache_bytes: usize,
     /// Memory traffic a host sustains in all (bytes read plus written), shared by every
     /// copy and reduction of its ranks once the working set spills from the cache.
     pub host_mem_bw: f64,
+    /// The last-level cache holds, byte by byte, what the host's ranks touched within the
+    /// last `cache_bytes` bytes they touched (a least-recently-used cache, `recency.rs`),
+    /// instead of the share of the working set that fits. Why: at one size the ring
+    /// reduces what a peer just wrote into a few staging slots it reuses, where recursive
+    /// doubling stages the whole vector, and a vector is read again only a run later.
+    pub llc_by_reuse: bool,
+    /// With `llc_by_reuse`, how fast the share of a line's bytes the cache holds falls
+    /// once more distinct bytes than `cache_bytes` were touched since: `(cache_bytes /
+    /// distance)^llc_falloff` (1: a cache that evicts at random; the larger, the closer
+    /// to least-recently-used, which keeps nothing past its size).
+    pub llc_falloff: f64,
     /// Private cache of one core (its L2). Of a segment of `s` bytes, the share
     /// `min(1, core_cache_bytes / (s * c))` is still in the cache of the core that wrote it
     /// when a rank on the other core copies or reduces it, `c` being the ranks per core
@@ -115,48 +128,53 @@ impl Machine {
     /// `allreduce-sweep` runs of every algorithm at 2, 3 and 4 ranks; see
     /// `docs/allreduce.md`, "Simulator").
     pub fn shm() -> Machine {
-        // Refitted in session 25 on the 2- and 3-rank points of session 25's run
+        // Refitted in session 26 on the 2- and 3-rank points of session 25's run
         // (docs/sim-validation-25.txt, 15 rounds, the first with single-copy pushing its
         // finished blocks), the 4-rank points held out, with benches/sim/fit.py (a
         // coordinate search on the mean |log error|, restarted from random perturbations;
         // of the restarts with the lowest cost, the one best on the held-out points), and
         // checked on runs it was not fitted to (docs/sim-validation-20.txt, -20b.txt,
         // -21.txt, -22.txt, -24.txt, which measured single-copy pulling: replay them with
-        // `--param llc_bytes=0`). Lines another core has just written move to the reader's
-        // core at `cross_core_bw` while the segments of the ranks on that core fit its
-        // private cache; lines the reader's core wrote itself do not cross (sim/lines.rs),
-        // except as the scheduler moves ranks that take turns (`oversub_migration`). The
-        // effective last-level cache is about 20 MiB, not the 32 the VM reports. The kernel
-        // copies network bytes twice as fast while the working set fits the cache.
-        // `shm_copy_bw_mem` does not bind: a copy from memory is bounded by the host's
-        // memory traffic (`host_mem_bw`, two bytes per byte copied) first, so the fit
-        // leaves it where it lands.
+        // `--param llc_bytes=0`).
+        // - The last-level cache holds a byte by how many distinct bytes were touched since
+        //   (sim/recency.rs): all within about 10 MB, past it a share falling with the
+        //   distance to the power 1.5, so some of a loop over 2-3 times the cache stays.
+        // - Lines another core has just written move to the reader's core at
+        //   `cross_core_bw` while the segments of the ranks on that core fit its private
+        //   cache; lines the reader's core wrote itself do not cross (sim/lines.rs), except
+        //   as the scheduler moves ranks that take turns (`oversub_migration`).
+        // - The kernel copies network bytes twice as fast from the cache as from memory.
+        // - `host_mem_bw` does not bind: the two cores' own rates from memory (a copy at
+        //   11.4 GB/s, a reduction at 5.2) draw less than it, so the fit leaves it where it
+        //   lands.
         Machine {
             name: "shm".into(),
             cores: 2,
             hosts_share_cores: true,
-            shm_alpha: 0.005 * US,
-            shm_copy_bw_cache: 37.1 * GB,
-            shm_copy_bw_mem: 174.0 * GB,
-            net_alpha: 0.14 * US,
-            net_post_overhead: 0.97 * US,
-            net_send_cpu: 1.88 * US,
-            net_recv_cpu: 4.22 * US,
-            net_stream_bw: 3.99 * GB,
-            net_copy_bw: 3.84 * GB,
-            net_copy_bw_cache: 8.04 * GB,
+            shm_alpha: 0.02 * US,
+            shm_copy_bw_cache: 39.0 * GB,
+            shm_copy_bw_mem: 11.4 * GB,
+            net_alpha: 0.35 * US,
+            net_post_overhead: 1.94 * US,
+            net_send_cpu: 2.0 * US,
+            net_recv_cpu: 3.04 * US,
+            net_stream_bw: 4.18 * GB,
+            net_copy_bw: 3.99 * GB,
+            net_copy_bw_cache: 8.42 * GB,
             nic_bw: 1e3 * GB,
             net_on_cpu: true,
             recv_overhead: 0.26 * US,
-            oversub_wake: 1.91 * US,
-            oversub_net_wake: 1.14 * US,
-            reduce_bw_cache: 57.1 * GB,
-            reduce_bw_mem: 6.04 * GB,
-            cache_bytes: 20_780_000,
-            host_mem_bw: 35.0 * GB,
-            core_cache_bytes: 546 << 10,
-            cross_core_bw: 8.04 * GB,
-            oversub_migration: 0.45,
+            oversub_wake: 1.64 * US,
+            oversub_net_wake: 1.29 * US,
+            reduce_bw_cache: 55.2 * GB,
+            reduce_bw_mem: 5.22 * GB,
+            cache_bytes: 10_020_000,
+            host_mem_bw: 111.0 * GB,
+            llc_by_reuse: true,
+            llc_falloff: 1.5,
+            core_cache_bytes: 564 << 10,
+            cross_core_bw: 7.86 * GB,
+            oversub_migration: 0.51,
             llc_bytes: 32 << 20,
         }
     }
@@ -215,6 +233,9 @@ impl Machine {
             reduce_bw_mem: 8.7 * GB,
             cache_bytes: 17 << 20,
             host_mem_bw: 35.4 * GB,
+            // The share of the working set that fits, as the choice table was derived on.
+            llc_by_reuse: false,
+            llc_falloff: 1.0,
             core_cache_bytes: 0,
             cross_core_bw: 23.0 * GB,
             // No private-cache tier: where a line is does not matter.
@@ -279,6 +300,8 @@ impl Machine {
             "reduce_bw_mem" => self.reduce_bw_mem = v,
             "cache_bytes" => self.cache_bytes = v as usize,
             "host_mem_bw" => self.host_mem_bw = v,
+            "llc_by_reuse" => self.llc_by_reuse = flag(v)?,
+            "llc_falloff" => self.llc_falloff = v,
             "core_cache_bytes" => self.core_cache_bytes = v as usize,
             "cross_core_bw" => self.cross_core_bw = v,
             "oversub_migration" if v <= 1.0 => self.oversub_migration = v,
@@ -315,6 +338,8 @@ impl Machine {
         ];
         self.cores > 0
             && (0.0..=1.0).contains(&self.oversub_migration)
+            && self.llc_falloff.is_finite()
+            && self.llc_falloff >= 0.0
             && bws.iter().all(|b| b.is_finite() && *b > 0.0)
             && lats.iter().all(|l| l.is_finite() && *l >= 0.0)
     }

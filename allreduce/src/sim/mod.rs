@@ -13,8 +13,12 @@
 //! - `program.rs`: every rank's plan, in a compact form, and the runtime's feasibility
 //!   checks (plus a memory bound on staging, [`STAGING_LIMIT`]).
 //! - `replay.rs`: the deterministic discrete-event replay of all ranks.
+//! - `costs.rs`: what a byte of a copy, a reduction or a network message costs, by where
+//!   its bytes come from.
 //! - `lines.rs`: who last wrote each byte of each segment, so that a read knows whether its
 //!   bytes come from another core's cache.
+//! - `recency.rs`: how many bytes were touched since each byte of each segment was, so that
+//!   a read knows whether its bytes are still in the last-level cache.
 //! - `cores.rs`: the hosts' cores, onto which the replay schedules CPU work as a
 //!   work-conserving kernel would, so that more ranks than cores queue for them.
 //! - [`predict`], [`best`], [`runtime_choice`] (`predict.rs`): the API.
@@ -32,11 +36,13 @@
 
 mod cluster;
 mod cores;
+mod costs;
 mod error;
 mod lines;
 mod machine;
 mod predict;
 mod program;
+mod recency;
 mod replay;
 
 pub use cluster::{Cluster, Intra};

@@ -54,6 +54,28 @@ pub(crate) enum Op {
     Flush,
 }
 
+impl Op {
+    /// The ranges of `len` bytes this action of rank `me` reads or writes, as `(owner,
+    /// offset)`, and `len`.
+    pub(crate) fn touches(&self, me: usize) -> ([Option<(usize, u64)>; 2], u32) {
+        match *self {
+            Op::Send {
+                to, len, src, dst, ..
+            } if len > 0 => ([Some((me, src)), Some((to as usize, dst))], len),
+            Op::Reduce { len, src, dst } => ([Some((me, src)), Some((me, dst))], len),
+            Op::ReadPeer {
+                from,
+                len,
+                src,
+                dst,
+                ..
+            } => ([Some((from as usize, src)), Some((me, dst))], len),
+            Op::Divide { len, off } => ([Some((me, off)), None], len),
+            Op::Send { .. } | Op::Recv { .. } | Op::Flush => ([None, None], 0),
+        }
+    }
+}
+
 /// What every rank replays: `ranks[r]` is the list of schedules rank `r`'s runs cycle
 /// through (run `q` uses `ranks[r][q % len]`).
 #[derive(Debug)]

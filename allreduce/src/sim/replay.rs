@@ -16,10 +16,12 @@ use std::collections::BinaryHeap;
 
 use super::cluster::Cluster;
 use super::cores::Cores;
+use super::costs::{Costs, Work};
 use super::error::SimError;
 use super::lines::LastWriters;
 use super::machine::Machine;
 use super::program::{Op, Program};
+use super::recency::Recency;
 
 /// A simulated time, ordered totally (times are finite by construction).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -57,82 +59,6 @@ struct Rank {
     /// Token buckets of its network stream, out and in.
     stream_out: f64,
     stream_in: f64,
-}
-
-/// The per-rank costs of the machine for this cluster and vector, fixed for a replay.
-struct Costs {
-    /// More ranks than cores share the cores: a rank that blocks gives its core away and
-    /// spends `oversub_wake` to be switched back in.
-    oversubscribed: bool,
-    /// Seconds per byte of a copy and of a reduction whose operands its own core wrote last,
-    /// from the last-level cache or memory.
-    copy: f64,
-    reduce: f64,
-    /// Seconds per byte of a reduction into a chunk still in cache (`Op::ReadPeer`'s
-    /// `folded`): only the peer's operand streams from memory.
-    reduce_folded: f64,
-    /// Share of what another rank wrote last that is still in its core's private cache
-    /// (`Machine::core_cache_bytes`), and seconds per byte of moving it between the cores.
-    hot: f64,
-    cross: f64,
-    /// On an oversubscribed host, the share of a read's lines whose core the scheduler
-    /// decided (`Machine::oversub_migration`), and the share of those in another core's
-    /// cache.
-    migrated: f64,
-    elsewhere: f64,
-    stream: f64,
-    /// Seconds per byte of one side's kernel copy of a network message.
-    net_copy: f64,
-    /// Share of the working set outside the cache: that share of every copy's and
-    /// reduction's traffic draws on the host's memory bandwidth.
-    spill: f64,
-}
-
-impl Costs {
-    fn new(m: &Machine, c: &Cluster, segment_bytes: usize) -> Costs {
-        let k = c.per_host.max(1).min(c.ranks);
-        let on_cores = if m.hosts_share_cores { c.ranks } else { k };
-        // Why this working set: the ranks of a host (or of the one VM) read and write each
-        // other's segments (vector and staging) through one cache.
-        let set = on_cores as f64 * segment_bytes as f64;
-        let fits = (m.cache_bytes as f64 / set.max(1.0)).min(1.0);
-        // The share of a segment still in the writing core's private cache moves between
-        // the cores at their own rate, whatever the last-level cache holds
-        // (`Machine::core_cache_bytes`). Ranks that take turns on a core share its cache.
-        let per_core = (on_cores as f64 / m.cores.max(1) as f64).max(1.0);
-        let hot = (m.core_cache_bytes as f64 / (per_core * segment_bytes as f64).max(1.0)).min(1.0);
-        let blend = |cache: f64, mem: f64| fits / cache + (1.0 - fits) / mem;
-        Costs {
-            oversubscribed: on_cores > m.cores,
-            copy: blend(m.shm_copy_bw_cache, m.shm_copy_bw_mem),
-            reduce: blend(m.reduce_bw_cache, m.reduce_bw_mem),
-            // A third of the traffic (one operand, not two and the result) from memory.
-            reduce_folded: blend(
-                m.reduce_bw_cache,
-                (3.0 * m.reduce_bw_mem).min(m.reduce_bw_cache),
-            ),
-            hot,
-            cross: 1.0 / m.cross_core_bw,
-            migrated: if on_cores > m.cores {
-                m.oversub_migration
-            } else {
-                0.0
-            },
-            elsewhere: 1.0 - 1.0 / m.cores.max(1) as f64,
-            stream: 1.0 / m.net_stream_bw,
-            net_copy: fits / m.net_copy_bw_cache + (1.0 - fits) / m.net_copy_bw,
-            spill: 1.0 - fits,
-        }
-    }
-
-    /// Seconds per byte of work costing `local` per byte, a share `foreign` of whose bytes
-    /// (at most 1) another rank wrote last: of those, the share still in that rank's core's
-    /// cache crosses between the cores.
-    fn per_byte(&self, local: f64, foreign: f64) -> f64 {
-        let foreign = (1.0 - self.migrated) * foreign.min(1.0) + self.migrated * self.elsewhere;
-        let crossing = self.hot * foreign;
-        crossing * self.cross + (1.0 - crossing) * local
-    }
 }
 
 /// Time at which each rank finished each run (`ends[run][rank]`).
@@ -177,6 +103,14 @@ pub(crate) fn replay(
     let mut ends = vec![vec![0.0f64; n]; runs];
     // Who wrote what last matters only where lines cross between private caches.
     let mut lines = LastWriters::new(n, costs.hot > 0.0);
+    let mut recency = Recency::new(
+        n,
+        buckets,
+        machine.cache_bytes,
+        machine.llc_falloff,
+        machine.llc_by_reuse,
+    );
+    recency.warm(program, pool);
     let mut heap: BinaryHeap<Reverse<(At, usize)>> =
         (0..n).map(|r| Reverse((At(0.0), r))).collect();
     let mut last = 0.0f64;
@@ -203,16 +137,20 @@ pub(crate) fn replay(
                 continue;
             };
             let now = ranks[r].now;
-            // CPU work on the rank's cores, and its memory traffic through the host's
-            // bucket when the working set spills; returns when the work ends.
-            let work = |cpu: f64, traffic: usize, memory: &mut [f64], cores: &mut Cores| -> f64 {
+            // CPU work on the rank's cores, and the bytes it draws on the host's memory
+            // through its bucket; returns when the work ends.
+            let work = |cpu: f64, drawn: f64, memory: &mut [f64], cores: &mut Cores| -> f64 {
                 let end = cores.run(pool(r), now, cpu);
-                if costs.spill == 0.0 {
+                if drawn == 0.0 {
                     return end;
                 }
                 let b = pool(r);
-                memory[b] = memory[b].max(now) + traffic as f64 * costs.spill / machine.host_mem_bw;
+                memory[b] = memory[b].max(now) + drawn / machine.host_mem_bw;
                 end.max(memory[b])
+            };
+            // The share of a range that rank `at`'s pool takes from memory.
+            let missed = |recency: &Recency, at: usize, owner: usize, off: u64, len: u32| -> f64 {
+                costs.missed(recency, pool(at), owner, off, len)
             };
             match op {
                 Op::Send {
@@ -228,9 +166,13 @@ pub(crate) fn replay(
                     let (done, arrive, free) = if cluster.shm_between(r, to) {
                         // One synchronous memcpy by the sender, then the notification.
                         let f = lines.foreign_share(r, &[(r, src)], bytes);
+                        let from = missed(&recency, r, r, src, bytes);
+                        let into = missed(&recency, r, to, dst, bytes);
+                        let (local, drawn) = costs.streams(Work::Copy, &[(1.0, from), (1.0, into)]);
+                        recency.touch(pool(r), &[(r, src), (to, dst)], bytes);
                         let end = work(
-                            machine.shm_alpha + len as f64 * costs.per_byte(costs.copy, f),
-                            2 * len,
+                            machine.shm_alpha + len as f64 * costs.per_byte(local, f),
+                            len as f64 * drawn,
                             &mut memory,
                             &mut cores,
                         );
@@ -266,10 +208,16 @@ pub(crate) fn replay(
                             if machine.net_on_cpu {
                                 // Loopback and veth bytes are copied by this machine's
                                 // cores, once into the kernel and once out of it.
-                                let copy = len as f64 * costs.net_copy;
-                                end = end.max(cores.run(pool(r), out, copy));
-                                end = end.max(cores.run(pool(to), out, copy));
+                                let side = |m: f64| {
+                                    len as f64 * costs.streams(Work::NetCopy, &[(1.0, m)]).0
+                                };
+                                let out_of = side(missed(&recency, r, r, src, bytes));
+                                let into = side(missed(&recency, to, to, dst, bytes));
+                                end = end.max(cores.run(pool(r), out, out_of));
+                                end = end.max(cores.run(pool(to), out, into));
                             }
+                            recency.touch(pool(r), &[(r, src)], bytes);
+                            recency.touch(pool(to), &[(to, dst)], bytes);
                         }
                         // The receiver's progress thread takes it in once it is there.
                         let taken = cores.run(
@@ -331,19 +279,26 @@ pub(crate) fn replay(
                     ..
                 } => {
                     let len = bytes as usize;
-                    // Both operands read, the result written; into a chunk still in cache,
-                    // the peer's operand alone. The schedules fold cache-sized chunks
-                    // (256 KiB by default); one larger than the cache is not still there.
-                    let (local, traffic, owner) = match op {
-                        Op::ReadPeer {
-                            folded: true, from, ..
-                        } if len <= machine.cache_bytes => (costs.reduce_folded, len, from),
-                        Op::ReadPeer { from, .. } => (costs.reduce, 3 * len, from),
-                        _ => (costs.reduce, 3 * len, r as u32),
+                    let (owner, folded) = match op {
+                        Op::ReadPeer { from, folded, .. } => (from as usize, folded),
+                        _ => (r, false),
                     };
-                    let f = lines.foreign_share(r, &[(owner as usize, src), (r, dst)], bytes);
+                    // Both operands read, the result written. Into a chunk still in cache,
+                    // the peer's operand alone: the schedules fold cache-sized chunks
+                    // (256 KiB by default); one larger than the cache is not still there.
+                    // Where recency is tracked, the destination's says so itself.
+                    let (local, drawn) =
+                        if folded && !recency.tracks() && len <= machine.cache_bytes {
+                            costs.folded()
+                        } else {
+                            let operand = missed(&recency, r, owner, src, bytes);
+                            let result = missed(&recency, r, r, dst, bytes);
+                            costs.streams(Work::Reduce, &[(1.0, operand), (2.0, result)])
+                        };
+                    recency.touch(pool(r), &[(owner, src), (r, dst)], bytes);
+                    let f = lines.foreign_share(r, &[(owner, src), (r, dst)], bytes);
                     let cpu = len as f64 * costs.per_byte(local, f);
-                    ranks[r].now = work(cpu, traffic, &mut memory, &mut cores);
+                    ranks[r].now = work(cpu, len as f64 * drawn, &mut memory, &mut cores);
                     lines.wrote(r, dst, bytes, r);
                 }
                 Op::ReadPeer {
@@ -353,17 +308,24 @@ pub(crate) fn replay(
                     dst,
                     ..
                 } => {
-                    let len = bytes as usize;
-                    let f = lines.foreign_share(r, &[(from as usize, src)], bytes);
-                    let cpu = len as f64 * costs.per_byte(costs.copy, f);
-                    ranks[r].now = work(cpu, 2 * len, &mut memory, &mut cores);
+                    let (len, from) = (bytes as usize, from as usize);
+                    let peer = missed(&recency, r, from, src, bytes);
+                    let into = missed(&recency, r, r, dst, bytes);
+                    let (local, drawn) = costs.streams(Work::Copy, &[(1.0, peer), (1.0, into)]);
+                    recency.touch(pool(r), &[(from, src), (r, dst)], bytes);
+                    let f = lines.foreign_share(r, &[(from, src)], bytes);
+                    let cpu = len as f64 * costs.per_byte(local, f);
+                    ranks[r].now = work(cpu, len as f64 * drawn, &mut memory, &mut cores);
                     lines.wrote(r, dst, bytes, r);
                 }
                 Op::Divide { len: bytes, off } => {
                     let len = bytes as usize;
+                    let m = missed(&recency, r, r, off, bytes);
+                    let (local, drawn) = costs.streams(Work::Reduce, &[(2.0, m)]);
+                    recency.touch(pool(r), &[(r, off)], bytes);
                     let f = lines.foreign_share(r, &[(r, off)], bytes);
-                    let cpu = len as f64 * costs.per_byte(costs.reduce, f);
-                    ranks[r].now = work(cpu, 2 * len, &mut memory, &mut cores);
+                    let cpu = len as f64 * costs.per_byte(local, f);
+                    ranks[r].now = work(cpu, len as f64 * drawn, &mut memory, &mut cores);
                     lines.wrote(r, off, bytes, r);
                 }
                 Op::Flush => {

@@ -6,6 +6,8 @@ use super::replay::replay;
 use super::*;
 use crate::Algorithm;
 
+mod cache;
+
 /// A machine where only the network's stream bandwidth and latency cost anything.
 fn wire_only() -> Machine {
     Machine {
@@ -332,8 +334,6 @@ fn pushed_blocks_cross_between_the_cores_less_than_pulled_ones() {
     assert!(push < 0.5 * pull, "push {push} pull {pull}");
 }
 
-/// The kernel's copies of a network message run at `net_copy_bw_cache` while the host's
-/// working set fits the last-level cache and at `net_copy_bw` once it spills.
 /// Rank 0 sends `len` bytes to rank 1, which waits for them.
 fn one_message(len: u32) -> Vec<Vec<Vec<Op>>> {
     vec![
@@ -346,117 +346,6 @@ fn one_message(len: u32) -> Vec<Vec<Vec<Op>>> {
         }]],
         vec![vec![Op::Recv { notif: 0 }]],
     ]
-}
-
-#[test]
-fn the_kernel_copies_a_working_set_in_cache_faster() {
-    let m = Machine {
-        net_post_overhead: 0.0,
-        net_send_cpu: 0.0,
-        net_recv_cpu: 0.0,
-        net_alpha: 0.0,
-        net_stream_bw: 1e15,
-        net_copy_bw: 1e9,
-        net_copy_bw_cache: 4e9,
-        recv_overhead: 0.0,
-        host_mem_bw: 1e15,
-        ..Machine::tcp()
-    };
-    let received = |cache_bytes: usize| {
-        let mut program = Program {
-            ranks: one_message(1_000_000),
-            segment_bytes: 1 << 20,
-        };
-        let tcp = Cluster {
-            intra: Intra::Tcp,
-            ..Cluster::new(2, 2)
-        };
-        let m = Machine {
-            cache_bytes,
-            ..m.clone()
-        };
-        replay(&mut program, &m, &tcp, 1).unwrap().ends[0][1]
-    };
-    // Both sides copy at once on the two cores.
-    let fits = received(1 << 30);
-    assert!((fits - 0.25e-3).abs() < 1e-9, "{fits}");
-    // Working set 2 MiB, cache 1 MiB: half of each byte at either rate.
-    let half = received(1 << 20);
-    assert!((half - (0.5e-3 + 0.125e-3)).abs() < 1e-9, "{half}");
-}
-
-/// Single-copy folds every peer's operand of a chunk into it in turn: after the first, a
-/// reduction reads only the peer's bytes from memory, a third of the traffic, at three
-/// times the reduction's memory rate.
-#[test]
-fn a_reduction_into_a_chunk_still_in_cache_reads_only_the_peers_bytes() {
-    let len = 1_000_000;
-    let from_peer = |folded| Op::ReadPeer {
-        from: 1,
-        len,
-        reduce: true,
-        folded,
-        src: 0,
-        dst: 0,
-    };
-    // A cache that holds the chunk and next to none of the working set.
-    let spilled = Machine {
-        cache_bytes: 1 << 20,
-        core_cache_bytes: 0,
-        ..Machine::shm()
-    };
-    let time = |m: &Machine, folded| {
-        let mut program = Program {
-            ranks: vec![vec![vec![from_peer(folded)]], vec![vec![]]],
-            segment_bytes: 1 << 45,
-        };
-        replay(&mut program, m, &Cluster::new(2, 2), 1)
-            .unwrap()
-            .ends[0][0]
-    };
-    // Bound by the core: the memory rate, times three when folded.
-    let cpu = Machine {
-        reduce_bw_mem: 1e9,
-        reduce_bw_cache: 1e12,
-        host_mem_bw: 1e15,
-        ..spilled.clone()
-    };
-    assert!((time(&cpu, false) - 1e-3).abs() < 1e-8);
-    assert!((time(&cpu, true) - 1e-3 / 3.0).abs() < 1e-8);
-    // Bound by the host's memory: three bytes of traffic per byte, one when folded.
-    let memory = Machine {
-        reduce_bw_mem: 1e15,
-        reduce_bw_cache: 1e15,
-        host_mem_bw: 1e9,
-        ..spilled
-    };
-    assert!((time(&memory, false) - 3e-3).abs() < 1e-8);
-    assert!((time(&memory, true) - 1e-3).abs() < 1e-8);
-    // A chunk larger than the cache is not still in it.
-    let small = Machine {
-        cache_bytes: 1 << 19,
-        ..cpu
-    };
-    assert!((time(&small, true) - 1e-3).abs() < 1e-8);
-    // The builder marks all but the first peer's reduction of each chunk.
-    let program =
-        super::program::build(Algorithm::SingleCopy, &Cluster::new(3, 3), 3 << 20, 4, 0).unwrap();
-    let reductions: Vec<bool> = program.ranks[0][0]
-        .iter()
-        .filter_map(|op| match *op {
-            Op::ReadPeer {
-                reduce: true,
-                folded,
-                ..
-            } => Some(folded),
-            _ => None,
-        })
-        .collect();
-    assert!(!reductions.is_empty() && reductions.len().is_multiple_of(2));
-    assert!(
-        reductions.chunks(2).all(|pair| pair == [false, true]),
-        "{reductions:?}"
-    );
 }
 
 #[test]

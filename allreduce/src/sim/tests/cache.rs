@@ -1,0 +1,184 @@
+//! The caches' part of the model: what a copy, a reduction or a kernel's copy costs by
+//! whether its bytes are in the last-level cache, by the share of the working set that fits
+//! it or by how recently each byte was touched (`recency.rs`).
+
+use super::super::program::{Op, Program};
+use super::super::replay::replay;
+use super::super::*;
+use super::one_message;
+use crate::Algorithm;
+
+/// Where the working set decides what the cache holds (`llc_by_reuse` off), the kernel's
+/// copies of a network message run at `net_copy_bw_cache` while the host's working set fits
+/// the last-level cache and at `net_copy_bw` once it spills.
+#[test]
+fn the_kernel_copies_a_working_set_in_cache_faster() {
+    let m = Machine {
+        net_post_overhead: 0.0,
+        net_send_cpu: 0.0,
+        net_recv_cpu: 0.0,
+        net_alpha: 0.0,
+        net_stream_bw: 1e15,
+        net_copy_bw: 1e9,
+        net_copy_bw_cache: 4e9,
+        recv_overhead: 0.0,
+        host_mem_bw: 1e15,
+        llc_by_reuse: false,
+        ..Machine::tcp()
+    };
+    let received = |cache_bytes: usize| {
+        let mut program = Program {
+            ranks: one_message(1_000_000),
+            segment_bytes: 1 << 20,
+        };
+        let tcp = Cluster {
+            intra: Intra::Tcp,
+            ..Cluster::new(2, 2)
+        };
+        let m = Machine {
+            cache_bytes,
+            ..m.clone()
+        };
+        replay(&mut program, &m, &tcp, 1).unwrap().ends[0][1]
+    };
+    // Both sides copy at once on the two cores.
+    let fits = received(1 << 30);
+    assert!((fits - 0.25e-3).abs() < 1e-9, "{fits}");
+    // Working set 2 MiB, cache 1 MiB: half of each byte at either rate.
+    let half = received(1 << 20);
+    assert!((half - (0.5e-3 + 0.125e-3)).abs() < 1e-9, "{half}");
+}
+
+/// Where the working set decides (`llc_by_reuse` off): single-copy folds every peer's operand of a chunk into it in turn: after the first, a
+/// reduction reads only the peer's bytes from memory, a third of the traffic, at three
+/// times the reduction's memory rate.
+#[test]
+fn a_reduction_into_a_chunk_still_in_cache_reads_only_the_peers_bytes() {
+    let len = 1_000_000;
+    let from_peer = |folded| Op::ReadPeer {
+        from: 1,
+        len,
+        reduce: true,
+        folded,
+        src: 0,
+        dst: 0,
+    };
+    // A cache that holds the chunk and next to none of the working set.
+    let spilled = Machine {
+        cache_bytes: 1 << 20,
+        core_cache_bytes: 0,
+        llc_by_reuse: false,
+        ..Machine::shm()
+    };
+    let time = |m: &Machine, folded| {
+        let mut program = Program {
+            ranks: vec![vec![vec![from_peer(folded)]], vec![vec![]]],
+            segment_bytes: 1 << 45,
+        };
+        replay(&mut program, m, &Cluster::new(2, 2), 1)
+            .unwrap()
+            .ends[0][0]
+    };
+    // Bound by the core: the memory rate, times three when folded.
+    let cpu = Machine {
+        reduce_bw_mem: 1e9,
+        reduce_bw_cache: 1e12,
+        host_mem_bw: 1e15,
+        ..spilled.clone()
+    };
+    assert!((time(&cpu, false) - 1e-3).abs() < 1e-8);
+    assert!((time(&cpu, true) - 1e-3 / 3.0).abs() < 1e-8);
+    // Bound by the host's memory: three bytes of traffic per byte, one when folded.
+    let memory = Machine {
+        reduce_bw_mem: 1e15,
+        reduce_bw_cache: 1e15,
+        host_mem_bw: 1e9,
+        ..spilled
+    };
+    assert!((time(&memory, false) - 3e-3).abs() < 1e-8);
+    assert!((time(&memory, true) - 1e-3).abs() < 1e-8);
+    // A chunk larger than the cache is not still in it.
+    let small = Machine {
+        cache_bytes: 1 << 19,
+        ..cpu
+    };
+    assert!((time(&small, true) - 1e-3).abs() < 1e-8);
+    // The builder marks all but the first peer's reduction of each chunk.
+    let program =
+        super::program::build(Algorithm::SingleCopy, &Cluster::new(3, 3), 3 << 20, 4, 0).unwrap();
+    let reductions: Vec<bool> = program.ranks[0][0]
+        .iter()
+        .filter_map(|op| match *op {
+            Op::ReadPeer {
+                reduce: true,
+                folded,
+                ..
+            } => Some(folded),
+            _ => None,
+        })
+        .collect();
+    assert!(!reductions.is_empty() && reductions.len().is_multiple_of(2));
+    assert!(
+        reductions.chunks(2).all(|pair| pair == [false, true]),
+        "{reductions:?}"
+    );
+}
+
+/// Where each byte's recency decides (`llc_by_reuse`): a peer's bytes reduced right after
+/// it wrote them into staging come from the cache, and so does the vector while fewer
+/// bytes than the cache holds were touched since the run before; past that, the vector's
+/// reads and writes come from memory, whatever the working set.
+#[test]
+fn a_byte_is_in_the_cache_by_how_many_bytes_were_touched_since() {
+    const LEN: u32 = 1_000_000;
+    let reduce_after_a_peers_write = |cache_bytes: usize| {
+        let m = Machine {
+            cache_bytes,
+            // Least-recently-used: nothing held past the cache's size.
+            llc_falloff: 1e6,
+            llc_by_reuse: true,
+            shm_alpha: 0.0,
+            shm_copy_bw_cache: 1e21,
+            shm_copy_bw_mem: 1e21,
+            recv_overhead: 0.0,
+            reduce_bw_cache: 1e12,
+            reduce_bw_mem: 1e9,
+            host_mem_bw: 1e15,
+            core_cache_bytes: 0,
+            ..Machine::shm()
+        };
+        // Rank 1 writes into rank 0's staging at 0; rank 0 reduces it into its vector.
+        let mut program = Program {
+            ranks: vec![
+                vec![vec![
+                    Op::Recv { notif: 0 },
+                    Op::Reduce {
+                        len: LEN,
+                        src: 0,
+                        dst: 1 << 21,
+                    },
+                ]],
+                vec![vec![Op::Send {
+                    to: 0,
+                    len: LEN,
+                    notif: 0,
+                    src: 0,
+                    dst: 0,
+                }]],
+            ],
+            segment_bytes: 4 << 20,
+        };
+        replay(&mut program, &m, &Cluster::new(2, 2), 1)
+            .unwrap()
+            .ends[0][0]
+    };
+    // Since the vector was last touched, the peer's write touched 2 MB (its source and the
+    // staging): a 3 MB cache holds all, every byte at the cache's rate.
+    let held = reduce_after_a_peers_write(3_000_000);
+    assert!((held - 1e-6).abs() < 1e-12, "{held}");
+    // A 1.5 MB cache holds the staging the peer just wrote but not the vector: two of the
+    // three streams (the vector read and written) from memory.
+    let spilled = reduce_after_a_peers_write(1_500_000);
+    let expect = f64::from(LEN) * (1.0 / 3.0 / 1e12 + 2.0 / 3.0 / 1e9);
+    assert!((spilled - expect).abs() < 1e-12, "{spilled} {expect}");
+}
