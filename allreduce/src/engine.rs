@@ -192,8 +192,8 @@ impl Engine {
                     // notification with the last: gaspi sets it only after everything
                     // posted before on the queue to that rank (one queue pair per peer and
                     // queue on verbs, one ordered stream per peer on TCP, synchronous copies
-                    // on shared memory; a peer demoted from verbs to TCP between two pieces
-                    // would lose that order, as it does for any two writes). Why here rather
+                    // on shared memory; a peer moved from verbs to TCP between two pieces gets
+                    // the TCP piece only once the verbs ones are complete). Why here rather
                     // than as separate actions: the limit is the context's, and a plan the
                     // same on every rank (some ranks' blocks are larger than others') must
                     // not fail on some ranks only. A timeout while waiting for room leaves

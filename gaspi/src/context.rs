@@ -306,7 +306,14 @@ impl Context {
                 Some(v) => Ok(v),
                 None => Ok(self.tcp()?),
             },
-            _ => Ok(self.tcp()?),
+            _ => {
+                // GASPI orders a queue's ops to one rank: what went to this peer over verbs
+                // lands first (no cost for a peer never reached over verbs).
+                if let Some(v) = &self.sh.verbs {
+                    v.quiesce(dst.rank)?;
+                }
+                Ok(self.tcp()?)
+            }
         }
     }
 

@@ -231,6 +231,60 @@ fn bound_memory_falls_back_to_tcp() {
     });
 }
 
+/// A write over verbs, then a notification on the same queue to a segment of the same peer
+/// that only TCP reaches (user memory: the peer's route moves to TCP at the notification):
+/// the notification must not overtake the write. The device runs the write only when its
+/// completion queue is polled (`GASPI_IB_FAKE_DEFER_BYTES`), and the writer polls none
+/// before the reader has looked, so the reader finds the data only if the TCP notification
+/// waited for the write to complete.
+#[test]
+fn a_notification_over_tcp_does_not_overtake_a_write_over_verbs() {
+    fake_verbs_with(
+        "a_notification_over_tcp_does_not_overtake_a_write_over_verbs",
+        2,
+        &[("GASPI_IB_FAKE_DEFER_BYTES", "4096")],
+        |ctx| {
+            let mut bound = vec![0u64; 512];
+            let user = SegmentId(3);
+            // SAFETY: `bound` outlives the segment (deleted before it is dropped) and is only
+            // reached through the segment API.
+            unsafe {
+                ctx.segment_use(user, bound.as_mut_ptr() as *mut u8, 4096, Group::ALL, T)
+                    .unwrap();
+            }
+            ctx.segment_create(S, 1 << 16, Group::ALL, T, Alloc::Initialized)
+                .unwrap();
+            let me = ctx.rank();
+            let peer = Rank(1 - me.0);
+            let words: Vec<u64> = (0..1024).map(|i| 0xabc0_0000 + i).collect();
+            if me == Rank(0) {
+                ctx.segment(S).unwrap().write(0, &words).unwrap();
+                ctx.write(Local::new(S, 0), Remote::new(peer, S, 8192), 8192, Q)
+                    .unwrap();
+                ctx.notify(user, peer, NotificationId(0), 1, Q).unwrap();
+                // The reader's answer, over TCP too; no `wait` before it.
+                ctx.notify_waitsome(user, NotificationId(1), 1, T).unwrap();
+                assert_eq!(ctx.notify_reset(user, NotificationId(1)).unwrap(), 7);
+                ctx.wait(Q, T).unwrap();
+            } else {
+                ctx.notify_waitsome(user, NotificationId(0), 1, T).unwrap();
+                assert_eq!(ctx.notify_reset(user, NotificationId(0)).unwrap(), 1);
+                let mut got = vec![0u64; 1024];
+                ctx.segment(S).unwrap().read(8192, &mut got).unwrap();
+                let ok = got == words;
+                ctx.notify(user, peer, NotificationId(1), 7, Q).unwrap();
+                ctx.wait(Q, T).unwrap();
+                assert!(ok, "the notification overtook the write: {:x?}", &got[..4]);
+            }
+            assert!(!ctx.uses_verbs_to(peer), "the peer was not moved to TCP");
+            ctx.barrier(Group::ALL, T).unwrap();
+            ctx.segment_delete(user).unwrap();
+            finish(ctx);
+            drop(bound);
+        },
+    );
+}
+
 // ---- passive messages over SEND/RECV ----
 
 /// Message `m` of rank `r`: its length (1 byte up to the maximum) and its bytes, which start

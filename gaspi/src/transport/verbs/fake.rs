@@ -8,7 +8,12 @@
 //! order. Fault injection: `GASPI_IB_FAKE_FAIL_AFTER=n` makes the n-th work request this
 //! process posts fail with a remote access error; `GASPI_IB_FAKE_MAX_WR=n` sets the device's
 //! send-queue limit; `GASPI_IB_FAKE_CQ_LAG=n` holds every completion back for `n` polls of
-//! its completion queue (a slow network: work stays in the send queue). A peer whose process
+//! its completion queue (a slow network: work stays in the send queue);
+//! `GASPI_IB_FAKE_DEFER_BYTES=n` runs an RDMA write of at least `n` bytes, and what is
+//! posted behind it on its queue pair, only at the next poll of their send completion queue
+//! (data that lands late, still in posting order and before its completion, as a real
+//! device may; small writes, which the runtime's own notifications and barriers are, run at
+//! once, as the runtime does not poll for those). A peer whose process
 //! is gone makes every request to it fail as a retry-exceeded error, as the peer's silent HCA
 //! would.
 //!
@@ -34,6 +39,7 @@ use crate::error::{Error, Result};
 pub const FAKE_FAIL_AFTER: &str = "GASPI_IB_FAKE_FAIL_AFTER";
 pub const FAKE_MAX_WR: &str = "GASPI_IB_FAKE_MAX_WR";
 pub const FAKE_CQ_LAG: &str = "GASPI_IB_FAKE_CQ_LAG";
+pub const FAKE_DEFER_BYTES: &str = "GASPI_IB_FAKE_DEFER_BYTES";
 
 pub(crate) struct FakeDevice {
     fabric: Arc<Fabric>,
@@ -64,6 +70,7 @@ impl FakeDevice {
                 fail_after: env_num(FAKE_FAIL_AFTER)?,
                 fail_next: Default::default(),
                 cq_lag: env_num(FAKE_CQ_LAG)?.unwrap_or(0).min(1 << 20) as u32,
+                defer_bytes: env_num(FAKE_DEFER_BYTES)?.map(|v| v.min(u64::from(u32::MAX)) as u32),
                 max_wr,
             }),
         })
@@ -107,7 +114,7 @@ impl CompletionQueue for FakeCq {
         for qp in stalled.iter().filter_map(Weak::upgrade) {
             let mut qp = qp.lock();
             qp.stalled = false;
-            qp.run_backlog();
+            qp.run_backlog(true);
         }
         self.rings.lock().retain(|ring| match ring.upgrade() {
             Some(ring) => {
@@ -140,8 +147,9 @@ struct QpState {
     peer: Option<(u16, u32, u32)>,
     /// Set by the first error completion: later requests are flushed.
     error: bool,
-    /// Requests behind a SEND the peer had no receive for (each with whether it has been
-    /// tried, so that fault injection counts it once).
+    /// Requests not run yet: deferred to the next poll (`FAKE_DEFER`), or behind a SEND the
+    /// peer had no receive for (each with whether it has been tried, so that fault
+    /// injection counts it once).
     backlog: VecDeque<(WorkRequest, bool)>,
     /// Listed in `cq.stalled` (for a retry at its next poll).
     stalled: bool,
@@ -289,11 +297,20 @@ impl QpState {
         self.send.as_ref()?.deliver(&self.fabric, peer, &sge)
     }
 
-    /// Runs queued requests in order until one meets a peer without a receive posted, then
+    /// Runs queued requests in order until one meets a peer without a receive posted or,
+    /// unless the send completion queue is being `polled`, one that is deferred, then
     /// registers for a retry at the next poll of the send completion queue.
-    fn run_backlog(&mut self) {
+    fn run_backlog(&mut self, polled: bool) {
         let mut done = Vec::new();
         while let Some((wr, tried)) = self.backlog.pop_front() {
+            let deferred = match (wr.op, self.fabric.defer_bytes) {
+                (WrOp::Write { sge }, Some(least)) => sge.len >= least,
+                _ => false,
+            };
+            if deferred && !polled {
+                self.backlog.push_front((wr, tried));
+                break;
+            }
             match self.run(&wr, tried) {
                 None => {
                     self.backlog.push_front((wr, true));
@@ -315,7 +332,14 @@ impl QpState {
             }
         }
         self.cq.done.lock().extend(done);
-        if !self.backlog.is_empty() && !self.stalled {
+        if !self.backlog.is_empty() {
+            self.stall();
+        }
+    }
+
+    /// Has the next poll of the send completion queue run the backlog.
+    fn stall(&mut self) {
+        if !self.stalled {
             self.stalled = true;
             self.cq.stalled.lock().push(self.me.clone());
         }
@@ -351,7 +375,7 @@ impl QueuePair for FakeQp {
             ));
         }
         qp.backlog.extend(wrs.iter().map(|wr| (*wr, false)));
-        qp.run_backlog();
+        qp.run_backlog(false);
         Ok(())
     }
 

@@ -32,6 +32,9 @@ pub(super) struct Fabric {
     pub fail_next: std::sync::atomic::AtomicBool,
     pub max_wr: u32,
     pub cq_lag: u32,
+    /// RDMA writes of at least this many bytes run at the next poll of their send
+    /// completion queue (`GASPI_IB_FAKE_DEFER_BYTES`).
+    pub defer_bytes: Option<u32>,
 }
 
 impl Fabric {

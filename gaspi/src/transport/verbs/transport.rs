@@ -252,24 +252,62 @@ impl VerbsTransport {
         }
     }
 
+    /// Completes everything posted to `rank` on the queues' channels: fences each busy one
+    /// and polls its completion queue until it is idle. Why: an op to a peer reached over
+    /// verbs that goes over TCP instead (the peer's segment is not registered with the
+    /// device, and the peer's route was moved to TCP) must not overtake what was posted
+    /// before it on its queue; a notification over TCP would otherwise tell the peer that
+    /// data is there which an RDMA write has yet to deliver. A peer never reached over
+    /// verbs has no channels: nothing to do.
+    pub fn quiesce(&self, rank: Rank) -> Result<()> {
+        let Some(channels) = self.channels.get(rank.index()).and_then(|c| c.as_ref()) else {
+            return Ok(());
+        };
+        let deadline = Deadline::after(LOOKUP_TIMEOUT);
+        for (idx, ch) in channels.iter().enumerate().take(INTERNAL) {
+            if ch.lock().idle() {
+                continue;
+            }
+            self.fence(&mut ch.lock());
+            let mut backoff = Backoff::new();
+            while !ch.lock().idle() {
+                self.poll_completions(idx);
+                if deadline.expired() {
+                    return Err(Error::Device(format!(
+                        "requests to rank {rank} over verbs did not complete within \
+                         {LOOKUP_TIMEOUT:?}"
+                    )));
+                }
+                backoff.pause(deadline.remaining());
+            }
+        }
+        Ok(())
+    }
+
+    /// Posts a signaled request behind `ch`'s last one if that went unsignaled, so that a
+    /// completion retires everything in flight on it; a channel that cannot post one fails
+    /// and its peer is marked CORRUPT.
+    fn fence(&self, ch: &mut Channel) {
+        let peer = ch.peer();
+        if let Some(dir) = self.directories[peer.index()] {
+            let remote = RemoteAddr {
+                rkey: dir.rkey,
+                addr: dir.base,
+            };
+            if let Err(e) = ch.fence(self.registry.empty_sge(), remote) {
+                ch.fail(format!("posting a fence: {e}"));
+                self.state.mark_corrupt(peer);
+            }
+        }
+    }
+
     /// `wait` on a queue: fence the queue pairs whose last request went unsignaled, then
     /// poll the queue's completion queue until every op posted on the queue (on any
     /// transport) is complete.
     pub fn wait(&self, q: &QueueState, deadline: Deadline) -> Result<()> {
         let idx = usize::from(q.id().0);
         for v in self.channels.iter().flatten() {
-            let mut ch = v[idx].lock();
-            let peer = ch.peer();
-            if let Some(dir) = self.directories[peer.index()] {
-                let remote = RemoteAddr {
-                    rkey: dir.rkey,
-                    addr: dir.base,
-                };
-                if let Err(e) = ch.fence(self.registry.empty_sge(), remote) {
-                    ch.fail(format!("posting a fence: {e}"));
-                    self.state.mark_corrupt(peer);
-                }
-            }
+            self.fence(&mut v[idx].lock());
         }
         let mut backoff = Backoff::new();
         loop {
