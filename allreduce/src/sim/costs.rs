@@ -30,6 +30,7 @@ pub(crate) struct Costs {
     /// cache.
     migrated: f64,
     elsewhere: f64,
+    /// Seconds per byte of a rank's network stream.
     pub stream: f64,
     /// Where no byte's recency is tracked, the share of the working set outside the cache:
     /// that share of every byte a copy or a reduction touches comes from memory.
@@ -126,6 +127,11 @@ impl Costs {
         let missed = if weight > 0.0 { memory / weight } else { 0.0 };
         let per_byte = (1.0 - missed) * rates.cache + missed * rates.memory;
         (per_byte, memory)
+    }
+
+    /// Whether the working set spills from the cache (where no byte's recency is tracked).
+    pub(crate) fn spills(&self) -> bool {
+        self.spill > 0.0
     }
 
     /// [`streams`](Self::streams) for a reduction folded into a chunk still in cache where

@@ -111,6 +111,7 @@ pub(crate) fn replay(
         machine.llc_by_reuse,
     );
     recency.warm(program, pool);
+    let tracking = recency.tracks();
     let mut heap: BinaryHeap<Reverse<(At, usize)>> =
         (0..n).map(|r| Reverse((At(0.0), r))).collect();
     let mut last = 0.0f64;
@@ -138,19 +139,23 @@ pub(crate) fn replay(
             };
             let now = ranks[r].now;
             // CPU work on the rank's cores, and the bytes it draws on the host's memory
-            // through its bucket; returns when the work ends.
+            // through its bucket; returns when the work ends. Where the working set decides
+            // what the cache holds, all work waits behind the bucket once the working set
+            // spills, even work that draws nothing on it (a bare notification): the model
+            // the choice table was derived on, kept as it was. Where each byte's recency
+            // decides, only work that draws on memory waits for it.
             let work = |cpu: f64, drawn: f64, memory: &mut [f64], cores: &mut Cores| -> f64 {
                 let end = cores.run(pool(r), now, cpu);
-                if drawn == 0.0 {
+                if drawn == 0.0 && (tracking || !costs.spills()) {
                     return end;
                 }
                 let b = pool(r);
                 memory[b] = memory[b].max(now) + drawn / machine.host_mem_bw;
                 end.max(memory[b])
             };
-            // The share of a range that rank `at`'s pool takes from memory.
-            let missed = |recency: &Recency, at: usize, owner: usize, off: u64, len: u32| -> f64 {
-                costs.missed(recency, pool(at), owner, off, len)
+            // The share of a range that rank `by`'s pool takes from memory.
+            let missed = |recency: &Recency, by: usize, owner: usize, off: u64, len: u32| -> f64 {
+                costs.missed(recency, pool(by), owner, off, len)
             };
             match op {
                 Op::Send {
