@@ -20,13 +20,11 @@ use crate::topology::Topology;
 use crate::transport::completion::QueueTable;
 use crate::transport::requests::{RpcTable, UnackedSends};
 use crate::transport::route::{Route, Routes};
-use crate::transport::shm::Shm;
 use crate::transport::tcp::endpoint::Endpoint;
 use crate::transport::tcp::heartbeat::Heartbeat;
 use crate::transport::tcp::TcpTransport;
 use crate::transport::verbs::device::DeviceChoice;
 use crate::transport::verbs::VerbsTransport;
-use crate::transport::{Dest, Transport};
 use crate::types::{Deadline, Group, NetworkType, PeerState, Rank, Timeout};
 use crate::wire::control::ControlMessage;
 
@@ -295,26 +293,6 @@ impl Context {
 
     pub(crate) fn tcp(&self) -> Result<&TcpTransport> {
         self.tcp.as_ref().ok_or(Error::NoPeers)
-    }
-
-    /// The transport that reaches `dst`.
-    pub(crate) fn transport_for(&self, dst: &Dest) -> Result<&dyn Transport> {
-        match self.sh.routes.get(dst.rank) {
-            Route::Local => Ok(&Shm),
-            Route::Shm if dst.mem.is_some() => Ok(&Shm),
-            Route::Verbs if dst.verbs.is_some() => match &self.sh.verbs {
-                Some(v) => Ok(v),
-                None => Ok(self.tcp()?),
-            },
-            _ => {
-                // GASPI orders a queue's ops to one rank: what went to this peer over verbs
-                // lands first (no cost for a peer never reached over verbs).
-                if let Some(v) = &self.sh.verbs {
-                    v.quiesce(dst.rank)?;
-                }
-                Ok(self.tcp()?)
-            }
-        }
     }
 
     pub(crate) fn check_rank(&self, rank: Rank) -> Result<()> {

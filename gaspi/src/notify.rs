@@ -149,7 +149,7 @@ impl Context {
                 max: dst.notif_count,
             });
         }
-        let t = self.transport_for(&dst)?;
+        let t = self.transport_on(&dst, &q)?;
         self.post_on(&q, 1, rank, || t.notify(&dst, id.0, value, Some(&q)))
             .map(drop)
     }

@@ -1,4 +1,5 @@
-//! One-sided communication: `write`, `read`, their `_notify` and `_list` forms.
+//! One-sided communication: `write`, `read`, their `_notify` and `_list` forms, and which
+//! transport carries an op to a peer (in the order GASPI gives a queue's ops).
 //!
 //! Every argument is checked before anything is posted (queue, rank, both segments and
 //! ranges, transfer size, notification id and value); a rejected call posts nothing and
@@ -11,7 +12,10 @@ use crate::counters::Counter;
 use crate::error::{Error, Result};
 use crate::memory::segment_memory::SegmentMemory;
 use crate::transport::completion::QueueState;
-use crate::transport::{Dest, Xfer};
+use crate::transport::route::Route;
+use crate::transport::shm::Shm;
+use crate::transport::verbs::VerbsTransport;
+use crate::transport::{Dest, Transport, Xfer};
 use crate::types::{NotificationId, QueueId, Rank, SegmentId};
 
 /// A place in a local segment.
@@ -181,7 +185,7 @@ impl Context {
     pub fn write(&self, local: Local, remote: Remote, size: u64, queue: QueueId) -> Result<()> {
         let q = self.queues.get(queue)?;
         let c = self.check_transfer(local, remote, size)?;
-        let t = self.transport_for(&c.dest)?;
+        let t = self.transport_on(&c.dest, &q)?;
         self.posting(
             &q,
             1,
@@ -209,7 +213,7 @@ impl Context {
         let q = self.queues.get(queue)?;
         let c = self.check_transfer(local, remote, size)?;
         Self::check_notify_target(&c.dest, id, value)?;
-        let t = self.transport_for(&c.dest)?;
+        let t = self.transport_on(&c.dest, &q)?;
         self.posting(
             &q,
             2,
@@ -227,7 +231,7 @@ impl Context {
     pub fn read(&self, local: Local, remote: Remote, size: u64, queue: QueueId) -> Result<()> {
         let q = self.queues.get(queue)?;
         let c = self.check_transfer(local, remote, size)?;
-        let t = self.transport_for(&c.dest)?;
+        let t = self.transport_on(&c.dest, &q)?;
         self.posting(
             &q,
             1,
@@ -260,7 +264,7 @@ impl Context {
                 max: c.local.notif_count(),
             });
         }
-        let t = self.transport_for(&c.dest)?;
+        let t = self.transport_on(&c.dest, &q)?;
         self.posting(&q, 2, (Counter::BytesRead, size), remote.rank, || {
             t.read(&c.xfer(), Some(id.0), Some(&q))
         })
@@ -326,11 +330,11 @@ impl Context {
         let bytes = checked.iter().map(|c| c.len as u64).sum();
         self.posting(&q, entries, (Counter::BytesWritten, bytes), rank, || {
             for c in checked.iter().filter(|c| c.len > 0) {
-                self.transport_for(&c.dest)?
+                self.transport_on(&c.dest, &q)?
                     .write(&c.xfer(), None, Some(&q))?;
             }
             if let Some((dest, id, value)) = &notif_dest {
-                self.transport_for(dest)?
+                self.transport_on(dest, &q)?
                     .notify(dest, *id, *value, Some(&q))?;
             }
             Ok(())
@@ -382,7 +386,7 @@ impl Context {
         let bytes = checked.iter().map(|c| c.len as u64).sum();
         self.posting(&q, entries, (Counter::BytesRead, bytes), rank, || {
             for c in checked.iter().filter(|c| c.len > 0) {
-                self.transport_for(&c.dest)?
+                self.transport_on(&c.dest, &q)?
                     .read(&c.xfer(), None, Some(&q))?;
             }
             if let Some((mem, id)) = &notif {
@@ -396,10 +400,57 @@ impl Context {
                     remote_off: 0,
                     len: 0,
                 };
-                self.transport_for(&last.dest)?
+                self.transport_on(&last.dest, &q)?
                     .read(&x, Some(*id), Some(&q))?;
             }
             Ok(())
         })
+    }
+}
+
+/// Which transport carries an op to a peer.
+enum Via<'a> {
+    Shm,
+    Verbs(&'a VerbsTransport),
+    Tcp,
+}
+
+impl Context {
+    /// Which transport reaches `dst`, by its route read once.
+    fn via(&self, dst: &Dest) -> Via<'_> {
+        match (self.sh.routes.get(dst.rank), &self.sh.verbs) {
+            (Route::Local, _) => Via::Shm,
+            (Route::Shm, _) if dst.mem.is_some() => Via::Shm,
+            (Route::Verbs, Some(v)) if dst.verbs.is_some() => Via::Verbs(v),
+            _ => Via::Tcp,
+        }
+    }
+
+    fn transport<'a>(&'a self, via: Via<'a>) -> Result<&'a dyn Transport> {
+        match via {
+            Via::Shm => Ok(&Shm),
+            Via::Verbs(v) => Ok(v),
+            Via::Tcp => Ok(self.tcp()?),
+        }
+    }
+
+    /// The transport that reaches `dst`.
+    pub(crate) fn transport_for(&self, dst: &Dest) -> Result<&dyn Transport> {
+        self.transport(self.via(dst))
+    }
+
+    /// [`transport_for`](Self::transport_for) an op posted on queue `q`. GASPI orders a
+    /// queue's ops to one rank (a notification after the writes before it), so an op to a
+    /// peer reached over verbs that goes over TCP (the peer was moved to TCP, or this
+    /// segment of it is not registered) first waits until what went to that peer over
+    /// verbs on `q` is complete (`VerbsTransport::quiesce`). A peer never reached over verbs
+    /// costs a branch. Ops on no queue (atomics, the collectives' internal traffic) are
+    /// ordered by nothing and use `transport_for`.
+    pub(crate) fn transport_on(&self, dst: &Dest, q: &QueueState) -> Result<&dyn Transport> {
+        let via = self.via(dst);
+        if let (Via::Tcp, Some(v)) = (&via, &self.sh.verbs) {
+            v.quiesce(dst.rank, q.id())?;
+        }
+        self.transport(via)
     }
 }

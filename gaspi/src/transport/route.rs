@@ -48,8 +48,8 @@ impl Routes {
 
     /// Moves a peer from `from` to TCP for good (it registered memory that its route cannot
     /// reach). For verbs this happens only when a device refused to register a segment;
-    /// ops already posted over verbs complete before later ones go over TCP
-    /// (`Context::transport_for`).
+    /// ops already posted over verbs on a queue complete before later ones on it go over
+    /// TCP (`Context::transport_on`).
     pub fn demote(&self, rank: Rank, from: Route) {
         let moved = self.routes[rank.index()]
             .compare_exchange(

@@ -3,9 +3,9 @@
 //! completions the way an RC queue pair does (selective signaling, error completions that
 //! move the queue pair to the error state, flushed requests after that).
 //!
-//! Selected with `GASPI_IB_DEVICE=fake`. Work requests execute when posted (data may land any
-//! time before its completion on a real device; "at once" is one legal schedule), in posting
-//! order. Fault injection: `GASPI_IB_FAKE_FAIL_AFTER=n` makes the n-th work request this
+//! Selected with `GASPI_IB_DEVICE=fake`. Work requests execute when posted, unless deferred
+//! (below), in posting order (data may land any time before its completion on a real
+//! device; "at once" is one legal schedule). Fault injection: `GASPI_IB_FAKE_FAIL_AFTER=n` makes the n-th work request this
 //! process posts fail with a remote access error; `GASPI_IB_FAKE_MAX_WR=n` sets the device's
 //! send-queue limit; `GASPI_IB_FAKE_CQ_LAG=n` holds every completion back for `n` polls of
 //! its completion queue (a slow network: work stays in the send queue);
@@ -13,9 +13,10 @@
 //! posted behind it on its queue pair, only at the next poll of their send completion queue
 //! (data that lands late, still in posting order and before its completion, as a real
 //! device may; small writes, which the runtime's own notifications and barriers are, run at
-//! once, as the runtime does not poll for those). A peer whose process
-//! is gone makes every request to it fail as a retry-exceeded error, as the peer's silent HCA
-//! would.
+//! once, as the runtime does not poll for those). Only for tests that `wait` on their queues:
+//! the internal channel's completions are polled only while a reply is awaited, so a
+//! collective whose writes are deferred never completes. A peer whose process is gone makes
+//! every request to it fail as a retry-exceeded error, as the peer's silent HCA would.
 //!
 //! SEND/RECV (passive messages): receive queues live in shared-memory rings that the peer's
 //! process fills ([`super::fake_passive`]); a SEND with no receive posted waits in the send

@@ -18,7 +18,7 @@ use crate::state::StateVector;
 use crate::transport::completion::QueueState;
 use crate::transport::{Dest, Transport, Xfer};
 use crate::types::SegKey;
-use crate::types::{AtomicOp, Deadline, Rank};
+use crate::types::{AtomicOp, Deadline, QueueId, Rank};
 
 use super::registry::{Registry, ENTRY};
 
@@ -252,34 +252,38 @@ impl VerbsTransport {
         }
     }
 
-    /// Completes everything posted to `rank` on the queues' channels: fences each busy one
-    /// and polls its completion queue until it is idle. Why: an op to a peer reached over
-    /// verbs that goes over TCP instead (the peer's segment is not registered with the
-    /// device, and the peer's route was moved to TCP) must not overtake what was posted
-    /// before it on its queue; a notification over TCP would otherwise tell the peer that
-    /// data is there which an RDMA write has yet to deliver. A peer never reached over
-    /// verbs has no channels: nothing to do.
-    pub fn quiesce(&self, rank: Rank) -> Result<()> {
-        let Some(channels) = self.channels.get(rank.index()).and_then(|c| c.as_ref()) else {
+    /// Completes everything posted to `rank` on queue `queue`'s channel: fences it if busy
+    /// and polls its completion queue until it is idle, within [`LOOKUP_TIMEOUT`] (the bound
+    /// of the directory read the same post may make; a post has no timeout of its own).
+    /// Why: an op to a peer reached over verbs that goes over TCP instead must not overtake
+    /// what was posted before it on its queue; a notification over TCP would otherwise tell
+    /// the peer that data is there which an RDMA write has yet to deliver. A peer never
+    /// reached over verbs has no channels: nothing to do.
+    pub fn quiesce(&self, rank: Rank, queue: QueueId) -> Result<()> {
+        let idx = usize::from(queue.0);
+        let Some(ch) = self
+            .channels
+            .get(rank.index())
+            .and_then(|c| c.as_ref()?.get(idx))
+        else {
             return Ok(());
         };
+        if ch.lock().idle() {
+            return Ok(());
+        }
+        self.fence(&mut ch.lock());
         let deadline = Deadline::after(LOOKUP_TIMEOUT);
-        for (idx, ch) in channels.iter().enumerate().take(INTERNAL) {
-            if ch.lock().idle() {
-                continue;
+        let mut backoff = Backoff::new();
+        while !ch.lock().idle() {
+            self.poll_completions(idx);
+            if deadline.expired() {
+                return Err(Error::Device(format!(
+                    "requests to rank {rank} over verbs on queue {} did not complete within \
+                     {LOOKUP_TIMEOUT:?}",
+                    queue.0
+                )));
             }
-            self.fence(&mut ch.lock());
-            let mut backoff = Backoff::new();
-            while !ch.lock().idle() {
-                self.poll_completions(idx);
-                if deadline.expired() {
-                    return Err(Error::Device(format!(
-                        "requests to rank {rank} over verbs did not complete within \
-                         {LOOKUP_TIMEOUT:?}"
-                    )));
-                }
-                backoff.pause(deadline.remaining());
-            }
+            backoff.pause(deadline.remaining());
         }
         Ok(())
     }
