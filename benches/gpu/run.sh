@@ -14,10 +14,13 @@
 # `cudnn.benchmark`); CHANNELS_LAST=1 likewise keeps every row's model and batches
 # channels-last (`--channels-last`, PyTorch's `memory_format=torch.channels_last`). Each row
 # runs on its own: one that fails prints FAILED and its output's end, and the table goes on.
-# Not part of the test path.
+# ALT_BIN names a second build of ours (e.g. main's, against a change in BIN): rows `alt-ours1`,
+# `alt-ours2`, `alt-ours2-bf16` run it, printed as `ours-alt`, so two builds are compared in
+# one run with the peers. Not part of the test path.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:-target/release}
+ALT_BIN=${ALT_BIN:-}
 PY=${PYTHON:-python3}
 STEPS=${STEPS:-30}
 B=${BATCH:-128}
@@ -27,19 +30,22 @@ tune=()
 [ "${CHANNELS_LAST:-0}" = 1 ] && tune+=(--channels-last)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
-# One row of ours: ranks, then extra train flags.
-ours() {
-  local n=$1; shift
+# One row of ours: the build's directory, its label, ranks, then extra train flags.
+ours_of() {
+  local bin=$1 label=$2 n=$3; shift 3
   local out line
-  if ! out=$(timeout "$RUN_LIMIT" "$BIN/tarantella" -n "$n" -- "$BIN/train" --model resnet50 \
+  if [ -z "$bin" ]; then
+    echo "$label ranks=$n $*: no ALT_BIN given"; return 0
+  fi
+  if ! out=$(timeout "$RUN_LIMIT" "$bin/tarantella" -n "$n" -- "$bin/train" --model resnet50 \
     --device cuda --batch-size "$B" --samples $((B * (STEPS + 3))) --max-steps $((STEPS + 3)) \
     --fusion-threshold 4096 --profile --no-progress "${tune[@]}" "$@" 2>&1); then
-    echo "ours ranks=$n $* FAILED"; tail -n 15 <<<"$out" | sed 's/^/    /'; return 0
+    echo "$label ranks=$n $* FAILED"; tail -n 15 <<<"$out" | sed 's/^/    /'; return 0
   fi
   # profile: median over K steps: step S ms, compute C ms, exposed comm E ms (P% of step),
   # optimizer O ms, GPU memory M2 MiB after step 2, ME MiB at the end
   line=$(grep '^profile' <<<"$out" | tail -1)
-  awk -v n="$n" -v b="$B" -v flags="${tune[*]} $*" -v line="$line" 'BEGIN {
+  awk -v label="$label" -v n="$n" -v b="$B" -v flags="${tune[*]} $*" -v line="$line" 'BEGIN {
     match(line, /step [0-9.]+ ms/); s = substr(line, RSTART + 5, RLENGTH - 8)
     match(line, /exposed comm [0-9.]+ ms/); e = substr(line, RSTART + 13, RLENGTH - 16)
     match(line, /compute [0-9.]+ ms/); c = substr(line, RSTART + 8, RLENGTH - 11)
@@ -47,10 +53,12 @@ ours() {
     m2 = "?"; me = "?"
     if (match(line, /memory [0-9]+ MiB after/)) m2 = substr(line, RSTART + 7, RLENGTH - 17)
     if (match(line, /[0-9]+ MiB at the end/)) me = substr(line, RSTART, RLENGTH - 15)
-    if (s == "" || s == 0) { printf "ours ranks=%d %s: no profile line\n", n, flags; exit }
-    printf "ours ranks=%d %s B=%d images/s=%.1f step_ms=%.2f exposed_comm_ms=%.2f (%.1f%%) compute_ms=%.2f optimizer_ms=%.2f mem_step2_mib=%s mem_end_mib=%s\n",
-      n, flags, b, b / s * 1e3, s, e, 100 * e / s, c, o, m2, me }'
+    if (s == "" || s == 0) { printf "%s ranks=%d %s: no profile line\n", label, n, flags; exit }
+    printf "%s ranks=%d %s B=%d images/s=%.1f step_ms=%.2f exposed_comm_ms=%.2f (%.1f%%) compute_ms=%.2f optimizer_ms=%.2f mem_step2_mib=%s mem_end_mib=%s\n",
+      label, n, flags, b, b / s * 1e3, s, e, 100 * e / s, c, o, m2, me }'
 }
+ours() { ours_of "$BIN" ours "$@"; }
+alt_ours() { ours_of "$ALT_BIN" ours-alt "$@"; }
 
 peer() {
   local out
@@ -61,7 +69,8 @@ peer() {
   grep '^peer' <<<"$out"
 }
 
-# ROWS picks rows (default all): plain ours1 ours2 ours2-bf16 gloo nccl.
+# ROWS picks rows (default all but the alt- ones): plain ours1 ours2 ours2-bf16 gloo nccl
+# alt-ours1 alt-ours2 alt-ours2-bf16.
 ROWS=${ROWS:-plain ours1 ours2 ours2-bf16 gloo nccl}
 for amp in "" "--amp bf16"; do
   pyamp=()
@@ -73,6 +82,9 @@ for amp in "" "--amp bf16"; do
       ours1) ours 1 $amp ;;
       ours2) ours 2 $amp ;;
       ours2-bf16) ours 2 $amp --grad-dtype bf16 ;;
+      alt-ours1) alt_ours 1 $amp ;;
+      alt-ours2) alt_ours 2 $amp ;;
+      alt-ours2-bf16) alt_ours 2 $amp --grad-dtype bf16 ;;
       gloo) peer --mode ddp-gloo --ranks 2 "${pyamp[@]}" ;;
       nccl) peer --mode ddp-nccl "${pyamp[@]}" ;;
       *) echo "unknown row $row" >&2; exit 2 ;;

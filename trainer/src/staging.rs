@@ -13,9 +13,18 @@
 //! it to the segment (DMA) → event `sent`. (The pack first waits for the previous step's
 //! unpack from the same flat buffer, event `unpacked`.) The communication thread starts the
 //! allreduce once `sent` has completed and, when the sum is in, queues the copy back (host →
-//! flat device buffer, event `received`) on the copy stream. At the end of the step the
-//! compute stream waits for `received` and unpacks the flat buffer into `.grad`: the host
-//! never waits for the GPU, and backward of the remaining layers runs while buckets travel.
+//! flat device buffer, event `received`) on a second copy stream, the copy-back stream. At
+//! the end of the step the compute stream waits for `received` and unpacks the flat buffer
+//! into `.grad`: the host never waits for the GPU, and backward of the remaining layers runs
+//! while buckets travel.
+//!
+//! The copies back have their own stream because the hooks run ahead of the GPU: by the time
+//! a bucket's sum is in, the copy stream usually already holds the later buckets' packs, each
+//! waiting for gradients the GPU has not computed yet. A copy back queued behind them would
+//! wait for the end of backward, so every bucket's copy back would be exposed after it. On
+//! their own stream they run while backward goes on (on a second DMA engine). No wait between
+//! the two streams is needed: a bucket's copy back is queued only after its `sent` was seen
+//! complete, and its next pack waits for `unpacked`, which follows `received`.
 //!
 //! The device path works on CPU tensors too (streams and events are then no-ops and copies
 //! synchronous), which is how its logic is tested on machines without a GPU.
@@ -110,8 +119,11 @@ impl Bucket {
 /// and the step.
 pub(crate) struct Staging {
     mode: StagingMode,
-    /// The GPU's copy stream (`None` on the host path and for the CPU stand-in).
+    /// The GPU's stream for packs and copies to the segment (`None` on the host path and
+    /// for the CPU stand-in).
     copy_stream: Option<Stream>,
+    /// The GPU's stream for the copies back from the segment (as `copy_stream`).
+    copy_back_stream: Option<Stream>,
     buckets: Vec<Mutex<Bucket>>,
     /// Where each parameter is (the plan the buckets were built from).
     plan: BucketPlan,
@@ -137,9 +149,12 @@ impl Staging {
         allreduces: Vec<BucketAllreduce>,
         mode: StagingMode,
     ) -> Result<Self> {
-        let copy_stream = match mode {
-            StagingMode::Device(Device::Cuda(i)) => Some(Stream::from_pool(i)?),
-            _ => None,
+        // Two streams from the pool, which hands its 32 out in turn: distinct but for a wrap.
+        let (copy_stream, copy_back_stream) = match mode {
+            StagingMode::Device(Device::Cuda(i)) => {
+                (Some(Stream::from_pool(i)?), Some(Stream::from_pool(i)?))
+            }
+            _ => (None, None),
         };
         let on_gpu = copy_stream.is_some();
         let mut buckets = Vec::with_capacity(allreduces.len());
@@ -195,6 +210,7 @@ impl Staging {
         Ok(Staging {
             mode,
             copy_stream,
+            copy_back_stream,
             buckets,
             plan: plan.clone(),
         })
@@ -285,10 +301,10 @@ impl Staging {
         let Some(flat) = &bucket.flat else {
             return unpack(&bucket.members, &bucket.host);
         };
-        let copy_stream = self.copy_stream();
-        let _on_copy_stream = copy_stream.map(Stream::make_current).transpose()?;
+        let copy_back_stream = self.copy_back_stream.as_ref();
+        let _on_copy_back_stream = copy_back_stream.map(Stream::make_current).transpose()?;
         copy_async(flat, &bucket.host)?;
-        bucket.received.record(copy_stream)
+        bucket.received.record(copy_back_stream)
     }
 
     /// At the end of the step, on the step's thread: the device path makes the compute
@@ -315,14 +331,17 @@ impl Drop for Staging {
     fn drop(&mut self) {
         // A copy may still be under way (a step that failed half-way): the segments it reads
         // or writes are unregistered and freed right after this.
-        if let Some(stream) = self.copy_stream() {
-            // Whatever thread drops it: on the staging's own device (see set_current_device).
-            // The wait does not depend on it (a stream synchronizes on its own device), so a
-            // failure to switch is logged and the wait made all the same.
-            let device = self.device_index().map_or(Device::Cpu, Device::Cuda);
-            if let Err(e) = set_current_device(device) {
-                tracing::warn!("making the staging's GPU current to free its buffers: {e}");
-            }
+        if self.copy_stream.is_none() {
+            return;
+        }
+        // Whatever thread drops it: on the staging's own device (see set_current_device).
+        // The wait does not depend on it (a stream synchronizes on its own device), so a
+        // failure to switch is logged and the wait made all the same.
+        let device = self.device_index().map_or(Device::Cpu, Device::Cuda);
+        if let Err(e) = set_current_device(device) {
+            tracing::warn!("making the staging's GPU current to free its buffers: {e}");
+        }
+        for stream in self.copy_stream.iter().chain(&self.copy_back_stream) {
             if let Err(e) = stream.synchronize() {
                 tracing::error!(
                     "waiting for the gradient copies before freeing their buffers: {e}"
