@@ -22,9 +22,10 @@
 //! a bucket's sum is in, the copy stream usually already holds the later buckets' packs, each
 //! waiting for gradients the GPU has not computed yet. A copy back queued behind them would
 //! wait for the end of backward, so every bucket's copy back would be exposed after it. On
-//! their own stream they run while backward goes on (on a second DMA engine). No wait between
-//! the two streams is needed: a bucket's copy back is queued only after its `sent` was seen
-//! complete, and its next pack waits for `unpacked`, which follows `received`.
+//! their own stream they run while backward goes on (on a second DMA engine). The copy
+//! back waits for nothing on the copy stream: it is queued only after its bucket's `sent`
+//! was seen complete. The bucket's next pack waits for `received` (and `unpacked`, which
+//! follows it once a step has unpacked).
 //!
 //! The device path works on CPU tensors too (streams and events are then no-ops and copies
 //! synchronous), which is how its logic is tested on machines without a GPU.
@@ -47,11 +48,13 @@ pub(crate) enum StagingMode {
     /// CPU gradients, packed by the communication thread.
     Host,
     /// Gradients on a device (or CPU tensors standing in for one), packed there by the hooks
-    /// and copied on a copy stream of that GPU (synchronously, for the CPU stand-in).
+    /// and copied on two copy streams of that GPU, one each way (synchronously, for the CPU
+    /// stand-in).
     Device(Device),
 }
 
-/// A point in a copy stream's work; on the CPU stand-in always complete.
+/// A point in a stream's work (a copy stream's, or the compute stream's for `unpacked`); on
+/// the CPU stand-in always complete.
 struct Marker(Option<Event>);
 
 impl Marker {
@@ -279,8 +282,11 @@ impl Staging {
             m.grad_ready.block(copy_stream)?;
         }
         // The last step's unpack may still read `flat` (never recorded on the first step:
-        // then nothing to wait for).
+        // then nothing to wait for). It follows that step's copy back, but a step that failed
+        // before its unpack leaves `unpacked` behind `received`: wait for the copy back
+        // (another stream) too, so `flat` and the segment are never written under it.
         bucket.unpacked.block(copy_stream)?;
+        bucket.received.block(copy_stream)?;
         let _on_copy_stream = copy_stream.map(Stream::make_current).transpose()?;
         pack(&bucket.members, flat, copy_stream)?;
         copy_async(&bucket.host, flat)?;
