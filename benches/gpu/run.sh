@@ -39,13 +39,13 @@ ours_of() {
   fi
   if ! out=$(timeout "$RUN_LIMIT" "$bin/tarantella" -n "$n" -- "$bin/train" --model resnet50 \
     --device cuda --batch-size "$B" --samples $((B * (STEPS + 3))) --max-steps $((STEPS + 3)) \
-    --fusion-threshold 4096 --profile --no-progress "${tune[@]}" "$@" 2>&1); then
+    --fusion-threshold "$fusion" --profile --no-progress "${tune[@]}" "$@" 2>&1); then
     echo "$label ranks=$n $* FAILED"; tail -n 15 <<<"$out" | sed 's/^/    /'; return 0
   fi
   # profile: median over K steps: step S ms, compute C ms, exposed comm E ms (P% of step),
   # optimizer O ms, GPU memory M2 MiB after step 2, ME MiB at the end
   line=$(grep '^profile' <<<"$out" | tail -1)
-  awk -v label="$label" -v n="$n" -v b="$B" -v flags="${tune[*]} $*" -v line="$line" 'BEGIN {
+  awk -v label="$label" -v n="$n" -v b="$B" -v f="$fusion" -v flags="${tune[*]} $*" -v line="$line" 'BEGIN {
     match(line, /step [0-9.]+ ms/); s = substr(line, RSTART + 5, RLENGTH - 8)
     match(line, /exposed comm [0-9.]+ ms/); e = substr(line, RSTART + 13, RLENGTH - 16)
     match(line, /compute [0-9.]+ ms/); c = substr(line, RSTART + 8, RLENGTH - 11)
@@ -54,8 +54,8 @@ ours_of() {
     if (match(line, /memory [0-9]+ MiB after/)) m2 = substr(line, RSTART + 7, RLENGTH - 17)
     if (match(line, /[0-9]+ MiB at the end/)) me = substr(line, RSTART, RLENGTH - 15)
     if (s == "" || s == 0) { printf "%s ranks=%d %s: no profile line\n", label, n, flags; exit }
-    printf "%s ranks=%d %s B=%d images/s=%.1f step_ms=%.2f exposed_comm_ms=%.2f (%.1f%%) compute_ms=%.2f optimizer_ms=%.2f mem_step2_mib=%s mem_end_mib=%s\n",
-      label, n, flags, b, b / s * 1e3, s, e, 100 * e / s, c, o, m2, me }'
+    printf "%s ranks=%d %s B=%d fusion_kib=%d images/s=%.1f step_ms=%.2f exposed_comm_ms=%.2f (%.1f%%) compute_ms=%.2f optimizer_ms=%.2f mem_step2_mib=%s mem_end_mib=%s\n",
+      label, n, flags, b, f, b / s * 1e3, s, e, 100 * e / s, c, o, m2, me }'
 }
 ours() { ours_of "$BIN" ours "$@"; }
 alt_ours() { ours_of "$ALT_BIN" ours-alt "$@"; }
@@ -70,12 +70,18 @@ peer() {
 }
 
 # ROWS picks rows (default all but the alt- ones): plain ours1 ours2 ours2-bf16 gloo nccl
-# alt-ours1 alt-ours2 alt-ours2-bf16.
+# alt-ours1 alt-ours2 alt-ours2-bf16. A row of ours may end in @N: fusion threshold N KiB
+# (`--fusion-threshold`; FUSION_KB, default 4096, for the others), e.g. `ours2@1024`.
 ROWS=${ROWS:-plain ours1 ours2 ours2-bf16 gloo nccl}
 for amp in "" "--amp bf16"; do
   pyamp=()
   [ -n "$amp" ] && pyamp=(--amp)
   for row in $ROWS; do
+    fusion=${FUSION_KB:-4096}
+    if [[ $row == *@* ]]; then
+      fusion=${row#*@}
+      row=${row%@*}
+    fi
     # shellcheck disable=SC2086
     case $row in
       plain) peer --mode plain "${pyamp[@]}" ;;
