@@ -28,6 +28,11 @@ impl Context {
 
     /// Adds `add` to the u64 at `offset` of `rank`'s segment and returns the old value
     /// (`gaspi_atomic_fetch_add`).
+    ///
+    /// [`Error::Timeout`] after the operation went out (over TCP or verbs) leaves it in
+    /// doubt: the target applies it, and the next call with the same arguments is its retry,
+    /// which returns that operation's old value rather than applying it again (as for every
+    /// call that timed out, GASPI resumes it when called again the same way).
     pub fn atomic_fetch_add(
         &self,
         seg: SegmentId,
@@ -40,7 +45,8 @@ impl Context {
     }
 
     /// Replaces the u64 at `offset` with `new` if it equals `expected`; returns the old value
-    /// either way (`gaspi_atomic_compare_swap`).
+    /// either way (`gaspi_atomic_compare_swap`). A timed-out call is resumed by its retry,
+    /// as for [`atomic_fetch_add`](Self::atomic_fetch_add).
     pub fn atomic_compare_swap(
         &self,
         seg: SegmentId,

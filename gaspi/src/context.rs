@@ -388,10 +388,12 @@ impl Context {
     }
 
     /// Connection set-up is done at init for every peer; kept for compatibility
-    /// (`gaspi_connect`). Fails if the peer is unreachable.
+    /// (`gaspi_connect`). Fails if the peer failed. A peer that has already left with
+    /// `proc_term` was connected, so this succeeds, as GPI-2's `gaspi_connect` does for an
+    /// endpoint that is connected (a fast rank may finish before a slow one connects).
     pub fn connect(&self, rank: Rank, _timeout: Timeout) -> Result<()> {
         self.check_rank(rank)?;
-        if self.sh.state.is_unreachable(rank) {
+        if self.sh.state.is_corrupt(rank) {
             return Err(Error::PeerFailed { rank });
         }
         Ok(())

@@ -199,3 +199,52 @@ spmd_cases! {
     tcp_5 = (5, Tcp),
     verbs_2 = (2, FakeVerbs), verbs_3 = (3, FakeVerbs),
 }
+
+// GASPI resumes a call that timed out when it is called again with the same arguments: an
+// atomic retried after `Timeout::TEST` (which returns before any answer can come back over a
+// network) is applied once, not once per try, and a compare-and-swap that won while timing
+// out reports its win to the retry.
+fn atomics_retried_after_a_timeout(ctx: Context) {
+    const K: u64 = 50;
+    const M: u64 = 10;
+    let seg = create(&ctx, S, 64);
+    let (me, n, r0) = (ctx.rank(), u64::from(ctx.num_ranks()), Rank(0));
+    let tag = u64::from(me.0) + 1;
+    ctx.barrier(Group::ALL, T).unwrap();
+    let retried = |call: &dyn Fn() -> Result<u64>| loop {
+        match call() {
+            Err(Error::Timeout) => std::thread::yield_now(),
+            answer => break answer.unwrap(),
+        }
+    };
+    for _ in 0..K {
+        retried(&|| ctx.atomic_fetch_add(S, 0, r0, 1, Timeout::TEST));
+    }
+    // A spin lock on rank 0's word 8 around a counter (word 16), taken with TEST retries.
+    for _ in 0..M {
+        while retried(&|| ctx.atomic_compare_swap(S, 8, r0, 0, tag, Timeout::TEST)) != 0 {
+            std::thread::yield_now();
+        }
+        ctx.atomic_fetch_add(S, 16, r0, 1, T).unwrap();
+        let held = retried(&|| ctx.atomic_compare_swap(S, 8, r0, tag, 0, Timeout::TEST));
+        assert_eq!(held, tag, "the lock was not ours");
+    }
+    ctx.barrier(Group::ALL, T).unwrap();
+    if me == r0 {
+        let word = seg.get::<u64>(0).unwrap();
+        assert_eq!(
+            word,
+            n * K,
+            "fetch_add applied {word} times for {} calls",
+            n * K
+        );
+        assert_eq!(seg.get::<u64>(16).unwrap(), n * M);
+        assert_eq!(seg.get::<u64>(8).unwrap(), 0);
+    }
+    finish(ctx);
+}
+
+spmd_cases! {
+    rule11_atomics_retried_after_a_timeout, atomics_retried_after_a_timeout,
+    tcp_2 = (2, Tcp), tcp_3 = (3, Tcp), shm_3 = (3, Shm), verbs_2 = (2, FakeVerbs),
+}

@@ -1,6 +1,7 @@
 //! `term`'s timeout bounds its wait for peers that do not leave: with a peer that never
 //! terminates, `term(Timeout::ms(100))` returns `Ok` after about 100 ms, not after the 2 s
-//! that `term` waits at most (with `Timeout::BLOCK`).
+//! that `term` waits at most (with `Timeout::BLOCK`). A peer that has left with `term` is
+//! still connected as far as `connect` goes.
 
 use std::time::{Duration, Instant};
 
@@ -85,4 +86,44 @@ fn term_returns_after_its_timeout_when_a_peer_never_terminates() {
         std::process::exit(0);
     };
     out.assert_success();
+}
+
+/// `connect` to a peer that has left with `term` succeeds, as GPI-2's does for an endpoint
+/// it connected (a fast rank may finish before a slow one runs its connect loop; GPI-2's
+/// `con_disconnect` test does this). Rank 0 knows rank 1 has left when its ping fails.
+fn connect_to_a_peer_that_has_left(name: &str, transport: TransportChoice) {
+    let Some(out) = spmd_job(name, 2, transport, Duration::from_secs(60), |_| {}) else {
+        let ctx = Context::init().unwrap();
+        ctx.barrier(Group::ALL, T).unwrap();
+        if ctx.rank() == Rank(0) {
+            while ctx.proc_ping(Rank(1), T).is_ok() {
+                std::thread::yield_now();
+            }
+            let connected = ctx.connect(Rank(1), T);
+            assert!(
+                connected.is_ok(),
+                "connect after rank 1 left: {connected:?}"
+            );
+            ctx.disconnect(Rank(1), T).unwrap();
+        }
+        ctx.term(T).unwrap();
+        std::process::exit(0);
+    };
+    out.assert_success();
+}
+
+#[test]
+fn connect_succeeds_to_a_peer_that_has_left_tcp() {
+    connect_to_a_peer_that_has_left(
+        "connect_succeeds_to_a_peer_that_has_left_tcp",
+        TransportChoice::Tcp,
+    );
+}
+
+#[test]
+fn connect_succeeds_to_a_peer_that_has_left_shm() {
+    connect_to_a_peer_that_has_left(
+        "connect_succeeds_to_a_peer_that_has_left_shm",
+        TransportChoice::Shm,
+    );
 }

@@ -213,3 +213,20 @@ fn group_commit_polled_with_test_completes_tcp_3() {
 fn group_commit_polled_with_test_completes_shm_3() {
     passes("commit_poll", 3, TransportChoice::Shm);
 }
+
+/// Atomics polled with `GASPI_TEST` are applied once per call, and `gaspi_connect` to a peer
+/// that has left succeeds (`atomic_retry.c`).
+#[test]
+fn atomics_retried_after_timeouts_apply_once_tcp_2() {
+    passes("atomic_retry", 2, TransportChoice::Tcp);
+}
+
+#[test]
+fn atomics_retried_after_timeouts_apply_once_tcp_3() {
+    passes("atomic_retry", 3, TransportChoice::Tcp);
+}
+
+#[test]
+fn atomics_retried_after_timeouts_apply_once_shm_3() {
+    passes("atomic_retry", 3, TransportChoice::Shm);
+}

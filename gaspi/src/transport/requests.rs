@@ -2,13 +2,14 @@
 //! registration, passive sends). The progress thread fills a slot; the caller waits on it.
 
 use std::collections::hash_map::{Entry, HashMap};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, ProtocolError, Result};
-use crate::types::{Deadline, Rank, SegmentId};
+use crate::types::{AtomicOp, Deadline, Rank, SegKey, SegmentId};
 
 #[derive(Default)]
 pub(crate) struct RpcSlot {
@@ -256,10 +257,84 @@ impl UnackedSends {
     }
 }
 
+/// One remote atomic as its caller named it: target rank, segment, word and operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AtomicCall {
+    pub rank: Rank,
+    pub seg: SegKey,
+    pub offset: u64,
+    pub op: AtomicOp,
+}
+
+/// Remote atomics whose call returned `Timeout` after the operation had gone out: the target
+/// carries each out all the same, so it is kept here with what its answer will land in
+/// (`T`, per transport). A later call with the same [`AtomicCall`] is the caller's retry
+/// (GASPI: a call that timed out is resumed by calling it again with the same arguments)
+/// and takes that answer instead of sending the operation a second time, which would apply
+/// it twice. At most [`MAX`](Self::MAX) are kept; past that the oldest is handed back
+/// to be given up (its answer, when it comes, is then ignored).
+pub(crate) struct AtomicsInDoubt<T>(Mutex<VecDeque<(AtomicCall, T)>>);
+
+impl<T> Default for AtomicsInDoubt<T> {
+    fn default() -> Self {
+        AtomicsInDoubt(Mutex::new(VecDeque::new()))
+    }
+}
+
+impl<T> AtomicsInDoubt<T> {
+    /// Calls that timed out and were never retried are given up beyond this many.
+    pub const MAX: usize = 64;
+
+    /// The oldest timed-out atomic that `call` retries, if any.
+    pub fn take(&self, call: &AtomicCall) -> Option<T> {
+        let mut pending = self.0.lock();
+        let at = pending.iter().position(|(c, _)| c == call)?;
+        pending.remove(at).map(|(_, t)| t)
+    }
+
+    /// Keeps a timed-out atomic for its retry; returns the one given up to make room.
+    pub fn keep(&self, call: AtomicCall, answer: T) -> Option<T> {
+        let mut pending = self.0.lock();
+        pending.push_back((call, answer));
+        if pending.len() > Self::MAX {
+            pending.pop_front().map(|(_, t)| t)
+        } else {
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::types::Deadline;
+
+    #[test]
+    fn a_timed_out_atomic_is_taken_only_by_the_same_call_and_the_oldest_is_given_up() {
+        let call = |rank: u16, offset: u64, add: u64| AtomicCall {
+            rank: Rank(rank),
+            seg: 3,
+            offset,
+            op: AtomicOp::FetchAdd { add },
+        };
+        let doubt = AtomicsInDoubt::<u32>::default();
+        assert_eq!(doubt.keep(call(1, 8, 1), 10), None);
+        assert_eq!(doubt.keep(call(1, 8, 1), 11), None);
+        // Another rank, word or operand is another call.
+        for other in [call(2, 8, 1), call(1, 16, 1), call(1, 8, 2)] {
+            assert_eq!(doubt.take(&other), None);
+        }
+        assert_eq!(doubt.take(&call(1, 8, 1)), Some(10));
+        assert_eq!(doubt.take(&call(1, 8, 1)), Some(11));
+        assert_eq!(doubt.take(&call(1, 8, 1)), None);
+        let max = AtomicsInDoubt::<u32>::MAX as u64;
+        for i in 0..max {
+            assert_eq!(doubt.keep(call(1, 8 * i, 1), i as u32), None);
+        }
+        assert_eq!(doubt.keep(call(1, 8 * max, 1), 99), Some(0));
+        assert_eq!(doubt.take(&call(1, 0, 1)), None);
+        assert_eq!(doubt.take(&call(1, 8 * max, 1)), Some(99));
+    }
 
     #[test]
     fn only_the_rank_a_request_went_to_answers_it() {

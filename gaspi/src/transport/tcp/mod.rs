@@ -36,7 +36,7 @@ use parking_lot::Mutex;
 use crate::env::JobToken;
 use crate::error::{Error, Result};
 use crate::transport::completion::QueueState;
-use crate::transport::requests::RpcSlot;
+use crate::transport::requests::{AtomicCall, AtomicsInDoubt, RpcSlot};
 use crate::transport::tcp::endpoint::Endpoint;
 use crate::transport::tcp::inbound::{Inbound, InboundHold};
 use crate::transport::tcp::pair::Pair;
@@ -60,6 +60,9 @@ pub(crate) struct TcpTransport {
     stop: Arc<AtomicBool>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     next_read: AtomicU64,
+    /// Atomics whose call timed out, with their request and answer slot (see
+    /// [`AtomicsInDoubt`]).
+    atomics_in_doubt: AtomicsInDoubt<(u64, Arc<RpcSlot>)>,
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     listen_addr: SocketAddr,
 }
@@ -161,6 +164,7 @@ impl TcpTransport {
             stop,
             threads: Mutex::new(threads),
             next_read: AtomicU64::new(1),
+            atomics_in_doubt: AtomicsInDoubt::default(),
             listen_addr,
         })
     }
@@ -403,18 +407,41 @@ impl Transport for TcpTransport {
         Ok(())
     }
 
+    /// Once the request is out the target applies it, so a `Timeout` here leaves it in
+    /// doubt, and the caller's retry with the same arguments waits for its answer (see
+    /// [`AtomicsInDoubt`]) rather than applying the operation again.
     fn atomic(&self, dst: &Dest, off: usize, op: AtomicOp, deadline: Deadline) -> Result<u64> {
-        let mut h = Header::new(FrameKind::AtomicReq);
-        h.seg = dst.key;
-        h.offset = off as u64;
-        match op {
-            AtomicOp::FetchAdd { add } => h.word = add,
-            AtomicOp::CompareSwap { expected, new } => {
-                h.flags |= FLAG_CAS;
-                h.word = expected;
-                h.swap_new = new;
+        let call = AtomicCall {
+            rank: dst.rank,
+            seg: dst.key,
+            offset: off as u64,
+            op,
+        };
+        let (req, slot) = match self.atomics_in_doubt.take(&call) {
+            Some(sent) => sent,
+            None => {
+                let mut h = Header::new(FrameKind::AtomicReq);
+                h.seg = dst.key;
+                h.offset = off as u64;
+                match op {
+                    AtomicOp::FetchAdd { add } => h.word = add,
+                    AtomicOp::CompareSwap { expected, new } => {
+                        h.flags |= FLAG_CAS;
+                        h.word = expected;
+                        h.swap_new = new;
+                    }
+                }
+                self.start_call(dst.rank, h, Payload::None)?
             }
+        };
+        match self.endpoint.requests.wait_resumable(&slot, deadline) {
+            Err(Error::Timeout) => {
+                if let Some((given_up, _)) = self.atomics_in_doubt.keep(call, (req, slot)) {
+                    self.endpoint.requests.forget(given_up);
+                }
+                Err(Error::Timeout)
+            }
+            answer => answer,
         }
-        self.call(dst.rank, h, deadline)
     }
 }

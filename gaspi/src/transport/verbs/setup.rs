@@ -184,6 +184,7 @@ impl VerbsSetup {
             channels,
             directories,
             state,
+            atomics_in_doubt: Default::default(),
             passive,
         })
     }

@@ -16,6 +16,7 @@ use crate::memory::segment_memory::SegmentMemory;
 use crate::memory::segment_table::{RemoteAddr, RemoteKeys};
 use crate::state::StateVector;
 use crate::transport::completion::QueueState;
+use crate::transport::requests::{AtomicCall, AtomicsInDoubt};
 use crate::transport::{Dest, Transport, Xfer};
 use crate::types::SegKey;
 use crate::types::{AtomicOp, Deadline, QueueId, Rank};
@@ -30,6 +31,9 @@ pub(crate) struct VerbsTransport {
     pub(super) channels: Vec<Option<Vec<Mutex<Channel>>>>,
     pub(super) directories: Vec<Option<super::device::MrKeys>>,
     pub(super) state: Arc<StateVector>,
+    /// Atomics whose call timed out, with their completion and the scratch slot the device
+    /// writes the old value into (see [`AtomicsInDoubt`]).
+    pub(super) atomics_in_doubt: AtomicsInDoubt<(Arc<ResultSlot>, usize)>,
     /// Last: its registered buffers outlive the queue pairs that may still use them.
     pub(super) passive: PassiveVerbs,
 }
@@ -189,6 +193,13 @@ impl VerbsTransport {
 
     /// Posts a signaled request on the internal channel and waits for its completion.
     fn call(&self, rank: Rank, wr: (WrOp, RemoteAddr), deadline: Deadline) -> Result<()> {
+        let slot = self.start_call(rank, wr)?;
+        self.wait_call(rank, &slot, deadline)
+    }
+
+    /// Posts one signalled work request on `rank`'s internal channel; its completion lands
+    /// in the returned slot.
+    fn start_call(&self, rank: Rank, wr: (WrOp, RemoteAddr)) -> Result<Arc<ResultSlot>> {
         let slot = Arc::new(ResultSlot::default());
         self.post(
             rank,
@@ -200,6 +211,12 @@ impl VerbsTransport {
                 signal: true,
             },
         )?;
+        Ok(slot)
+    }
+
+    /// Polls the internal channel until `slot`'s work request completes or `deadline`
+    /// passes (`Timeout`: it is still in flight).
+    fn wait_call(&self, rank: Rank, slot: &ResultSlot, deadline: Deadline) -> Result<()> {
         let mut backoff = Backoff::new();
         loop {
             self.poll_completions(INTERNAL);
@@ -377,27 +394,54 @@ impl Transport for VerbsTransport {
         self.post_transfer(x, q, wrs)
     }
 
+    /// As over TCP, an atomic posted is applied by the target's device, so a `Timeout` here
+    /// leaves it in doubt for the caller's retry with the same arguments (see
+    /// [`AtomicsInDoubt`]).
     fn atomic(&self, dst: &Dest, off: usize, op: AtomicOp, deadline: Deadline) -> Result<u64> {
-        let keys = Self::keys(dst)?;
-        let (slot, sge) = self.registry.scratch(8)?;
-        let wr = match op {
-            AtomicOp::FetchAdd { add } => WrOp::FetchAdd { sge, add },
-            AtomicOp::CompareSwap { expected, new } => WrOp::CompareSwap { sge, expected, new },
+        let call = AtomicCall {
+            rank: dst.rank,
+            seg: dst.key,
+            offset: off as u64,
+            op,
         };
-        let remote = RemoteAddr {
-            rkey: keys.data.rkey,
-            addr: keys.data.addr + off as u64,
+        let (done, scratch) = match self.atomics_in_doubt.take(&call) {
+            Some(posted) => posted,
+            None => {
+                let keys = Self::keys(dst)?;
+                let (scratch, sge) = self.registry.scratch(8)?;
+                let wr = match op {
+                    AtomicOp::FetchAdd { add } => WrOp::FetchAdd { sge, add },
+                    AtomicOp::CompareSwap { expected, new } => {
+                        WrOp::CompareSwap { sge, expected, new }
+                    }
+                };
+                let remote = RemoteAddr {
+                    rkey: keys.data.rkey,
+                    addr: keys.data.addr + off as u64,
+                };
+                match self.start_call(dst.rank, (wr, remote)) {
+                    Ok(done) => (done, scratch),
+                    Err(e) => {
+                        self.registry.release(scratch);
+                        return Err(e);
+                    }
+                }
+            }
         };
-        match self.call(dst.rank, (wr, remote), deadline) {
+        match self.wait_call(dst.rank, &done, deadline) {
             Ok(()) => {
-                let r = self.registry.read_scratch(slot);
-                self.registry.release(slot);
+                let r = self.registry.read_scratch(scratch);
+                self.registry.release(scratch);
                 Ok(u64::from_le_bytes(r[..8].try_into().expect("8 bytes")))
             }
-            // Still in flight: the slot stays taken (the device may write it later).
-            Err(Error::Timeout) => Err(Error::Timeout),
+            // Still in flight: its scratch slot stays taken (the device may write it later),
+            // also when it is given up to make room.
+            Err(Error::Timeout) => {
+                let _given_up = self.atomics_in_doubt.keep(call, (done, scratch));
+                Err(Error::Timeout)
+            }
             Err(e) => {
-                self.registry.release(slot);
+                self.registry.release(scratch);
                 Err(e)
             }
         }
