@@ -271,8 +271,11 @@ pub(crate) struct AtomicCall {
 /// (`T`, per transport). A later call with the same [`AtomicCall`] is the caller's retry
 /// (GASPI: a call that timed out is resumed by calling it again with the same arguments)
 /// and takes that answer instead of sending the operation a second time, which would apply
-/// it twice. At most [`MAX`](Self::MAX) are kept; past that the oldest is handed back
-/// to be given up (its answer, when it comes, is then ignored).
+/// it twice. An entry is taken by the next call with the same arguments, whenever it comes:
+/// a program that gave up on a timed-out atomic and makes the same call later gets the
+/// abandoned one's answer (the operation was applied once). At most [`MAX`](Self::MAX) are
+/// kept; past that the oldest is handed back to be given up: its answer, when it comes, is
+/// ignored, and its retry sends the operation again.
 pub(crate) struct AtomicsInDoubt<T>(Mutex<VecDeque<(AtomicCall, T)>>);
 
 impl<T> Default for AtomicsInDoubt<T> {
@@ -282,12 +285,16 @@ impl<T> Default for AtomicsInDoubt<T> {
 }
 
 impl<T> AtomicsInDoubt<T> {
-    /// Calls that timed out and were never retried are given up beyond this many.
-    pub const MAX: usize = 64;
+    /// Calls that timed out and were not retried yet are given up beyond this many (a rank
+    /// polling this many targets at once with `Timeout::TEST`).
+    pub const MAX: usize = 1024;
 
     /// The oldest timed-out atomic that `call` retries, if any.
     pub fn take(&self, call: &AtomicCall) -> Option<T> {
         let mut pending = self.0.lock();
+        if pending.is_empty() {
+            return None;
+        }
         let at = pending.iter().position(|(c, _)| c == call)?;
         pending.remove(at).map(|(_, t)| t)
     }

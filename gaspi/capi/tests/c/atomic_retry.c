@@ -41,8 +41,11 @@ int main(void) {
     fetch_add(0, 0);
   gaspi_atomic_value_t tag = (gaspi_atomic_value_t)me + 1;
   for (int i = 0; i < M; i++) {
-    while (swap(0, 0, tag) != 0)
+    gaspi_atomic_value_t held;
+    while ((held = swap(0, 0, tag)) != 0) {
+      ASSERT(held != tag); /* our own earlier swap, applied again */
       sched_yield();
+    }
     fetch_add(16, 0);
     ASSERT(swap(0, tag, 0) == tag);
   }

@@ -418,7 +418,11 @@ impl Transport for TcpTransport {
             op,
         };
         let (req, slot) = match self.atomics_in_doubt.take(&call) {
-            Some(sent) => sent,
+            Some(sent) => {
+                // As `start_call` does: the answer may come through this thread's receive.
+                self.inbound.hand_back();
+                sent
+            }
             None => {
                 let mut h = Header::new(FrameKind::AtomicReq);
                 h.seg = dst.key;

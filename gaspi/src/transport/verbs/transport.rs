@@ -434,10 +434,14 @@ impl Transport for VerbsTransport {
                 self.registry.release(scratch);
                 Ok(u64::from_le_bytes(r[..8].try_into().expect("8 bytes")))
             }
-            // Still in flight: its scratch slot stays taken (the device may write it later),
-            // also when it is given up to make room.
+            // Still in flight: its scratch slot stays taken (the device may write it later).
+            // One given up to make room frees its slot only if it has completed since.
             Err(Error::Timeout) => {
-                let _given_up = self.atomics_in_doubt.keep(call, (done, scratch));
+                if let Some((given_up, slot)) = self.atomics_in_doubt.keep(call, (done, scratch)) {
+                    if given_up.take().is_some() {
+                        self.registry.release(slot);
+                    }
+                }
                 Err(Error::Timeout)
             }
             Err(e) => {
