@@ -9,6 +9,7 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, ProtocolError, Result};
+use crate::transport::Dest;
 use crate::types::{AtomicOp, Deadline, Rank, SegKey, SegmentId};
 
 #[derive(Default)]
@@ -264,6 +265,18 @@ pub(crate) struct AtomicCall {
     pub seg: SegKey,
     pub offset: u64,
     pub op: AtomicOp,
+}
+
+impl AtomicCall {
+    /// The atomic `op` on the word at `offset` of the segment `dst` names.
+    pub fn on(dst: &Dest, offset: usize, op: AtomicOp) -> Self {
+        AtomicCall {
+            rank: dst.rank,
+            seg: dst.key,
+            offset: offset as u64,
+            op,
+        }
+    }
 }
 
 /// Remote atomics whose call returned `Timeout` after the operation had gone out: the target

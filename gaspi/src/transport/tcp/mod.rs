@@ -411,12 +411,7 @@ impl Transport for TcpTransport {
     /// doubt, and the caller's retry with the same arguments waits for its answer (see
     /// [`AtomicsInDoubt`]) rather than applying the operation again.
     fn atomic(&self, dst: &Dest, off: usize, op: AtomicOp, deadline: Deadline) -> Result<u64> {
-        let call = AtomicCall {
-            rank: dst.rank,
-            seg: dst.key,
-            offset: off as u64,
-            op,
-        };
+        let call = AtomicCall::on(dst, off, op);
         let (req, slot) = match self.atomics_in_doubt.take(&call) {
             Some(sent) => {
                 // As `start_call` does: the answer may come through this thread's receive.

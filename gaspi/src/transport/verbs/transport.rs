@@ -398,12 +398,7 @@ impl Transport for VerbsTransport {
     /// leaves it in doubt for the caller's retry with the same arguments (see
     /// [`AtomicsInDoubt`]).
     fn atomic(&self, dst: &Dest, off: usize, op: AtomicOp, deadline: Deadline) -> Result<u64> {
-        let call = AtomicCall {
-            rank: dst.rank,
-            seg: dst.key,
-            offset: off as u64,
-            op,
-        };
+        let call = AtomicCall::on(dst, off, op);
         let (done, scratch) = match self.atomics_in_doubt.take(&call) {
             Some(posted) => posted,
             None => {
