@@ -16,7 +16,8 @@
 # runs on its own: one that fails prints FAILED and its output's end, and the table goes on.
 # ALT_BIN names a second build of ours (e.g. main's, against a change in BIN): rows `alt-ours1`,
 # `alt-ours2`, `alt-ours2-bf16` run it, printed as `ours-alt`, so two builds are compared in
-# one run with the peers. Not part of the test path.
+# one run with the peers. OURS_FLAGS adds train flags to every row of ours (split on blanks), e.g.
+# `--record DIR/rec` for the per-bucket hook trace. Not part of the test path.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:-target/release}
@@ -39,7 +40,7 @@ ours_of() {
   fi
   if ! out=$(timeout "$RUN_LIMIT" "$bin/tarantella" -n "$n" -- "$bin/train" --model resnet50 \
     --device cuda --batch-size "$B" --samples $((B * (STEPS + 3))) --max-steps $((STEPS + 3)) \
-    --fusion-threshold "$fusion" --profile --no-progress "${tune[@]}" "$@" 2>&1); then
+    --fusion-threshold "$fusion" --profile --no-progress "${tune[@]}" "$@" ${OURS_FLAGS:-} 2>&1); then
     echo "$label ranks=$n $* FAILED"; tail -n 15 <<<"$out" | sed 's/^/    /'; return 0
   fi
   # profile: median over K steps: step S ms, compute C ms, exposed comm E ms (P% of step),
@@ -73,9 +74,13 @@ peer() {
 # alt-ours1 alt-ours2 alt-ours2-bf16. A row of ours may end in @N: fusion threshold N KiB
 # (`--fusion-threshold`; FUSION_KB, default 4096, for the others), e.g. `ours2@1024`.
 ROWS=${ROWS:-plain ours1 ours2 ours2-bf16 gloo nccl}
-for amp in "" "--amp bf16"; do
-  pyamp=()
-  [ -n "$amp" ] && pyamp=(--amp)
+# PRECISIONS picks the passes over ROWS, in order (default both): fp32, and bf16 (autocast).
+for precision in ${PRECISIONS:-fp32 bf16}; do
+  case $precision in
+    fp32) amp="" pyamp=() ;;
+    bf16) amp="--amp bf16" pyamp=(--amp) ;;
+    *) echo "unknown precision $precision" >&2; exit 2 ;;
+  esac
   for row in $ROWS; do
     fusion=${FUSION_KB:-4096}
     if [[ $row == *@* ]]; then
