@@ -24,6 +24,25 @@ pub mod faults;
 use gaspi::env::TransportChoice;
 use gaspi::{testing, Config, Context, Rank};
 
+/// The names in `/dev/shm` of `rank`'s files of job `job`: its segment files
+/// (`tnt-<job>-<nonce>-r<rank>-…`) and the fake verbs device's (`tnt-<job>-verbs-r<rank>`).
+pub fn shm_files_of(job: &str, rank: u16) -> Vec<String> {
+    let prefix = format!("tnt-{job}-");
+    let segment = format!("r{rank}-");
+    let verbs = format!("verbs-r{rank}");
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            n.strip_prefix(&prefix).is_some_and(|rest| {
+                rest == verbs || rest.get(17..).is_some_and(|r| r.starts_with(&segment))
+            })
+        })
+        .collect()
+}
+
 /// How the ranks of a test case talk to each other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Net {

@@ -9,27 +9,9 @@ use std::time::Duration;
 use gaspi::testing::spmd_job;
 use gaspi::*;
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal};
-use tarantella_tests::Net;
+use tarantella_tests::{shm_files_of, Net};
 
 const T: Timeout = Timeout(20_000);
-
-/// The names in `/dev/shm` of `rank`'s files of job `job`: its segment files
-/// (`tnt-<job>-<nonce>-r<rank>-…`) and the fake verbs device's (`tnt-<job>-verbs-r<rank>`).
-fn files_of(job: &str, rank: u16) -> Vec<String> {
-    let prefix = format!("tnt-{job}-");
-    let segment = format!("r{rank}-");
-    let verbs = format!("verbs-r{rank}");
-    std::fs::read_dir("/dev/shm")
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| {
-            n.strip_prefix(&prefix).is_some_and(|rest| {
-                rest == verbs || rest.get(17..).is_some_and(|r| r.starts_with(&segment))
-            })
-        })
-        .collect()
-}
 
 /// `victim` creates two segments with everybody, waits until every other rank has seen its
 /// files, then blocks in `notify_waitsome` while a thread of its own sends the process
@@ -74,7 +56,7 @@ fn signalled_rank(name: &str, nranks: u16, net: Net, victim: u16, sig: Signal) {
             eprintln!("the victim's wait returned: {never:?}");
             std::process::exit(3);
         }
-        let before = files_of(ctx.job_id(), victim);
+        let before = shm_files_of(ctx.job_id(), victim);
         assert!(before.len() >= 2, "rank {victim}'s files: {before:?}");
         let q = QueueId(0);
         ctx.notify(seg, Rank(victim), NotificationId(u32::from(me)), 1, q)
@@ -82,7 +64,7 @@ fn signalled_rank(name: &str, nranks: u16, net: Net, victim: u16, sig: Signal) {
         ctx.wait(q, T).unwrap();
         let b = ctx.barrier(Group::ALL, Timeout::BLOCK);
         assert!(matches!(b, Err(Error::PeerFailed { .. })), "{b:?}");
-        let left = files_of(ctx.job_id(), victim);
+        let left = shm_files_of(ctx.job_id(), victim);
         assert!(left.is_empty(), "rank {victim} died leaving {left:?}");
         std::process::exit(0);
     };
@@ -176,11 +158,11 @@ fn with_disposition(name: &str, before: SigHandler, check: fn(Signal, &[String])
         }
         if ctx.rank().0 == 1 {
             for sig in [Signal::SIGTERM, Signal::SIGHUP] {
-                assert!(files_of(ctx.job_id(), 1).len() >= 2);
+                assert!(shm_files_of(ctx.job_id(), 1).len() >= 2);
                 HANDLED.store(false, Ordering::SeqCst);
                 // Thread-directed: the handler has run when `raise` returns.
                 nix::sys::signal::raise(sig).unwrap();
-                check(sig, &files_of(ctx.job_id(), 1));
+                check(sig, &shm_files_of(ctx.job_id(), 1));
                 if sig == Signal::SIGTERM && before != SigHandler::SigIgn {
                     // The files are gone: make new ones for the SIGHUP round.
                     for s in 0..2 {
@@ -256,7 +238,7 @@ fn a_forked_child_leaves_the_parents_files() {
                         ),
                         "{st:?}"
                     );
-                    let mine = files_of(ctx.job_id(), 1);
+                    let mine = shm_files_of(ctx.job_id(), 1);
                     assert!(mine.len() >= 2, "{mine:?}");
                 }
             }

@@ -185,6 +185,27 @@ fn posting_to_a_dead_rank_fails_at_wait_shm_4() {
     one_dies(4, TransportChoice::Shm);
 }
 
+/// A rank that returns from `main` without `gaspi_proc_term` leaves no shared-memory file
+/// behind; the survivors print their line (`exit_no_term.c`).
+fn exit_no_term(n: u16) {
+    let out = run_with("exit_no_term", n, TransportChoice::Shm, &[]);
+    out.assert_success();
+    for r in out.ranks.iter().filter(|r| r.rank.0 + 1 < n) {
+        let want = format!("[Rank {:4}]: exit_no_term ok on {n} ranks", r.rank);
+        assert!(r.stdout.contains(&want), "{}", out.report());
+    }
+}
+
+#[test]
+fn a_rank_returning_without_term_leaves_no_files_shm_2() {
+    exit_no_term(2);
+}
+
+#[test]
+fn a_rank_returning_without_term_leaves_no_files_shm_3() {
+    exit_no_term(3);
+}
+
 /// `gaspi_group_add` after `gaspi_group_commit` (GPI-2 allows it): the grown group refuses
 /// collectives until committed again, then works on every member (`group_grow.c`).
 #[test]

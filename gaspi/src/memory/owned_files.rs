@@ -1,7 +1,10 @@
 //! The shared-memory files this process created and has not unlinked yet, kept where a
 //! signal handler can reach them: on SIGTERM and SIGHUP (what `kill`, a batch system, or
 //! the launcher's parent-death signal sends) they are unlinked before the process dies, so
-//! a rank ended that way leaves nothing in `/dev/shm`.
+//! a rank ended that way leaves nothing in `/dev/shm`. An exit handler (`atexit`) does the
+//! same for a process that ends with `exit` or returns from `main` without `term` (a GPI-2
+//! program that never calls `gaspi_proc_term`, a Rust one that calls
+//! `std::process::exit`, neither of which runs the runtime's destructors).
 //!
 //! # The handler
 //!
@@ -53,7 +56,8 @@
 //! A child forked from the process inherits the action and the table; the action unlinks
 //! only in the process that published the paths (it compares `getpid()`, also
 //! async-signal-safe, with the one recorded at [`OwnedFile::track`]), so a signalled child
-//! leaves its parent's files alone.
+//! leaves its parent's files alone, and so does a child that calls `exit` (which runs the
+//! inherited exit handler).
 //!
 //! The table has [`CAPACITY`] slots (user and internal segments, the fake verbs device's
 //! files); a file beyond that is still unlinked as usual, only not by the signal action
@@ -198,8 +202,14 @@ fn published() -> Vec<PathBuf> {
     paths
 }
 
-/// Installs the action for each of [`SIGNALS`] whose disposition is not "ignore".
+/// Installs the action for each of [`SIGNALS`] whose disposition is not "ignore", and the
+/// exit handler.
 fn install() {
+    // SAFETY: `on_exit` is a plain `extern "C" fn()` that stays valid for the life of the
+    // process (or of this library: glibc runs a shared object's handlers at its unload).
+    if unsafe { libc::atexit(on_exit) } != 0 {
+        tracing::warn!("cannot install the shared-memory cleanup at exit");
+    }
     for sig in SIGNALS {
         let Some(default) = disposition_is_default(sig) else {
             continue;
@@ -236,6 +246,20 @@ fn disposition_is_default(sig: libc::c_int) -> Option<bool> {
 /// The signal action: unlink every published path, then die as the default disposition
 /// would have made the process die.
 fn on_signal(sig: libc::c_int, default: bool) {
+    unlink_published();
+    if default {
+        let _ = signal_hook::low_level::emulate_default_handler(sig);
+    }
+}
+
+/// The exit handler (`exit(3)`, a return from `main`): a process that ends without `term`
+/// leaves no file behind either.
+extern "C" fn on_exit() {
+    unlink_published();
+}
+
+/// Unlinks every published path, in the process that published them only.
+fn unlink_published() {
     // SAFETY: getpid has no preconditions (and is async-signal-safe).
     let owner = unsafe { libc::getpid() } == OWNER.load(Ordering::SeqCst);
     ACTIVE.fetch_add(1, Ordering::SeqCst);
@@ -248,9 +272,6 @@ fn on_signal(sig: libc::c_int, default: bool) {
         }
     }
     ACTIVE.fetch_sub(1, Ordering::SeqCst);
-    if default {
-        let _ = signal_hook::low_level::emulate_default_handler(sig);
-    }
 }
 
 #[cfg(test)]
