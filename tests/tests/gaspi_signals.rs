@@ -1,6 +1,10 @@
 //! A rank ended by SIGTERM or SIGHUP (what `kill`, a batch system or the launcher's
 //! parent-death signal sends) unlinks its shared-memory files first and still dies of that
-//! signal; the survivors' blocking calls then fail with an error instead of hanging.
+//! signal; one that calls `exit` (a C program's return from `main`) without `term` unlinks
+//! them too, so a job started by a launcher other than `tarantella` (which cleans up after
+//! itself) leaves nothing in `/dev/shm`. The survivors' blocking calls then fail with an
+//! error instead of hanging. A child forked from a rank, ended by a signal or by `exit`,
+//! leaves its parent's files alone.
 
 use std::os::unix::process::ExitStatusExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,12 +17,21 @@ use tarantella_tests::{shm_files_of, Net};
 
 const T: Timeout = Timeout(20_000);
 
+/// How the victim of [`departing_rank`] leaves, without `term`.
+#[derive(Clone, Copy)]
+enum Departure {
+    /// A thread of its own sends the process this signal while it blocks in a wait.
+    Signal(Signal),
+    /// It calls `exit(0)`: no `term`, no destructors, only the exit handlers run.
+    Exit,
+}
+
 /// `victim` creates two segments with everybody, waits until every other rank has seen its
-/// files, then blocks in `notify_waitsome` while a thread of its own sends the process
-/// `sig`. The others block in a barrier the victim never enters: it must fail with
-/// `PeerFailed`, after which none of the victim's files may be left. The victim must have
-/// died of `sig`.
-fn signalled_rank(name: &str, nranks: u16, net: Net, victim: u16, sig: Signal) {
+/// files, then leaves as `how` says. The others block in a barrier the victim never enters:
+/// it must fail with `PeerFailed` (the victim's connections close after its signal action or
+/// exit handlers ran), after which none of the victim's files may be left. The victim must
+/// have died of the signal, or exited with status 0.
+fn departing_rank(name: &str, nranks: u16, net: Net, victim: u16, how: Departure) {
     let extra = net.env();
     let Some(out) = spmd_job(
         name,
@@ -27,12 +40,14 @@ fn signalled_rank(name: &str, nranks: u16, net: Net, victim: u16, sig: Signal) {
         Duration::from_secs(60),
         |job| job.env.extend(extra),
     ) else {
-        // The test is about the default disposition. One inherited as "ignore" (a shell's
-        // `nohup` ignores SIGHUP for everything it starts) stays ignored by design (see
-        // `ignored_signals_stay_ignored`), and the victim would never die.
-        let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
-        // SAFETY: the default disposition runs no code of ours.
-        unsafe { nix::sys::signal::sigaction(sig, &default) }.unwrap();
+        if let Departure::Signal(sig) = how {
+            // The test is about the default disposition. One inherited as "ignore" (a
+            // shell's `nohup` ignores SIGHUP for everything it starts) stays ignored by
+            // design (see `ignored_signals_stay_ignored`), and the victim would never die.
+            let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+            // SAFETY: the default disposition runs no code of ours.
+            unsafe { nix::sys::signal::sigaction(sig, &default) }.unwrap();
+        }
         let ctx = Context::init().unwrap();
         let seg = SegmentId(0);
         for s in 0..2 {
@@ -41,14 +56,15 @@ fn signalled_rank(name: &str, nranks: u16, net: Net, victim: u16, sig: Signal) {
         }
         let me = ctx.rank().0;
         if me == victim {
-            let mut seen = 0;
-            while seen < nranks - 1 {
+            for _ in 1..nranks {
                 let id = ctx
                     .notify_waitsome(seg, NotificationId(0), u32::from(nranks), T)
                     .unwrap();
                 ctx.notify_reset(seg, id).unwrap();
-                seen += 1;
             }
+            let Departure::Signal(sig) = how else {
+                std::process::exit(0);
+            };
             std::thread::spawn(move || {
                 nix::sys::signal::kill(nix::unistd::getpid(), sig).unwrap();
             });
@@ -65,20 +81,61 @@ fn signalled_rank(name: &str, nranks: u16, net: Net, victim: u16, sig: Signal) {
         let b = ctx.barrier(Group::ALL, Timeout::BLOCK);
         assert!(matches!(b, Err(Error::PeerFailed { .. })), "{b:?}");
         let left = shm_files_of(ctx.job_id(), victim);
-        assert!(left.is_empty(), "rank {victim} died leaving {left:?}");
+        assert!(left.is_empty(), "rank {victim} left leaving {left:?}");
         std::process::exit(0);
     };
     assert!(!out.timed_out, "{}", out.report());
     let status = out.ranks[usize::from(victim)].status;
-    assert_eq!(
-        status.and_then(|s| s.signal()),
-        Some(sig as i32),
-        "{}",
-        out.report()
-    );
+    match how {
+        Departure::Signal(sig) => assert_eq!(
+            status.and_then(|s| s.signal()),
+            Some(sig as i32),
+            "{}",
+            out.report()
+        ),
+        Departure::Exit => assert!(status.is_some_and(|s| s.success()), "{}", out.report()),
+    }
     for r in out.ranks.iter().filter(|r| r.rank != Rank(victim)) {
         assert!(r.status.is_some_and(|s| s.success()), "{}", out.report());
     }
+}
+
+/// [`departing_rank`] ended by `sig`.
+fn signalled_rank(name: &str, nranks: u16, net: Net, victim: u16, sig: Signal) {
+    departing_rank(name, nranks, net, victim, Departure::Signal(sig));
+}
+
+#[test]
+fn exit_without_term_unlinks_the_ranks_files_shm_3() {
+    departing_rank(
+        "exit_without_term_unlinks_the_ranks_files_shm_3",
+        3,
+        Net::Shm,
+        1,
+        Departure::Exit,
+    );
+}
+
+#[test]
+fn exit_without_term_unlinks_the_ranks_files_shm_2_rank_0() {
+    departing_rank(
+        "exit_without_term_unlinks_the_ranks_files_shm_2_rank_0",
+        2,
+        Net::Shm,
+        0,
+        Departure::Exit,
+    );
+}
+
+#[test]
+fn exit_without_term_unlinks_the_ranks_files_fake_verbs_2() {
+    departing_rank(
+        "exit_without_term_unlinks_the_ranks_files_fake_verbs_2",
+        2,
+        Net::FakeVerbs,
+        1,
+        Departure::Exit,
+    );
 }
 
 #[test]
@@ -204,13 +261,20 @@ fn ignored_signals_stay_ignored() {
     );
 }
 
-/// A child forked from a rank (without exec) inherits the signal action; signalled, it dies
-/// of the signal and leaves its parent's files alone.
-#[test]
-fn a_forked_child_leaves_the_parents_files() {
-    const NAME: &str = "a_forked_child_leaves_the_parents_files";
+/// How the forked child of [`forked_child_leaves_the_parents_files`] ends.
+#[derive(Clone, Copy)]
+enum ChildEnd {
+    /// It sends itself SIGTERM (the inherited signal action runs).
+    Sigterm,
+    /// It calls `exit(0)` (the inherited exit handler runs).
+    Exit,
+}
+
+/// A child forked from a rank (without exec) inherits the signal action and the exit
+/// handler; ended by either, it leaves its parent's files alone.
+fn forked_child_leaves_the_parents_files(name: &str, end: ChildEnd) {
     let Some(out) = spmd_job(
-        NAME,
+        name,
         2,
         Net::Shm.transport(),
         Duration::from_secs(60),
@@ -222,24 +286,33 @@ fn a_forked_child_leaves_the_parents_files() {
                 .unwrap();
         }
         if ctx.rank().0 == 1 {
-            // SAFETY: the child only calls async-signal-safe functions (raise, _exit).
+            let mine = shm_files_of(ctx.job_id(), 1);
+            assert!(mine.len() >= 2, "{mine:?}");
+            // SAFETY: the child only raises a signal and calls `_exit`, or calls `exit`, whose
+            // handlers glibc makes safe to run in a child of a threaded process (it resets its
+            // stdio locks at fork); ours only compares pids and unlinks.
             match unsafe { nix::unistd::fork() }.unwrap() {
-                nix::unistd::ForkResult::Child => {
-                    let _ = nix::sys::signal::raise(Signal::SIGTERM);
-                    // SAFETY: ends the child without running the parent's destructors.
-                    unsafe { nix::libc::_exit(1) };
-                }
+                nix::unistd::ForkResult::Child => match end {
+                    ChildEnd::Sigterm => {
+                        let _ = nix::sys::signal::raise(Signal::SIGTERM);
+                        // SAFETY: ends the child without running the parent's destructors.
+                        unsafe { nix::libc::_exit(1) };
+                    }
+                    // SAFETY: ends the child through exit(3), running the exit handlers.
+                    ChildEnd::Exit => unsafe { nix::libc::exit(0) },
+                },
                 nix::unistd::ForkResult::Parent { child } => {
                     let st = nix::sys::wait::waitpid(child, None).unwrap();
-                    assert!(
-                        matches!(
+                    let ended_as_meant = match end {
+                        ChildEnd::Sigterm => matches!(
                             st,
                             nix::sys::wait::WaitStatus::Signaled(_, Signal::SIGTERM, _)
                         ),
-                        "{st:?}"
-                    );
-                    let mine = shm_files_of(ctx.job_id(), 1);
-                    assert!(mine.len() >= 2, "{mine:?}");
+                        ChildEnd::Exit => matches!(st, nix::sys::wait::WaitStatus::Exited(_, 0)),
+                    };
+                    assert!(ended_as_meant, "{st:?}");
+                    let after = shm_files_of(ctx.job_id(), 1);
+                    assert_eq!(after, mine, "the child removed its parent's files");
                 }
             }
         }
@@ -248,4 +321,20 @@ fn a_forked_child_leaves_the_parents_files() {
         std::process::exit(0);
     };
     out.assert_success();
+}
+
+#[test]
+fn a_forked_child_leaves_the_parents_files() {
+    forked_child_leaves_the_parents_files(
+        "a_forked_child_leaves_the_parents_files",
+        ChildEnd::Sigterm,
+    );
+}
+
+#[test]
+fn a_forked_childs_exit_leaves_the_parents_files() {
+    forked_child_leaves_the_parents_files(
+        "a_forked_childs_exit_leaves_the_parents_files",
+        ChildEnd::Exit,
+    );
 }

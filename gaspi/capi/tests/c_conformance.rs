@@ -164,15 +164,21 @@ fn gpi2_notification_num_zero_is_the_default_tcp_3() {
     passes_with("gpi2_compat", 3, TransportChoice::Tcp, &["zero"]);
 }
 
+/// Runs `name`, whose last rank leaves early, and checks that every other rank printed
+/// `<name> ok on <n> ranks`.
+fn survivors_pass(name: &str, n: u16, t: TransportChoice) {
+    let out = run_with(name, n, t, &[]);
+    out.assert_success();
+    for r in out.ranks.iter().filter(|r| r.rank.0 + 1 < n) {
+        let want = format!("[Rank {:4}]: {name} ok on {n} ranks", r.rank);
+        assert!(r.stdout.contains(&want), "{}", out.report());
+    }
+}
+
 /// GPI-2's `one_dies.c`: posting to a rank that died succeeds and `gaspi_wait` reports it;
 /// the survivors (all but the last rank, which exits without a goodbye) print their line.
 fn one_dies(n: u16, t: TransportChoice) {
-    let out = run_with("one_dies", n, t, &[]);
-    out.assert_success();
-    for r in out.ranks.iter().filter(|r| r.rank.0 + 1 < n) {
-        let want = format!("[Rank {:4}]: one_dies ok on {n} ranks", r.rank);
-        assert!(r.stdout.contains(&want), "{}", out.report());
-    }
+    survivors_pass("one_dies", n, t);
 }
 
 #[test]
@@ -188,12 +194,7 @@ fn posting_to_a_dead_rank_fails_at_wait_shm_4() {
 /// A rank that returns from `main` without `gaspi_proc_term` leaves no shared-memory file
 /// behind; the survivors print their line (`exit_no_term.c`).
 fn exit_no_term(n: u16) {
-    let out = run_with("exit_no_term", n, TransportChoice::Shm, &[]);
-    out.assert_success();
-    for r in out.ranks.iter().filter(|r| r.rank.0 + 1 < n) {
-        let want = format!("[Rank {:4}]: exit_no_term ok on {n} ranks", r.rank);
-        assert!(r.stdout.contains(&want), "{}", out.report());
-    }
+    survivors_pass("exit_no_term", n, TransportChoice::Shm);
 }
 
 #[test]
