@@ -11,6 +11,7 @@ use gaspi::env::TransportChoice;
 use gaspi::testing::spmd_job;
 use gaspi::*;
 use tarantella_tests::faults::{acknowledge_then_die, await_word_after_failure};
+use tarantella_tests::shm_files_of;
 
 /// Ranks 0 and 1 go on in a group of their own after rank 2 is gone.
 fn survivors_go_on(ctx: &Context) {
@@ -117,17 +118,10 @@ fn killed_peer_shm() {
     killed_peer("killed_peer_shm", TransportChoice::Shm);
 }
 
-/// `proc_kill`: rank 0 kills rank 1, which dies by SIGKILL; rank 0 learns it as a failure.
-#[test]
-fn proc_kill_terminates_the_target() {
-    const NAME: &str = "proc_kill_terminates_the_target";
-    let Some(out) = spmd_job(
-        NAME,
-        2,
-        TransportChoice::Tcp,
-        Duration::from_secs(60),
-        |_| {},
-    ) else {
+/// `proc_kill`: rank 0 kills rank 1, which dies by SIGKILL; rank 0 learns it as a failure,
+/// and none of rank 1's shared-memory files is left.
+fn proc_kill_terminates_the_target(name: &str, transport: TransportChoice) {
+    let Some(out) = spmd_job(name, 2, transport, Duration::from_secs(60), |_| {}) else {
         let ctx = Context::init().unwrap();
         let seg = setup(&ctx);
         if ctx.rank() == Rank(0) {
@@ -135,6 +129,11 @@ fn proc_kill_terminates_the_target() {
                 matches!(ctx.proc_kill(Rank(0), T), Err(Error::InvalidRank { .. })),
                 "not on itself"
             );
+            if transport == TransportChoice::Shm {
+                // `segment_create` returned: rank 1 has created its file.
+                let before = shm_files_of(ctx.job_id(), 1);
+                assert!(!before.is_empty(), "rank 1 has no files");
+            }
             ctx.proc_kill(Rank(1), T).unwrap();
             let r = ctx.notify_waitsome(seg, NotificationId(0), 1, T);
             assert!(
@@ -142,6 +141,8 @@ fn proc_kill_terminates_the_target() {
                 "{r:?}"
             );
             assert_eq!(ctx.state_vec()[1], PeerState::Corrupt);
+            let left = shm_files_of(ctx.job_id(), 1);
+            assert!(left.is_empty(), "the killed rank left {left:?}");
             std::process::exit(0);
         }
         // Rank 1 waits for a notification that never comes: the kill ends it.
@@ -160,6 +161,16 @@ fn proc_kill_terminates_the_target() {
         "{}",
         out.report()
     );
+}
+
+#[test]
+fn proc_kill_terminates_the_target_tcp() {
+    proc_kill_terminates_the_target("proc_kill_terminates_the_target_tcp", TransportChoice::Tcp);
+}
+
+#[test]
+fn proc_kill_terminates_the_target_shm() {
+    proc_kill_terminates_the_target("proc_kill_terminates_the_target_shm", TransportChoice::Shm);
 }
 
 /// A rank that leaves in order (`term`, exit 0) while the others still need it: their

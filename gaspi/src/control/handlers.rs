@@ -78,6 +78,9 @@ impl ControlPlane {
 
     fn kill(&self, from: Rank) {
         tracing::error!("rank {from} asked this rank to terminate (gaspi_proc_kill)");
+        // SIGKILL runs neither destructors nor the signal and exit handlers: the shared-memory
+        // files go first, or they would stay in `/dev/shm` where no launcher cleans up.
+        crate::memory::owned_files::unlink_all_before_dying();
         let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::Signal::SIGKILL);
     }
 }
