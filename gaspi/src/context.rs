@@ -409,7 +409,8 @@ impl Context {
         crate::clock::time_ms()
     }
 
-    /// The process clock in nanoseconds (`gaspi_time_ticks`; see [`crate::clock`]).
+    /// The process clock in ticks (`gaspi_time_ticks`), [`crate::clock::ticks_per_us`] per
+    /// microsecond.
     pub fn time_ticks(&self) -> u64 {
         crate::clock::time_ticks()
     }

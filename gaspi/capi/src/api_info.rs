@@ -89,7 +89,8 @@ gaspi_api! { INFO_API;
         with_ctx(|c| out(build, "build", u32::from(c.config().build_infrastructure)))
     }
 
-    /// `gaspi_time_ticks`: nanoseconds of the process clock (`rt::clock`). Valid before init.
+    /// `gaspi_time_ticks`: ticks of the process clock (`rt::clock`), `gaspi_cpu_frequency`
+    /// per microsecond. Valid before init.
     fn gaspi_time_ticks(ticks: *mut gaspi_cycles_t) {
         out(ticks, "ticks", rt::clock::time_ticks())
     }

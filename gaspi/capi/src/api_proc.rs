@@ -107,9 +107,9 @@ gaspi_api! { PROC_API;
         })
     }
 
-    /// `gaspi_cpu_frequency`: ticks of `gaspi_time_ticks` are nanoseconds, so the frequency
-    /// that converts them to time is 1000 MHz. Valid before init.
+    /// `gaspi_cpu_frequency`: the rate of `gaspi_time_ticks` in MHz, the time-stamp
+    /// counter's where that is the tick (`rt::clock`). Valid before init.
     fn gaspi_cpu_frequency(cpu_mhz: *mut gaspi_float) {
-        out(cpu_mhz, "cpu_mhz", rt::clock::TICKS_PER_US)
+        out(cpu_mhz, "cpu_mhz", rt::clock::ticks_per_us())
     }
 }

@@ -64,7 +64,8 @@ pub type gaspi_offset_t = u64;
 pub type gaspi_atomic_value_t = u64;
 /// A time in milliseconds of the process clock (`gaspi_time_get`).
 pub type gaspi_time_t = f32;
-/// A tick count of the process clock (`gaspi_time_ticks`); one tick is one nanosecond here.
+/// A tick count of the process clock (`gaspi_time_ticks`), `gaspi_cpu_frequency` ticks per
+/// microsecond: the time-stamp counter on x86-64, as in GPI-2.
 pub type gaspi_cycles_t = u64;
 /// A notification slot of a segment, `0..notification_num`; one beyond is
 /// `GASPI_ERR_INV_NOTIF_ID`.

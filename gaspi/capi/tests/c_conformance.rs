@@ -164,6 +164,13 @@ fn gpi2_notification_num_zero_is_the_default_tcp_3() {
     passes_with("gpi2_compat", 3, TransportChoice::Tcp, &["zero"]);
 }
 
+/// `rdtsc` and `gaspi_time_ticks`, each divided by `gaspi_cpu_frequency`, measure time as
+/// `gaspi_time_get` does, as GPI-2's benchmarks assume (`clock.c`).
+#[test]
+fn the_tick_rate_converts_the_cpu_counter_to_time_shm_2() {
+    passes("clock", 2, TransportChoice::Shm);
+}
+
 /// Runs `name`, whose last rank leaves early, and checks that every other rank printed
 /// `<name> ok on <n> ranks`.
 fn survivors_pass(name: &str, n: u16, t: TransportChoice) {

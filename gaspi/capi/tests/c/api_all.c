@@ -92,7 +92,7 @@ static void process_and_info(void) {
   CHECK(gaspi_time_ticks(&t1));
   ASSERT(t1 >= t0 && ms >= 0);
   CHECK(gaspi_cpu_frequency(&mhz));
-  ASSERT(mhz == 1000.0f);
+  ASSERT(mhz > 0); /* the tick rate: clock.c checks it */
   gaspi_string_t msg = NULL;
   CHECK(gaspi_print_error(GASPI_ERR_INV_RANK, &msg));
   ASSERT(msg != NULL && strcmp(msg, "invalid rank") == 0);
