@@ -80,7 +80,7 @@ impl ControlPlane {
         tracing::error!("rank {from} asked this rank to terminate (gaspi_proc_kill)");
         // SIGKILL runs neither destructors nor the signal and exit handlers: the shared-memory
         // files go first, or they would stay in `/dev/shm` where no launcher cleans up.
-        crate::memory::owned_files::unlink_all_before_dying();
+        crate::memory::owned_files::unlink_published();
         let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::Signal::SIGKILL);
     }
 }

@@ -258,15 +258,11 @@ extern "C" fn on_exit() {
     unlink_published();
 }
 
-/// Unlinks every file this process owns now, for a process about to end without running
-/// its destructors (`proc_kill`'s target, which then SIGKILLs itself). The table keeps the
-/// paths: the owners' later unlinks find nothing to remove.
-pub(crate) fn unlink_all_before_dying() {
-    unlink_published();
-}
-
-/// Unlinks every published path, in the process that published them only.
-fn unlink_published() {
+/// Unlinks every published path, in the process that published them only: for a process
+/// about to end without running its destructors (the signal action, the exit handler,
+/// `proc_kill`'s target before it SIGKILLs itself). The table keeps the paths: the owners'
+/// later unlinks find nothing to remove.
+pub(crate) fn unlink_published() {
     // SAFETY: getpid has no preconditions (and is async-signal-safe).
     let owner = unsafe { libc::getpid() } == OWNER.load(Ordering::SeqCst);
     ACTIVE.fetch_add(1, Ordering::SeqCst);
