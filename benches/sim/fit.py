@@ -6,8 +6,9 @@ validation file (benches/sim/measure.sh's format), each step scaling one paramet
 `Machine::shm` by 0.5-2x through `allreduce-sim --validate --param`; the 4-rank local
 points are held out. Prints the fitted values and how many points, fitted and held out,
 fall within 25%. It starts from `Machine::shm` as adopted (START); pass NAME=VALUE pairs
-to start elsewhere, and `--restarts N` (`--seed S`) to search again from N random
-perturbations of the optimum found.
+to start elsewhere, `--fix NAME` to leave a value where it starts (one measured directly),
+and `--restarts N` (`--seed S`) to search again from N random perturbations of the optimum
+found.
 
 A coordinate search finds a local optimum that depends on where it starts. Session 12's
 values (docs/allreduce.md, "Simulator") came from runs on session 11's values, then on
@@ -78,13 +79,14 @@ def cost(ps):
     return sum(abs(math.log(p[3] / p[2])) for p in fit) / len(fit)
 
 
-def search(validation, params):
-    """The coordinate search from `params`: (cost, params) at its local optimum."""
+def search(validation, params, fixed=()):
+    """The coordinate search from `params`, `fixed` left as they are: (cost, params) at its
+    local optimum."""
     best = cost(points(validation, params))
     improved = True
     while improved:
         improved = False
-        for name in list(params):
+        for name in [p for p in params if p not in fixed]:
             for step in STEPS:
                 value = params[name] * step
                 if name in SHARES:
@@ -102,6 +104,8 @@ def main():
     cli.add_argument("start", nargs="*", metavar="NAME=VALUE", help="start a value elsewhere")
     cli.add_argument("--restarts", type=int, default=0, help="searches from perturbed optima")
     cli.add_argument("--seed", type=int, default=1)
+    cli.add_argument("--fix", action="append", default=[], metavar="NAME",
+                     help="leave this value where it starts (e.g. one measured directly)")
     args = cli.parse_args()
     validation = args.validation
     params = dict(START)
@@ -109,15 +113,16 @@ def main():
         name, value = pair.split("=")
         params[name] = float(value)
     restarts, seed = args.restarts, args.seed
-    best, params = search(validation, params)
+    fixed = set(args.fix)
+    best, params = search(validation, params, fixed)
     # Restarts from random perturbations of the optimum: the lowest cost wins; optima within
     # TIE of it are told apart by their held-out points within 25%.
     found = [(best, params)]
     rng = random.Random(seed)
     for _ in range(restarts):
-        start = {k: v * rng.uniform(0.7, 1.4) for k, v in params.items()}
+        start = {k: v if k in fixed else v * rng.uniform(0.7, 1.4) for k, v in params.items()}
         start = {k: min(v, 1.0) if k in SHARES else v for k, v in start.items()}
-        found.append(search(validation, start))
+        found.append(search(validation, start, fixed))
     lowest = min(c for c, _ in found)
     tied = [(c, p) for c, p in found if c <= lowest + TIE]
     best, params = max(tied, key=lambda cp: within([q for q in points(validation, cp[1]) if held_out(q)]))
