@@ -114,6 +114,8 @@ def main():
         params[name] = float(value)
     restarts, seed = args.restarts, args.seed
     fixed = set(args.fix)
+    if fixed - params.keys():
+        cli.error(f"--fix names no parameter being fitted: {', '.join(sorted(fixed - params.keys()))}")
     best, params = search(validation, params, fixed)
     # Restarts from random perturbations of the optimum: the lowest cost wins; optima within
     # TIE of it are told apart by their held-out points within 25%.
