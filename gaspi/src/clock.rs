@@ -49,9 +49,12 @@ pub fn time_ticks() -> u64 {
 /// (about 10 ms).
 pub fn ticks_per_us() -> f32 {
     static RATE: OnceLock<f32> = OnceLock::new();
-    *RATE.get_or_init(|| match tsc::read() {
-        Some(_) => tsc::measure_mhz(),
-        None => NS_PER_US,
+    *RATE.get_or_init(|| {
+        if tsc::usable() {
+            tsc::measure_mhz()
+        } else {
+            NS_PER_US
+        }
     })
 }
 
@@ -86,6 +89,11 @@ mod tsc {
             let power = __cpuid(0x8000_0007);
             power.edx & (1 << 8) != 0
         })
+    }
+
+    /// Whether the counter is a clock here.
+    pub(super) fn usable() -> bool {
+        invariant()
     }
 
     /// The counter, where it is a clock.
@@ -135,6 +143,10 @@ mod tsc {
 
 #[cfg(not(target_arch = "x86_64"))]
 mod tsc {
+    pub(super) fn usable() -> bool {
+        false
+    }
+
     pub(super) fn read() -> Option<u64> {
         None
     }
