@@ -114,8 +114,9 @@ def main():
         params[name] = float(value)
     restarts, seed = args.restarts, args.seed
     fixed = set(args.fix)
-    if fixed - params.keys():
-        cli.error(f"--fix names no parameter being fitted: {', '.join(sorted(fixed - params.keys()))}")
+    unknown = sorted(fixed - params.keys())
+    if unknown:
+        cli.error(f"--fix names no parameter being fitted: {', '.join(unknown)}")
     best, params = search(validation, params, fixed)
     # Restarts from random perturbations of the optimum: the lowest cost wins; optima within
     # TIE of it are told apart by their held-out points within 25%.

@@ -76,9 +76,9 @@ mod tsc {
 
     use super::{Duration, Instant};
 
-    /// Whether the counter ticks at a constant rate in every power state and on every core
-    /// (CPUID 0x8000_0007, EDX bit 8, "invariant TSC"); without it the counter is no clock.
-    fn invariant() -> bool {
+    /// Whether the counter is a clock here: it ticks at a constant rate in every power state
+    /// and on every core (CPUID 0x8000_0007, EDX bit 8, "invariant TSC").
+    pub(super) fn usable() -> bool {
         static INVARIANT: OnceLock<bool> = OnceLock::new();
         *INVARIANT.get_or_init(|| {
             // CPUID is available on every x86-64 CPU.
@@ -91,15 +91,10 @@ mod tsc {
         })
     }
 
-    /// Whether the counter is a clock here.
-    pub(super) fn usable() -> bool {
-        invariant()
-    }
-
     /// The counter, where it is a clock.
     pub(super) fn read() -> Option<u64> {
         // SAFETY: RDTSC is available on every x86-64 CPU and has no memory effects.
-        invariant().then(|| unsafe { _rdtsc() })
+        usable().then(|| unsafe { _rdtsc() })
     }
 
     /// The counter's frequency in MHz: the median of five 2 ms windows timed by the
