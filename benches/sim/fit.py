@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Refits the simulator's machine values to measured points.
+r"""Refits the simulator's machine values to measured points.
 
-A coordinate search on the mean |log(predicted / measured)| over the points of a
-validation file (benches/sim/measure.sh's format), each step scaling one parameter of
-`Machine::shm` by 0.5-2x through `allreduce-sim --validate --param`; the 4-rank local
-points are held out. Prints the fitted values and how many points, fitted and held out,
-fall within 25%. It starts from `Machine::shm` as adopted (START); pass NAME=VALUE pairs
-to start elsewhere, `--fix NAME` to leave a value where it starts (one measured directly),
-and `--restarts N` (`--seed S`) to search again from N random perturbations of the optimum
-found.
+A coordinate search on the mean |log(predicted / measured)| (`--objective bar`: with the
+excess past 21% weighed five times) over the points of one or more validation files
+(benches/sim/measure.sh's format), each step scaling one parameter of `Machine::shm` by
+0.5-2x through `allreduce-sim --validate --param`. By default the 4-rank local points are
+held out; `--all` fits them too, and `--check FILE` reports on runs not fitted to. Prints
+the fitted values and how many points of each run fall within 25%. It starts from
+`Machine::shm` as adopted (START); pass NAME=VALUE pairs to start elsewhere, `--fix NAME`
+to leave a value where it starts (one measured directly), and `--restarts N` (`--seed S`)
+to search again from N random perturbations of the optimum found. A run that needs its
+own parameters takes them after its name: the runs before session 25 measured single-copy
+pulling, which `docs/sim-validation-24.txt:llc_bytes=0` replays.
 
 A coordinate search finds a local optimum that depends on where it starts. Session 12's
 values (docs/allreduce.md, "Simulator") came from runs on session 11's values, then on
@@ -19,54 +22,70 @@ session 20's first run (docs/sim-validation-20.txt) and six restarts. Session 24
 session 24's run (docs/sim-validation-24.txt). Session 25's came from a run on session 25's
 run (docs/sim-validation-25.txt, the first with single-copy pushing its finished blocks)
 from session 24's values and `oversub_migration` 0.5, with six restarts (`--restarts 6`,
-seed 1), then rounded. Session 26's (the ones below, which `Machine::shm` carries), when
-the cache began to hold each byte by its recency (`llc_by_reuse`, allreduce/src/sim/
-recency.rs), came from session 25's run: a run from session 25's values (six restarts),
-then one from its result with `llc_falloff=1.5` added (four restarts), then rounded. They
-are checked on the runs not fitted to, which measured single-copy pulling: pass
-`llc_bytes=0` to replay the pull (as a NAME=VALUE pair here, or `--param` to
-allreduce-sim), e.g. `benches/sim/fit.py docs/sim-validation-24.txt llc_bytes=0`.
-To refit after a new measurement:
+seed 1), then rounded. Session 26's, when the cache began to hold each byte by its recency
+(`llc_by_reuse`, allreduce/src/sim/recency.rs), came from session 25's run: a run from
+session 25's values (six restarts), then one from its result with `llc_falloff=1.5` added
+(four restarts), then rounded. Session 30's (the ones below, which `Machine::shm`
+carries), when `oversub_net_miss` was added, came from every point of session 25's and
+26's runs, from session 26's values and `oversub_net_miss` 0.3:
+
+    benches/sim/fit.py --all --objective bar --restarts 3 \
+        docs/sim-validation-25.txt docs/sim-validation-26.txt
+
+then rounded. To refit after a new measurement:
 
     cargo build --release -p tarantella-benches
     benches/sim/measure.sh target/measured.txt 15
-    benches/sim/fit.py target/measured.txt
+    benches/sim/fit.py --all --objective bar target/measured.txt
 """
 import argparse
 import math
 import pathlib
 import random
+import re
 import subprocess
 
 SIM = pathlib.Path(__file__).resolve().parents[2] / "target/release/allreduce-sim"
-# Machine::shm's fields as of session 26.
+# Machine::shm's fields as of session 30.
 START = {
-    "shm_alpha": 0.02e-6, "shm_copy_bw_cache": 39.0e9, "shm_copy_bw_mem": 11.4e9,
-    "net_alpha": 0.35e-6, "net_post_overhead": 1.94e-6, "net_send_cpu": 2.0e-6,
-    "net_recv_cpu": 3.04e-6, "net_stream_bw": 4.18e9, "net_copy_bw": 3.99e9,
-    "net_copy_bw_cache": 8.42e9, "recv_overhead": 0.26e-6, "oversub_wake": 1.64e-6,
-    "oversub_net_wake": 1.29e-6, "reduce_bw_cache": 55.2e9, "reduce_bw_mem": 5.22e9,
-    "cache_bytes": 10_020_000, "host_mem_bw": 111e9, "core_cache_bytes": 564 * 2**10,
-    "cross_core_bw": 7.86e9, "oversub_migration": 0.51, "llc_falloff": 1.5,
+    "shm_alpha": 0.13e-6, "shm_copy_bw_cache": 55.9e9, "shm_copy_bw_mem": 7.24e9,
+    "net_alpha": 0.02e-6, "net_post_overhead": 1.43e-6, "net_send_cpu": 1.83e-6,
+    "net_recv_cpu": 3.06e-6, "net_stream_bw": 10.0e9, "net_copy_bw": 3.67e9,
+    "net_copy_bw_cache": 7.76e9, "recv_overhead": 0.19e-6, "oversub_wake": 1.97e-6,
+    "oversub_net_wake": 1.61e-6, "reduce_bw_cache": 36.5e9, "reduce_bw_mem": 8.44e9,
+    "cache_bytes": 10_810_000, "host_mem_bw": 151e9, "core_cache_bytes": 575 * 2**10,
+    "cross_core_bw": 8.67e9, "oversub_migration": 0.13, "llc_falloff": 1.09,
+    "oversub_net_miss": 0.38,
 }
 # Parameters that are shares, at most 1.
-SHARES = {"oversub_migration"}
+SHARES = {"oversub_migration", "oversub_net_miss"}
 STEPS = [0.5, 0.7, 0.85, 0.93, 1.07, 1.18, 1.4, 2.0]
 # Costs this close to the lowest are a tie (the restarts' spread at one optimum).
 TIE = 0.001
+# The `bar` objective's knee: |log error| past it (about 21% off) weighs five times.
+KNEE = 0.19
 
 
-def points(validation, params):
-    """(machine, ranks, measured, predicted) per point, with `params` set."""
-    args = [str(SIM), "--validate", validation]
-    for name, value in params.items():
+def run_spec(spec):
+    """A validation file and the parameters its replay needs: `FILE[:NAME=VALUE,...]`."""
+    path, _, extra = spec.partition(":")
+    return path, dict(pair.split("=") for pair in extra.split(",") if pair)
+
+
+def points(run, params):
+    """(machine, ranks, measured, predicted) per point of `run` (a `run_spec`), with
+    `params` and then the run's own set."""
+    path, own = run
+    args = [str(SIM), "--validate", path]
+    for name, value in {**params, **own}.items():
+        value = float(value)
         args += ["--param", f"{name}={int(value) if name.endswith('_bytes') else value}"]
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
     rows = (line.split() for line in out.splitlines() if not line.startswith("#"))
     return [(f[0], int(f[1]), float(f[6]), float(f[7])) for f in rows if len(f) > 7 and f[1].isdigit()]
 
 
-def held_out(p):
+def local_4_ranks(p):
     return p[0] in ("shm", "tcp") and p[1] == 4
 
 
@@ -74,15 +93,35 @@ def within(ps):
     return sum(abs(p[3] / p[2] - 1) <= 0.25 for p in ps)
 
 
-def cost(ps):
-    fit = [p for p in ps if not held_out(p)]
-    return sum(abs(math.log(p[3] / p[2])) for p in fit) / len(fit)
+class Fit:
+    """What is fitted: the points of `runs` but those `held_out` picks, by `objective`."""
+
+    def __init__(self, runs, held_out, objective):
+        self.runs, self.held_out, self.objective = runs, held_out, objective
+
+    def split(self, params):
+        """The fitted and the held-out points of every run."""
+        ps = [p for run in self.runs for p in points(run, params)]
+        return [p for p in ps if not self.held_out(p)], [p for p in ps if self.held_out(p)]
+
+    def cost(self, params):
+        fitted, _ = self.split(params)
+        errors = [abs(math.log(p[3] / p[2])) for p in fitted]
+        if self.objective == "bar":
+            errors = [e + 4 * max(0.0, e - KNEE) for e in errors]
+        return sum(errors) / len(errors)
+
+    def rank(self, params):
+        """How restarts at one cost are told apart: held-out points within 25%, or the
+        fitted ones where nothing is held out."""
+        fitted, kept = self.split(params)
+        return within(kept or fitted)
 
 
-def search(validation, params, fixed=()):
+def search(fit, params, fixed=()):
     """The coordinate search from `params`, `fixed` left as they are: (cost, params) at its
     local optimum."""
-    best = cost(points(validation, params))
+    best = fit.cost(params)
     improved = True
     while improved:
         improved = False
@@ -92,50 +131,67 @@ def search(validation, params, fixed=()):
                 if name in SHARES:
                     value = min(value, 1.0)
                 trial = dict(params, **{name: value})
-                c = cost(points(validation, trial))
+                c = fit.cost(trial)
                 if c < best - 1e-4:
                     best, params, improved = c, trial, True
     return best, params
 
 
 def main():
-    cli = argparse.ArgumentParser(description="Refits Machine::shm to a validation file.")
-    cli.add_argument("validation", nargs="?", default="docs/sim-validation-25.txt")
-    cli.add_argument("start", nargs="*", metavar="NAME=VALUE", help="start a value elsewhere")
+    cli = argparse.ArgumentParser(description="Refits Machine::shm to validation files.")
+    cli.add_argument("args", nargs="*", metavar="FILE[:NAME=VALUE,...] | NAME=VALUE",
+                     help="runs to fit (default docs/sim-validation-25.txt), with the "
+                          "parameters their replay needs; and values to start from")
+    cli.add_argument("--all", action="store_true",
+                     help="fit the 4-rank local points too (check on other runs instead)")
+    cli.add_argument("--objective", choices=["log", "bar"], default="log",
+                     help="mean |log error|, or with the excess past 21%% weighed five times")
+    cli.add_argument("--check", action="append", default=[], metavar="FILE[:NAME=VALUE,...]",
+                     help="a run not fitted to, to report points within 25%% on")
     cli.add_argument("--restarts", type=int, default=0, help="searches from perturbed optima")
     cli.add_argument("--seed", type=int, default=1)
     cli.add_argument("--fix", action="append", default=[], metavar="NAME",
                      help="leave this value where it starts (e.g. one measured directly)")
     args = cli.parse_args()
-    validation = args.validation
     params = dict(START)
-    for pair in args.start:
-        name, value = pair.split("=")
-        params[name] = float(value)
+    runs = []
+    for arg in args.args:
+        if re.fullmatch(r"[a-z_]+=[^:]*", arg):
+            name, value = arg.split("=")
+            params[name] = float(value)
+        else:
+            runs.append(run_spec(arg))
+    runs = runs or [run_spec("docs/sim-validation-25.txt")]
+    checks = [run_spec(c) for c in args.check]
+    held_out = (lambda p: False) if args.all else local_4_ranks
+    fit = Fit(runs, held_out, args.objective)
     restarts, seed = args.restarts, args.seed
     fixed = set(args.fix)
     unknown = sorted(fixed - params.keys())
     if unknown:
         cli.error(f"--fix names no parameter being fitted: {', '.join(unknown)}")
-    best, params = search(validation, params, fixed)
+    best, params = search(fit, params, fixed)
     # Restarts from random perturbations of the optimum: the lowest cost wins; optima within
-    # TIE of it are told apart by their held-out points within 25%.
+    # TIE of it are told apart by `Fit::rank`.
     found = [(best, params)]
     rng = random.Random(seed)
     for _ in range(restarts):
         start = {k: v if k in fixed else v * rng.uniform(0.7, 1.4) for k, v in params.items()}
         start = {k: min(v, 1.0) if k in SHARES else v for k, v in start.items()}
-        found.append(search(validation, start, fixed))
+        found.append(search(fit, start, fixed))
     lowest = min(c for c, _ in found)
     tied = [(c, p) for c, p in found if c <= lowest + TIE]
-    best, params = max(tied, key=lambda cp: within([q for q in points(validation, cp[1]) if held_out(q)]))
-    ps = points(validation, params)
+    best, params = max(tied, key=lambda cp: fit.rank(cp[1]))
     for name, value in params.items():
         print(f"{name}={value:.4g}")
-    fitted = [p for p in ps if not held_out(p)]
-    kept = [p for p in ps if held_out(p)]
-    print(f"# mean |log error| {best:.3f}; within 25%: {within(fitted)} of {len(fitted)} fitted, "
-          f"{within(kept)} of {len(kept)} held out")
+    print(f"# {args.objective} cost {best:.3f}")
+    for run in runs:
+        fitted, kept = Fit([run], held_out, args.objective).split(params)
+        print(f"# {run[0]} (fitted): within 25%: {within(fitted)} of {len(fitted)} fitted, "
+              f"{within(kept)} of {len(kept)} held out")
+    for run in checks:
+        ps = points(run, params)
+        print(f"# {run[0]} (checked): within 25%: {within(ps)} of {len(ps)}")
 
 
 if __name__ == "__main__":

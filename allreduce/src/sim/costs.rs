@@ -30,6 +30,9 @@ pub(crate) struct Costs {
     /// cache.
     migrated: f64,
     elsewhere: f64,
+    /// On an oversubscribed host, the share of the kernel's copies that come from memory
+    /// whatever the replay finds in the cache (`Machine::oversub_net_miss`).
+    net_miss: f64,
     /// Seconds per byte of a rank's network stream.
     pub stream: f64,
     /// Where no byte's recency is tracked, the share of the working set outside the cache:
@@ -91,6 +94,11 @@ impl Costs {
                 0.0
             },
             elsewhere: 1.0 - 1.0 / m.cores.max(1) as f64,
+            net_miss: if on_cores > m.cores {
+                m.oversub_net_miss
+            } else {
+                0.0
+            },
             stream: 1.0 / m.net_stream_bw,
             spill: 1.0 - fits,
         }
@@ -117,13 +125,16 @@ impl Costs {
     /// or written `weight` times (a reduction's result is read and written), the share
     /// `missed` from memory; and the bytes drawn on the host's memory per byte.
     pub(crate) fn streams(&self, work: Work, streams: &[(f64, f64)]) -> (f64, f64) {
-        let rates = match work {
-            Work::Copy => self.copy,
-            Work::Reduce => self.reduce,
-            Work::NetCopy => self.net_copy,
+        let (rates, also_missed) = match work {
+            Work::Copy => (self.copy, 0.0),
+            Work::Reduce => (self.reduce, 0.0),
+            Work::NetCopy => (self.net_copy, self.net_miss),
         };
         let weight: f64 = streams.iter().map(|s| s.0).sum();
-        let memory: f64 = streams.iter().map(|s| s.0 * s.1).sum();
+        let memory: f64 = streams
+            .iter()
+            .map(|s| s.0 * (s.1 + (1.0 - s.1) * also_missed))
+            .sum();
         let missed = if weight > 0.0 { memory / weight } else { 0.0 };
         let per_byte = (1.0 - missed) * rates.cache + missed * rates.memory;
         (per_byte, memory)

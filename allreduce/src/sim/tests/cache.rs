@@ -49,6 +49,56 @@ fn the_kernel_copies_a_working_set_in_cache_faster() {
     assert!((half - (0.5e-3 + 0.125e-3)).abs() < 1e-9, "{half}");
 }
 
+/// On an oversubscribed host, `oversub_net_miss` of the kernel's copies come from memory
+/// even where the cache holds the bytes; with a core per rank it changes nothing. A share
+/// past 1 is refused.
+#[test]
+fn an_oversubscribed_host_copies_network_bytes_partly_from_memory() {
+    let m = Machine {
+        net_post_overhead: 0.0,
+        net_send_cpu: 0.0,
+        net_recv_cpu: 0.0,
+        net_alpha: 0.0,
+        net_stream_bw: 1e15,
+        net_copy_bw: 1e9,
+        net_copy_bw_cache: 4e9,
+        recv_overhead: 0.0,
+        oversub_net_wake: 0.0,
+        oversub_wake: 0.0,
+        host_mem_bw: 1e15,
+        llc_by_reuse: false,
+        cache_bytes: 1 << 30,
+        ..Machine::tcp()
+    };
+    let received = |cores: usize, miss: f64| {
+        let mut program = Program {
+            ranks: one_message(1_000_000),
+            segment_bytes: 1 << 20,
+        };
+        let tcp = Cluster {
+            intra: Intra::Tcp,
+            ..Cluster::new(2, 2)
+        };
+        let m = Machine {
+            cores,
+            oversub_net_miss: miss,
+            ..m.clone()
+        };
+        replay(&mut program, &m, &tcp, 1).unwrap().ends[0][1]
+    };
+    // A core per rank: both sides copy from the cache at once, whatever the share.
+    assert!((received(2, 0.5) - 0.25e-3).abs() < 1e-9);
+    // One core for both ranks: the two sides' copies in turn, half of each byte from
+    // memory.
+    let half = received(1, 0.5);
+    assert!((half - 2.0 * (0.125e-3 + 0.5e-3)).abs() < 1e-9, "{half}");
+    assert!((received(1, 0.0) - 0.5e-3).abs() < 1e-9);
+    let mut bad = Machine::tcp();
+    assert!(bad.set("oversub_net_miss", "1.5").is_err());
+    assert!(bad.set("oversub_net_miss", "0.25").is_ok());
+    assert_eq!(bad.oversub_net_miss, 0.25);
+}
+
 /// Where the working set decides what the cache holds (`llc_by_reuse` off), single-copy
 /// folds every peer's operand of a chunk into it in turn: after the first, a reduction reads
 /// only the peer's bytes from memory, a third of the traffic, at three times the reduction's
