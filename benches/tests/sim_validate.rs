@@ -76,6 +76,37 @@ fn rounds_give_their_spread_and_whether_the_prediction_lies_within_them() {
     );
 }
 
+/// The run's speed against the model: the median point's measured over predicted time,
+/// and the points within 25% once every prediction is scaled by it.
+#[test]
+fn the_median_ratio_tells_a_uniformly_slower_run_from_misses() {
+    let out = validate(
+        "predictions",
+        "shm 2 2 shm ring 1M 100\nshm 2 2 shm ring 4M 100\nshm 2 2 shm ring 16M 100\n",
+    );
+    let stdout = text(&out.stdout);
+    let rows: Vec<f64> = stdout
+        .lines()
+        .filter(|l| l.starts_with("shm "))
+        .map(|l| l.split_whitespace().nth(7).unwrap().parse().unwrap())
+        .collect();
+    // Measured 1.5 times the prediction at every point but one, which is 3 times it.
+    let lines = format!(
+        "shm 2 2 shm ring 1M {}\nshm 2 2 shm ring 4M {}\nshm 2 2 shm ring 16M {}\n",
+        rows[0] * 1.5,
+        rows[1] * 1.5,
+        rows[2] * 3.0,
+    );
+    let out = validate("slower", &lines);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("# 3 points: 0 within 25%"), "{stdout}");
+    assert!(
+        stdout.contains("measured / predicted at the median point: 1.50; with every prediction scaled by it, 2 within 25%"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn malformed_lines_are_errors_naming_the_line() {
     for (name, line) in [
