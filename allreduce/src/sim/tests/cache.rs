@@ -8,12 +8,10 @@ use super::super::*;
 use super::one_message;
 use crate::Algorithm;
 
-/// Where the working set decides what the cache holds (`llc_by_reuse` off), the kernel's
-/// copies of a network message run at `net_copy_bw_cache` while the host's working set fits
-/// the last-level cache and at `net_copy_bw` once it spills.
-#[test]
-fn the_kernel_copies_a_working_set_in_cache_faster() {
-    let m = Machine {
+/// This VM over TCP with nothing but the kernel's copies costing time (1 GB/s from memory,
+/// 4 GB/s from the cache), each byte's recency not tracked.
+fn kernel_copies_alone() -> Machine {
+    Machine {
         net_post_overhead: 0.0,
         net_send_cpu: 0.0,
         net_recv_cpu: 0.0,
@@ -22,24 +20,37 @@ fn the_kernel_copies_a_working_set_in_cache_faster() {
         net_copy_bw: 1e9,
         net_copy_bw_cache: 4e9,
         recv_overhead: 0.0,
+        oversub_net_wake: 0.0,
+        oversub_wake: 0.0,
         host_mem_bw: 1e15,
         llc_by_reuse: false,
         ..Machine::tcp()
+    }
+}
+
+/// When rank 1 has received a 1 MB message from rank 0 over TCP on `m`.
+fn received_over_tcp(m: &Machine) -> f64 {
+    let mut program = Program {
+        ranks: one_message(1_000_000),
+        segment_bytes: 1 << 20,
     };
+    let tcp = Cluster {
+        intra: Intra::Tcp,
+        ..Cluster::new(2, 2)
+    };
+    replay(&mut program, m, &tcp, 1).unwrap().ends[0][1]
+}
+
+/// Where the working set decides what the cache holds (`llc_by_reuse` off), the kernel's
+/// copies of a network message run at `net_copy_bw_cache` while the host's working set fits
+/// the last-level cache and at `net_copy_bw` once it spills.
+#[test]
+fn the_kernel_copies_a_working_set_in_cache_faster() {
     let received = |cache_bytes: usize| {
-        let mut program = Program {
-            ranks: one_message(1_000_000),
-            segment_bytes: 1 << 20,
-        };
-        let tcp = Cluster {
-            intra: Intra::Tcp,
-            ..Cluster::new(2, 2)
-        };
-        let m = Machine {
+        received_over_tcp(&Machine {
             cache_bytes,
-            ..m.clone()
-        };
-        replay(&mut program, &m, &tcp, 1).unwrap().ends[0][1]
+            ..kernel_copies_alone()
+        })
     };
     // Both sides copy at once on the two cores.
     let fits = received(1 << 30);
@@ -54,37 +65,13 @@ fn the_kernel_copies_a_working_set_in_cache_faster() {
 /// past 1 is refused.
 #[test]
 fn an_oversubscribed_host_copies_network_bytes_partly_from_memory() {
-    let m = Machine {
-        net_post_overhead: 0.0,
-        net_send_cpu: 0.0,
-        net_recv_cpu: 0.0,
-        net_alpha: 0.0,
-        net_stream_bw: 1e15,
-        net_copy_bw: 1e9,
-        net_copy_bw_cache: 4e9,
-        recv_overhead: 0.0,
-        oversub_net_wake: 0.0,
-        oversub_wake: 0.0,
-        host_mem_bw: 1e15,
-        llc_by_reuse: false,
-        cache_bytes: 1 << 30,
-        ..Machine::tcp()
-    };
     let received = |cores: usize, miss: f64| {
-        let mut program = Program {
-            ranks: one_message(1_000_000),
-            segment_bytes: 1 << 20,
-        };
-        let tcp = Cluster {
-            intra: Intra::Tcp,
-            ..Cluster::new(2, 2)
-        };
-        let m = Machine {
+        received_over_tcp(&Machine {
             cores,
             oversub_net_miss: miss,
-            ..m.clone()
-        };
-        replay(&mut program, &m, &tcp, 1).unwrap().ends[0][1]
+            cache_bytes: 1 << 30,
+            ..kernel_copies_alone()
+        })
     };
     // A core per rank: both sides copy from the cache at once, whatever the share.
     assert!((received(2, 0.5) - 0.25e-3).abs() < 1e-9);
