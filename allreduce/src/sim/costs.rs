@@ -78,8 +78,10 @@ impl Costs {
         // (`Machine::core_cache_bytes`). Ranks that take turns on a core share its cache.
         let per_core = (on_cores as f64 / m.cores.max(1) as f64).max(1.0);
         let hot = (m.core_cache_bytes as f64 / (per_core * segment_bytes as f64).max(1.0)).min(1.0);
+        let oversubscribed = on_cores > m.cores;
+        let if_oversubscribed = |share: f64| if oversubscribed { share } else { 0.0 };
         Costs {
-            oversubscribed: on_cores > m.cores,
+            oversubscribed,
             copy: Rates::of(m.shm_copy_bw_cache, m.shm_copy_bw_mem),
             reduce: Rates::of(m.reduce_bw_cache, m.reduce_bw_mem),
             net_copy: Rates::of(m.net_copy_bw_cache, m.net_copy_bw),
@@ -88,17 +90,9 @@ impl Costs {
                 + (1.0 - fits) / (3.0 * m.reduce_bw_mem).min(m.reduce_bw_cache),
             hot,
             cross: 1.0 / m.cross_core_bw,
-            migrated: if on_cores > m.cores {
-                m.oversub_migration
-            } else {
-                0.0
-            },
+            migrated: if_oversubscribed(m.oversub_migration),
             elsewhere: 1.0 - 1.0 / m.cores.max(1) as f64,
-            net_miss: if on_cores > m.cores {
-                m.oversub_net_miss
-            } else {
-                0.0
-            },
+            net_miss: if_oversubscribed(m.oversub_net_miss),
             stream: 1.0 / m.net_stream_bw,
             spill: 1.0 - fits,
         }
