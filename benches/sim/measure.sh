@@ -11,15 +11,20 @@
 # even rounds' medians differed that much on 20 points with 15 rounds and on 38 with 9
 # (docs/allreduce.md, "Simulator", session 20).
 # Then: target/release/allreduce-sim --validate OUT
-# Builds allreduce-sweep and allreduce-sim (release) first. The
+# Before each configuration of each round it records the VM's speed (vm-speed: one core's
+# in-cache copy, a cache line's and a 256 KiB buffer's trip between the two cores), as
+# comment lines at the end: the VM moves between states by the second (docs/allreduce.md,
+# "Simulator", session 30).
+# Builds allreduce-sweep, allreduce-sim and vm-speed (release) first. The
 # netns points (two namespaces as hosts) come from benches/netns/run.sh, which needs root.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-target/sim-measured.txt}; ROUNDS=${2:-15}; RANKS=${3:-"2 3 4"}
 SIZES=(-b 4K -e 64M -f 4)
 # Always brought up to date (a no-op when it is): a stale build measures old code silently.
-cargo build --release -p tarantella-benches --bin allreduce-sweep --bin allreduce-sim
-raw=$(mktemp); trap 'rm -f "$raw"' EXIT
+cargo build --release -p tarantella-benches --bin allreduce-sweep --bin allreduce-sim \
+  --bin vm-speed
+raw=$(mktemp); speed=$(mktemp); trap 'rm -f "$raw" "$speed"' EXIT
 configs=()
 for n in $RANKS; do
   for a in rd rabenseifner ring single-copy; do configs+=("shm $n $a"); done
@@ -28,6 +33,7 @@ done
 for round in $(seq "$ROUNDS"); do
   for c in "${configs[@]}"; do
     set -- $c
+    echo "# speed $round $1 $2 $3 $(target/release/vm-speed)" >> "$speed"
     # One line per size: transport ranks algorithm bytes in-place-us.
     target/release/allreduce-sweep --ranks "$2" --transport "$1" --algorithm "$3" \
         "${SIZES[@]}" --budget 64M --batches 3 -c 0 2>/dev/null |
@@ -47,5 +53,7 @@ done
       median=$(tr ' ' '\n' <<<"$rest" | grep . | sort -g | awk '{ x[NR] = $1 } END { print x[int((NR + 1) / 2)] }')
       echo "$t $n $n $t $a $bytes $median $(tr ' ' ',' <<<"$rest")"
     done | sort -k1,1 -k2,2n -k5,5 -k6,6n
+  echo "# vm-speed before each configuration: round transport ranks algorithm copy_gbs line_us handoff_us"
+  cat "$speed"
 } > "$OUT"
 echo "wrote $OUT" >&2

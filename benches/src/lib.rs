@@ -3,6 +3,9 @@
 //! - `gaspi-p2p` (binary): point-to-point latency and bandwidth of the runtime.
 //! - `allreduce-sweep` (binary): the nccl-tests table for allreduce or broadcast ([`sweep`]).
 //! - `reduce-kernel` (binary): the reduction kernels alone against `copy_from_slice`.
+//! - `allreduce-sim` (binary): the simulator's predictions, choice table and validation.
+//! - `vm-speed` (binary): this machine's state now (an in-cache copy, a cache line's and a
+//!   256 KiB buffer's trip between two cores), recorded beside `benches/sim/measure.sh`'s runs.
 //! - `soak` (binary, with its rank program `soak-rank`): back-to-back jobs under
 //!   `tarantella`, some killed; start-time percentiles and leftovers (`docs/soak.md`).
 //! - `benches/collectives.rs` (criterion): allreduce and broadcast at 2 and 4 ranks.

@@ -104,3 +104,19 @@ fn allreduce_sim_help_lists_its_modes() {
     }
     assert_refuses_unknown_flag(env!("CARGO_BIN_EXE_allreduce-sim"));
 }
+
+#[test]
+fn vm_speed_prints_three_positive_medians() {
+    let program = env!("CARGO_BIN_EXE_vm-speed");
+    assert!(help_of(program).contains("--samples"));
+    assert_refuses_unknown_flag(program);
+    let out = run_within(Command::new(program).args(["--samples", "3"]), LIMIT);
+    assert!(out.status.success(), "{out:?}");
+    let line = text(&out.stdout);
+    let values: Vec<f64> = line
+        .split_whitespace()
+        .map(|v| v.parse().expect("a number"))
+        .collect();
+    assert_eq!(values.len(), 3, "{line}");
+    assert!(values.iter().all(|v| *v > 0.0), "{line}");
+}

@@ -1,0 +1,101 @@
+//! How fast this machine runs right now, beside a measurement: `benches/sim/measure.sh`
+//! records it once a round, so that a run measured while the VM was slower throughout can be
+//! told from the simulator's own misses (docs/allreduce.md, "Simulator", session 30: one
+//! run was 1.24x slower than the ones before at every size and transport).
+//!
+//! Prints one line, `copy_gbs line_us handoff_us`, each the median of its samples:
+//! - `copy_gbs`: one core copying 4 MiB (in the last-level cache) into another buffer;
+//! - `line_us`: two threads passing a counter back and forth through one cache line, per
+//!   one-way pass;
+//! - `handoff_us`: two threads taking turns to rewrite a 256 KiB buffer the other has just
+//!   written, per turn (the lines move between the cores' private caches).
+//!
+//! With two cores and nothing else running, the two spinning threads run on both cores.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::Instant;
+
+use clap::Parser;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "vm-speed",
+    about = "This machine's speed now: one core's in-cache copy (GB/s), a cache line's and \
+             a 256 KiB buffer's trip between two threads (us); one line, medians"
+)]
+struct Args {
+    /// Samples of each measurement.
+    #[arg(long, default_value_t = 15)]
+    samples: usize,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// GB/s of copying `bytes` within one core's reach, 8 copies a sample.
+fn copy_gbs(bytes: usize, samples: usize) -> f64 {
+    let src = vec![1u8; bytes];
+    let mut dst = vec![0u8; bytes];
+    dst.copy_from_slice(&src);
+    let samples = (0..samples)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..8 {
+                dst.copy_from_slice(black_box(&src));
+                black_box(&mut dst);
+            }
+            8.0 * bytes as f64 / t.elapsed().as_secs_f64() / 1e9
+        })
+        .collect();
+    median(samples)
+}
+
+/// Two threads take turns: each waits for `turn` to reach its value, rewrites every word
+/// of `buffer` (read the other's value, write its own), and passes the turn on. Returns the
+/// µs per turn of each sample of `turns` turns.
+fn take_turns(words: usize, turns: u64, samples: usize) -> f64 {
+    let turn = AtomicU64::new(0);
+    let buffer: Vec<AtomicU64> = (0..words).map(|_| AtomicU64::new(0)).collect();
+    let rewrite = |t: u64| {
+        for w in &buffer {
+            let v = w.load(Ordering::Relaxed);
+            w.store(v.wrapping_add(t), Ordering::Relaxed);
+        }
+    };
+    let run = |first: u64| {
+        let mut per_turn = Vec::with_capacity(samples);
+        for s in 0..samples as u64 {
+            let base = s * turns * 2;
+            let t = Instant::now();
+            for i in 0..turns {
+                let mine = base + 2 * i + first;
+                while turn.load(Ordering::Acquire) != mine {
+                    std::hint::spin_loop();
+                }
+                rewrite(mine);
+                turn.store(mine + 1, Ordering::Release);
+            }
+            per_turn.push(t.elapsed().as_secs_f64() * 1e6 / (2 * turns) as f64);
+        }
+        per_turn
+    };
+    // The other thread's samples are the same turns seen from its side.
+    let mine = thread::scope(|scope| {
+        scope.spawn(|| run(1));
+        run(0)
+    });
+    median(mine)
+}
+
+fn main() {
+    let args = Args::parse();
+    let samples = args.samples.max(1);
+    let copy = copy_gbs(4 << 20, samples);
+    let line = take_turns(0, 2000, samples);
+    let handoff = take_turns((256 << 10) / 8, 20, samples);
+    println!("{copy:.1} {line:.3} {handoff:.1}");
+}
