@@ -33,6 +33,13 @@ pub const ROLE: &str = "TNT_BENCH_ROLE";
 /// How long one collective step may take before a benchmark gives up on its peers.
 pub const STEP_TIMEOUT: Timeout = Timeout(120_000);
 
+/// The upper median of `samples` (at least one): what the benchmarks report of repeated
+/// timings, steadier on this VM than the mean.
+pub fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
 /// A byte count as nccl-tests writes it: plain bytes, or a whole number with `K`, `M` or
 /// `G` (either case; powers of 1024): `8`, `4K`, `64M`, `1G`.
 pub fn parse_size(text: &str) -> Result<usize, String> {

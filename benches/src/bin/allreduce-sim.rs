@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use allreduce::sim::{self, Cluster, Intra, Machine, Prediction};
 use allreduce::Algorithm;
 use clap::{Parser, ValueEnum};
-use tarantella_benches::parse_size;
+use tarantella_benches::{median, parse_size};
 
 /// Transport between ranks of one host.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -320,11 +320,11 @@ fn validate(
         // Why: this VM's speed drifts between runs, uniformly across sizes and transports
         // (docs/allreduce.md, "Simulator", session 30), which no fixed machine follows; this
         // tells that drift from the model's own misses.
-        slower.sort_by(f64::total_cmp);
-        let speed = slower[slower.len() / 2];
+        let speed = median(slower.clone());
+        // A prediction scaled by `speed` over the measured time is `speed / r`.
         let scaled = slower
             .iter()
-            .filter(|&&r| (1.0 / (r / speed) - 1.0).abs() <= 0.25)
+            .filter(|&&r| (speed / r - 1.0).abs() <= 0.25)
             .count();
         writeln!(
             out,

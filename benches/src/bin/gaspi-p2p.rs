@@ -25,6 +25,7 @@ use gaspi::testing::Job;
 use gaspi::{
     Alloc, Context, Group, Local, NotificationId, QueueId, Rank, Remote, SegmentId, Timeout,
 };
+use tarantella_benches::median;
 
 const ROLE: &str = "TNT_P2P_ROLE";
 /// Set in the rank processes of a `--quick` run (also honoured in the parent).
@@ -32,11 +33,6 @@ const QUICK_ENV: &str = "TNT_P2P_QUICK";
 const PINGPONG: [usize; 2] = [8, 4096];
 const BANDWIDTH: [usize; 2] = [1 << 20, 64 << 20];
 const T: Timeout = Timeout(60_000);
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
-    v[v.len() / 2]
-}
 
 #[derive(Parser, Debug)]
 #[command(

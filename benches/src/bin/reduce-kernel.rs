@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use allreduce::{bf16, f16, Element, Reduction};
 use clap::Parser;
+use tarantella_benches::median;
 
 /// No options yet: parsing still gives `--help` and rejects unknown flags instead of
 /// silently running a minute-long benchmark.
@@ -17,11 +18,6 @@ use clap::Parser;
              for f32, f64, i32, f16 and bf16 on 256 KiB (in cache) and 64 MiB buffers"
 )]
 struct Args {}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn rate(bytes: usize, reps: usize, mut f: impl FnMut()) -> f64 {
     f();

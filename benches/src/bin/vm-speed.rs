@@ -1,5 +1,5 @@
 //! How fast this machine runs right now, beside a measurement: `benches/sim/measure.sh`
-//! records it once a round, so that a run measured while the VM was slower throughout can be
+//! records it before each configuration of each round, so that a run measured while the VM was slower throughout can be
 //! told from the simulator's own misses (docs/allreduce.md, "Simulator", session 30: one
 //! run was 1.24x slower than the ones before at every size and transport).
 //!
@@ -18,6 +18,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use tarantella_benches::median;
 
 /// Far longer than a turn takes between two cores (the 256 KiB buffer's: 5-13 µs here).
 /// Why not shorter: yielding at 50 µs made every fourth probe read about 60 µs a turn.
@@ -33,11 +34,6 @@ struct Args {
     /// Samples of each measurement.
     #[arg(long, default_value_t = 15)]
     samples: usize,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// GB/s of copying `bytes` within one core's reach, 8 copies a sample.
