@@ -3,7 +3,8 @@
 //! - `gaspi-p2p` (binary): point-to-point latency and bandwidth of the runtime.
 //! - `allreduce-sweep` (binary): the nccl-tests table for allreduce or broadcast ([`sweep`]).
 //! - `reduce-kernel` (binary): the reduction kernels alone against `copy_from_slice`.
-//! - `allreduce-sim` (binary): the simulator's predictions, choice table and validation.
+//! - `allreduce-sim` (binary): the simulator's predictions, choice table and validation
+//!   ([`validation`]: its files, pooled over runs).
 //! - `vm-speed` (binary): this machine's state now (an in-cache copy, a cache line's and a
 //!   256 KiB buffer's trip between two cores), recorded beside `benches/sim/measure.sh`'s runs.
 //! - `soak` (binary, with its rank program `soak-rank`): back-to-back jobs under
@@ -24,6 +25,7 @@
 //! ```
 
 pub mod sweep;
+pub mod validation;
 
 use gaspi::{Context, Group, ReduceOp, Timeout};
 

@@ -13,17 +13,28 @@ use common::{run_within, text};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs `allreduce-sim --validate` on a file holding `lines`.
-fn validate(name: &str, lines: &str) -> Output {
+/// A file holding `lines`, named after the test and this process.
+fn file(name: &str, lines: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let path = dir.join(format!("sim-validate-{name}-{}.txt", std::process::id()));
     std::fs::write(&path, lines).unwrap();
-    let out = run_within(
+    path
+}
+
+/// Runs `allreduce-sim --validate` with `runs` (paths, each maybe with `:NAME=VALUE`s).
+fn validate_runs(runs: &[String]) -> Output {
+    run_within(
         Command::new(env!("CARGO_BIN_EXE_allreduce-sim"))
             .arg("--validate")
-            .arg(&path),
+            .args(runs),
         LIMIT,
-    );
+    )
+}
+
+/// Runs `allreduce-sim --validate` on a file holding `lines`.
+fn validate(name: &str, lines: &str) -> Output {
+    let path = file(name, lines);
+    let out = validate_runs(&[path.display().to_string()]);
     let _ = std::fs::remove_file(&path);
     out
 }
@@ -105,6 +116,60 @@ fn the_median_ratio_tells_a_uniformly_slower_run_from_misses() {
         stdout.contains("measured / predicted at the median point: 1.50; with every prediction scaled by it, 2 within 25%"),
         "{stdout}"
     );
+}
+
+/// Several runs: each point against the geometric mean of the runs' medians, each run's
+/// own summary, and how far the runs agree with each other. A run's own parameters apply
+/// to it alone.
+#[test]
+fn several_runs_are_pooled_and_their_agreement_is_reported() {
+    let p = predicted_us(&text(
+        &validate("pool-bare", "shm 2 2 shm ring 1M 100\n").stdout,
+    ));
+    // Half the prediction in one run, twice it in the other: pooled, exactly it.
+    let slow = file("pool-slow", &format!("shm 2 2 shm ring 1M {}\n", p * 2.0));
+    let fast = file("pool-fast", &format!("shm 2 2 shm ring 1M {}\n", p / 2.0));
+    let runs = [slow.display().to_string(), fast.display().to_string()];
+    let out = validate_runs(&runs);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = text(&out.stdout);
+    let row = stdout.lines().find(|l| l.starts_with("shm ")).unwrap();
+    let f: Vec<&str> = row.split_whitespace().collect();
+    // Runs, pooled measured, predicted, error, the runs' range, inside it.
+    assert_eq!(f[6], "2", "{row}");
+    // The prediction as printed (to 0.1 µs) against the exact one: within a percent.
+    let err: f64 = f[9].parse().unwrap();
+    assert!(err.abs() < 1.0, "{row}");
+    assert_eq!(f[12], "yes", "{row}");
+    for run in &runs {
+        let summary = format!("# run {run}: 1 points: 0 within 25%");
+        assert!(stdout.contains(&summary), "{stdout}");
+    }
+    // Each run is 4 times or a quarter of the other.
+    assert!(
+        stdout.contains("; 0 of 1 within 25% of the other runs pooled"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("# pooled over 2 runs: 1 points: 1 within 25%"),
+        "{stdout}"
+    );
+
+    // One core instead of two, for the fast run alone: its prediction changes, so the
+    // pooled prediction does.
+    let runs = [runs[0].clone(), format!("{}:cores=1", runs[1])];
+    let out = validate_runs(&runs);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = text(&out.stdout);
+    let row = stdout.lines().find(|l| l.starts_with("shm ")).unwrap();
+    let err: f64 = row.split_whitespace().nth(9).unwrap().parse().unwrap();
+    assert!(err.abs() >= 1.0, "{stdout}");
+    // A parameter the model does not have is an error naming it.
+    let out = validate_runs(&[runs[0].clone(), format!("{}:no_such=1", slow.display())]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(text(&out.stderr).contains("no_such"), "{out:?}");
+    let _ = std::fs::remove_file(&slow);
+    let _ = std::fs::remove_file(&fast);
 }
 
 #[test]

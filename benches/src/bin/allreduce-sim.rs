@@ -5,6 +5,7 @@
 //! allreduce-sim --machine cluster-10gbit --ranks 64 --per-host 8 -b 4 -e 1G -f 4
 //! allreduce-sim --choice-table
 //! allreduce-sim --validate docs/sim-validation-20b.txt
+//! allreduce-sim --validate docs/sim-validation-24.txt:llc_bytes=0 docs/sim-validation-29.txt
 //! ```
 
 use std::io::Write;
@@ -13,6 +14,7 @@ use std::process::ExitCode;
 use allreduce::sim::{self, Cluster, Intra, Machine, Prediction};
 use allreduce::Algorithm;
 use clap::{Parser, ValueEnum};
+use tarantella_benches::validation::{self, Compared};
 use tarantella_benches::{median, parse_size};
 
 /// Transport between ranks of one host.
@@ -55,10 +57,13 @@ struct Args {
     /// Print the automatic choice for n = 2..1024, k = 1, 2, 4, 8, 4 B..1 GiB instead
     #[arg(long)]
     choice_table: bool,
-    /// Compare with measurements: lines `machine ranks per_host shm|tcp algorithm bytes
-    /// measured_us [round_us,round_us,...]` ('#' starts a comment)
-    #[arg(long)]
-    validate: Option<String>,
+    /// Compare with measured runs, each a file of lines `machine ranks per_host shm|tcp
+    /// algorithm bytes measured_us [round_us,round_us,...]` ('#' starts a comment), and
+    /// optionally `:NAME=VALUE,...` parameters for that run alone. One run: every point
+    /// against its median. Several: every point against the geometric mean of the runs'
+    /// medians, each run's summary, and how far the runs agree with each other
+    #[arg(long, num_args = 1.., value_name = "FILE[:NAME=VALUE,...]")]
+    validate: Vec<String>,
     /// Overrides one parameter of the machine model, `NAME=VALUE` in the field's unit
     /// (seconds, bytes/s, bytes), e.g. `--param net_alpha=15e-6`; repeatable. With
     /// `--validate`, applies to every line's machine
@@ -226,72 +231,104 @@ fn choice_table(out: &mut impl Write, args: &Args, machine: &Machine) -> Result<
     Ok(())
 }
 
-/// Predicted against measured for every line of `path`. A line may end in every round's
+/// A validation file's points with their predictions: the machine of each line with
+/// `params` applied, then the run's own.
+fn predicted(
+    arg: &str,
+    elem: usize,
+    params: &[String],
+) -> Result<(Vec<validation::Line>, Vec<Compared>), Failure> {
+    let (path, own) = validation::split_run(arg);
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let lines = validation::parse(path, &text)?;
+    let mut compared = Vec::with_capacity(lines.len());
+    for l in &lines {
+        let bad = || format!("{path}: cannot read line {:?}", l.text);
+        let mut machine = Machine::preset(&l.machine).ok_or_else(bad)?;
+        apply(&mut machine, params)?;
+        apply(&mut machine, &own)?;
+        let c = Cluster {
+            ranks: l.ranks,
+            per_host: l.per_host,
+            intra: if l.transport == "tcp" {
+                Intra::Tcp
+            } else {
+                Intra::Shm
+            },
+        };
+        let alg = sim::ALL
+            .iter()
+            .find(|x| name(**x) == l.algorithm)
+            .copied()
+            .ok_or_else(bad)?;
+        let bytes = parse_size(&l.bytes)?;
+        let p = sim::predict(alg, &c, bytes, elem, &machine).map_err(|e| e.to_string())?;
+        compared.push(Compared {
+            point: l.point.clone(),
+            measured_us: l.measured_us,
+            predicted_us: p.seconds * 1e6,
+        });
+    }
+    Ok((lines, compared))
+}
+
+/// The summary of `(measured, predicted)` pairs: points, within 25%, mean and largest
+/// error, as `--validate` prints it.
+fn summary(pairs: impl Iterator<Item = (f64, f64)>) -> String {
+    let (mut points, mut within, mut sum, mut worst) = (0usize, 0usize, 0.0f64, 0.0f64);
+    for (measured, predicted) in pairs {
+        let err = (predicted / measured - 1.0).abs() * 100.0;
+        points += 1;
+        within += usize::from(err <= 25.0);
+        sum += err;
+        worst = worst.max(err);
+    }
+    format!(
+        "{points} points: {within} within 25%, mean error {:.0}%, largest {worst:.0}%",
+        sum / points.max(1) as f64
+    )
+}
+
+/// Measured over predicted at the median point, and the points within 25% once every
+/// prediction is scaled by it. Why: this VM's speed drifts between runs, uniformly across
+/// sizes and transports (docs/allreduce.md, "Simulator", session 30), which no fixed
+/// machine follows; this tells that drift from the model's own misses.
+fn speed(compared: &[Compared]) -> (f64, usize) {
+    let slower: Vec<f64> = compared
+        .iter()
+        .map(|c| c.measured_us / c.predicted_us)
+        .collect();
+    let speed = median(slower.clone());
+    // A prediction scaled by `speed` over the measured time is `speed / r`.
+    let scaled = slower
+        .iter()
+        .filter(|&&r| (speed / r - 1.0).abs() <= 0.25)
+        .count();
+    (speed, scaled)
+}
+
+/// Predicted against measured for every line of one run. A line may end in every round's
 /// time (comma-separated); the comparison then also says how far the rounds spread and
 /// whether the prediction lies within them, so a miss can be told from a noisy point.
-fn validate(
+fn validate_run(
     out: &mut impl Write,
-    path: &str,
+    arg: &str,
     elem: usize,
     params: &[String],
 ) -> Result<(), Failure> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let (lines, compared) = predicted(arg, elem, params)?;
     writeln!(
         out,
         "machine ranks per_host transport algorithm bytes measured_us predicted_us error_% \
          [rounds_spread_% in_rounds]"
     )?;
-    let mut worst = 0.0f64;
-    let (mut points, mut within, mut sum) = (0usize, 0usize, 0.0f64);
     // Points outside 25%, and those of them whose prediction lies within their rounds.
     let (mut missed, mut missed_in_rounds) = (0usize, 0usize);
-    // Measured over predicted, per point: how fast the machine ran this run.
-    let mut slower = Vec::new();
-    for line in text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-    {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let bad = || format!("{path}: cannot read line {line:?}");
-        let (m, n, k, t, a, b, us, rounds) = match f[..] {
-            [m, n, k, t, a, b, us] => (m, n, k, t, a, b, us, None),
-            [m, n, k, t, a, b, us, rounds] => (m, n, k, t, a, b, us, Some(rounds)),
-            _ => return Err(bad().into()),
-        };
-        let mut machine = Machine::preset(m).ok_or_else(bad)?;
-        apply(&mut machine, params)?;
-        let c = Cluster {
-            ranks: n.parse().map_err(|_| bad())?,
-            per_host: k.parse().map_err(|_| bad())?,
-            intra: if t == "tcp" { Intra::Tcp } else { Intra::Shm },
-        };
-        let alg = sim::ALL
-            .iter()
-            .find(|x| name(**x) == a)
-            .copied()
-            .ok_or_else(bad)?;
-        let bytes = parse_size(b)?;
-        let measured: f64 = us.parse().map_err(|_| bad())?;
-        let rounds: Option<Vec<f64>> = rounds
-            .map(|r| r.split(',').map(str::parse).collect::<Result<_, _>>())
-            .transpose()
-            .map_err(|_| bad())?;
-        let positive = |v: f64| v.is_finite() && v > 0.0;
-        let bad_rounds = |r: &Vec<f64>| r.is_empty() || !r.iter().copied().all(positive);
-        if !positive(measured) || rounds.as_ref().is_some_and(bad_rounds) {
-            return Err(bad().into());
-        }
-        let p = sim::predict(alg, &c, bytes, elem, &machine).map_err(|e| e.to_string())?;
-        let predicted = p.seconds * 1e6;
+    for (l, c) in lines.iter().zip(&compared) {
+        let (measured, predicted) = (c.measured_us, c.predicted_us);
         let err = (predicted / measured - 1.0) * 100.0;
-        slower.push(measured / predicted);
-        worst = worst.max(err.abs());
-        points += 1;
-        within += usize::from(err.abs() <= 25.0);
-        sum += err.abs();
-        let mut row = format!("{m} {n} {k} {t} {a} {b} {measured:.1} {predicted:.1} {err:+.0}");
-        if let Some(rounds) = rounds {
+        let mut row = format!("{} {measured:.1} {predicted:.1} {err:+.0}", c.point);
+        if let Some(rounds) = &l.rounds {
             let lo = rounds.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = rounds.iter().copied().fold(0.0, f64::max);
             let inside = (lo..=hi).contains(&predicted);
@@ -304,11 +341,8 @@ fn validate(
         }
         writeln!(out, "{row}")?;
     }
-    writeln!(
-        out,
-        "# {points} points: {within} within 25%, mean error {:.0}%, largest {worst:.0}%",
-        sum / points.max(1) as f64
-    )?;
+    let pairs = compared.iter().map(|c| (c.measured_us, c.predicted_us));
+    writeln!(out, "# {}", summary(pairs))?;
     if missed > 0 {
         writeln!(
             out,
@@ -316,22 +350,64 @@ fn validate(
              are predicted within their rounds' range"
         )?;
     }
-    if !slower.is_empty() {
-        // Why: this VM's speed drifts between runs, uniformly across sizes and transports
-        // (docs/allreduce.md, "Simulator", session 30), which no fixed machine follows; this
-        // tells that drift from the model's own misses.
-        let speed = median(slower.clone());
-        // A prediction scaled by `speed` over the measured time is `speed / r`.
-        let scaled = slower
-            .iter()
-            .filter(|&&r| (speed / r - 1.0).abs() <= 0.25)
-            .count();
+    if !compared.is_empty() {
+        let (speed, scaled) = speed(&compared);
         writeln!(
             out,
             "# measured / predicted at the median point: {speed:.2}; with every prediction \
              scaled by it, {scaled} within 25%"
         )?;
     }
+    Ok(())
+}
+
+/// Predicted against several runs pooled: per point the geometric mean of the runs'
+/// medians and their range, then each run's own summary, and how far the runs reproduce
+/// each other (`validation::reproduced`), the bound for any model against one run.
+fn validate_pooled(
+    out: &mut impl Write,
+    args: &[String],
+    elem: usize,
+    params: &[String],
+) -> Result<(), Failure> {
+    let runs = args
+        .iter()
+        .map(|a| predicted(a, elem, params).map(|(_, c)| c))
+        .collect::<Result<Vec<_>, _>>()?;
+    writeln!(
+        out,
+        "machine ranks per_host transport algorithm bytes runs measured_us predicted_us \
+         error_% runs_lo_us runs_hi_us in_runs"
+    )?;
+    let pooled = validation::pool(&runs);
+    for p in &pooled {
+        let err = (p.predicted_us / p.measured_us - 1.0) * 100.0;
+        let inside = (p.lo_us..=p.hi_us).contains(&p.predicted_us);
+        writeln!(
+            out,
+            "{} {} {:.1} {:.1} {err:+.0} {:.1} {:.1} {}",
+            p.point,
+            p.runs,
+            p.measured_us,
+            p.predicted_us,
+            p.lo_us,
+            p.hi_us,
+            if inside { "yes" } else { "no" }
+        )?;
+    }
+    let reproduced = validation::reproduced(&runs, 0.25);
+    for ((arg, run), (agree, shared)) in args.iter().zip(&runs).zip(reproduced) {
+        let (speed, scaled) = speed(run);
+        let pairs = run.iter().map(|c| (c.measured_us, c.predicted_us));
+        writeln!(
+            out,
+            "# run {arg}: {}; median measured / predicted {speed:.2} ({scaled} within 25% \
+             scaled); {agree} of {shared} within 25% of the other runs pooled",
+            summary(pairs)
+        )?;
+    }
+    let pairs = pooled.iter().map(|p| (p.measured_us, p.predicted_us));
+    writeln!(out, "# pooled over {} runs: {}", runs.len(), summary(pairs))?;
     Ok(())
 }
 
@@ -363,8 +439,10 @@ fn main() -> ExitCode {
     // Line-buffered, not block-buffered: the choice table's rows take minutes and show as
     // they are done.
     let mut out = std::io::stdout().lock();
-    let r = if let Some(path) = &args.validate {
-        validate(&mut out, path, args.elem, &args.params)
+    let r = if let [run] = &args.validate[..] {
+        validate_run(&mut out, run, args.elem, &args.params)
+    } else if !args.validate.is_empty() {
+        validate_pooled(&mut out, &args.validate, args.elem, &args.params)
     } else if args.choice_table {
         choice_table(&mut out, &args, &machine)
     } else {
