@@ -7,9 +7,11 @@ excess past 21% weighed five times) over the points of one or more validation fi
 0.5-2x through `allreduce-sim --validate --param`. By default the 4-rank local points are
 held out; `--all` fits them too, and `--check FILE` reports on runs not fitted to. Prints
 the fitted values and how many points of each run fall within 25%. It starts from
-`Machine::shm` as adopted (START); pass NAME=VALUE pairs to start elsewhere, `--fix NAME`
-to leave a value where it starts (one measured directly), and `--restarts N` (`--seed S`)
-to search again from N random perturbations of the optimum found. A run that needs its
+`Machine::shm` as adopted (START), or `Machine::xeon_shm` (START_XEON) for runs measured
+on the Intel Xeon VM (their points name `xeon-shm`); pass NAME=VALUE pairs to start
+elsewhere, `--fix NAME` to leave a value where it starts (one measured directly), and
+`--restarts N` (`--seed S`) to search again from N random perturbations of the optimum
+found. A run that needs its
 own parameters takes them after its name: the runs before session 25 measured single-copy
 pulling, which `docs/sim-validation-24.txt:llc_bytes=0` replays.
 
@@ -46,7 +48,7 @@ import re
 import subprocess
 
 SIM = pathlib.Path(__file__).resolve().parents[2] / "target/release/allreduce-sim"
-# Machine::shm's fields as of session 30.
+# Machine::shm's fields as of session 30 (the AMD EPYC VM).
 START = {
     "shm_alpha": 0.13e-6, "shm_copy_bw_cache": 55.9e9, "shm_copy_bw_mem": 7.24e9,
     "net_alpha": 0.02e-6, "net_post_overhead": 1.43e-6, "net_send_cpu": 1.83e-6,
@@ -56,6 +58,18 @@ START = {
     "cache_bytes": 10_810_000, "host_mem_bw": 151e9, "core_cache_bytes": 575 * 2**10,
     "cross_core_bw": 8.67e9, "oversub_migration": 0.13, "llc_falloff": 1.09,
     "oversub_net_miss": 0.38,
+}
+# Machine::xeon_shm's fields as of session 31 (the Intel Xeon VM): the start for runs
+# whose points name the xeon- presets.
+START_XEON = {
+    "shm_alpha": 0.504e-6, "shm_copy_bw_cache": 12.1e9, "shm_copy_bw_mem": 4.05e9,
+    "net_alpha": 0.0026e-6, "net_post_overhead": 1.03e-6, "net_send_cpu": 1.26e-6,
+    "net_recv_cpu": 3.30e-6, "net_stream_bw": 11.1e9, "net_copy_bw": 3.53e9,
+    "net_copy_bw_cache": 6.53e9, "recv_overhead": 0.348e-6, "oversub_wake": 1.28e-6,
+    "oversub_net_wake": 0.129e-6, "reduce_bw_cache": 36.0e9, "reduce_bw_mem": 8.56e9,
+    "cache_bytes": 9_577_000, "host_mem_bw": 602e9, "core_cache_bytes": 98_840,
+    "cross_core_bw": 6.21e9, "oversub_migration": 0.0118, "llc_falloff": 0.458,
+    "oversub_net_miss": 0.294,
 }
 # Parameters that are shares, at most 1.
 SHARES = {"oversub_migration", "oversub_net_miss"}
@@ -85,8 +99,15 @@ def points(run, params):
     return [(f[0], int(f[1]), float(f[6]), float(f[7])) for f in rows if len(f) > 7 and f[1].isdigit()]
 
 
+def on_xeon(run):
+    """Whether `run`'s points name the Intel Xeon VM's presets (`xeon-shm`, `xeon-tcp`)."""
+    with open(run[0]) as f:
+        first = next((line for line in f if line.strip() and not line.startswith("#")), "")
+    return first.startswith("xeon-")
+
+
 def local_4_ranks(p):
-    return p[0] in ("shm", "tcp") and p[1] == 4
+    return p[0] in ("shm", "tcp", "xeon-shm", "xeon-tcp") and p[1] == 4
 
 
 def within(ps):
@@ -153,15 +174,15 @@ def main():
     cli.add_argument("--fix", action="append", default=[], metavar="NAME",
                      help="leave this value where it starts (e.g. one measured directly)")
     args = cli.parse_args()
-    params = dict(START)
-    runs = []
+    runs, starts = [], {}
     for arg in args.args:
         if re.fullmatch(r"[a-z_]+=[^:]*", arg):
             name, value = arg.split("=")
-            params[name] = float(value)
+            starts[name] = float(value)
         else:
             runs.append(run_spec(arg))
     runs = runs or [run_spec("docs/sim-validation-25.txt")]
+    params = {**(START_XEON if on_xeon(runs[0]) else START), **starts}
     checks = [run_spec(c) for c in args.check]
     held_out = (lambda p: False) if args.all else local_4_ranks
     fit = Fit(runs, held_out, args.objective)

@@ -4,7 +4,11 @@
 # and writes the median in-place time of each point in `allreduce-sim --validate`'s format,
 # followed by every round's time (comma-separated, in round order) so that the validation
 # can say how far a point's own rounds spread.
-#   benches/sim/measure.sh [OUT=target/sim-measured.txt] [ROUNDS=15] [RANKS="2 3 4"]
+#   benches/sim/measure.sh [OUT=target/sim-measured.txt] [ROUNDS=15] [RANKS="2 3 4"] [PRESET]
+# PRESET prefixes the machine column, so that each point replays on the machine preset
+# calibrated for this VM: `xeon-` (`xeon-shm`, `xeon-tcp`) on the Intel Xeon VM (family 6,
+# model 207), nothing (`shm`, `tcp`) on the AMD EPYC VM of sessions 12-30. By default it is
+# chosen from /proc/cpuinfo; on another CPU no preset is calibrated, and it says so.
 # Why 15 rounds (about 30 minutes on the 2-core VM): a point's rounds spread because the VM
 # changes speed by the second, so medians of fewer rounds do not reproduce. Two 15-round runs
 # in one session differed by more than 25% on 7 of 168 points. Within one run, the odd and
@@ -20,6 +24,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-target/sim-measured.txt}; ROUNDS=${2:-15}; RANKS=${3:-"2 3 4"}
+if [ $# -ge 4 ]; then
+  PRESET=$4
+else
+  cpu=$(awk -F': ' '/^vendor_id/ { v = $2 } /^cpu family/ { f = $2 } /^model\t/ { m = $2 }
+                    END { print v, f, m; exit }' /proc/cpuinfo)
+  case "$cpu" in
+    "GenuineIntel 6 207") PRESET=xeon- ;;
+    "AuthenticAMD 25 "*) PRESET= ;;
+    *) PRESET=; echo "measure.sh: no machine preset is calibrated for this CPU ($cpu);" \
+         "the points name the EPYC VM's (shm, tcp)" >&2 ;;
+  esac
+fi
 SIZES=(-b 4K -e 64M -f 4)
 # Always brought up to date (a no-op when it is): a stale build measures old code silently.
 cargo build --release -p tarantella-benches --bin allreduce-sweep --bin allreduce-sim \
@@ -42,7 +58,9 @@ for round in $(seq "$ROUNDS"); do
   echo "round $round of $ROUNDS done" >&2
 done
 {
-  echo "# Measured by benches/sim/measure.sh on $(date -u +%F) ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)):"
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+  echo "# Measured by benches/sim/measure.sh on $(date -u +%F) ($(nproc) cores, load $load, $model):"
   echo "# median in-place time (us) of $ROUNDS alternating rounds, f32 sum."
   echo "# machine ranks per_host transport algorithm bytes measured_us rounds_us"
   # Stable sort: a point's rounds stay in the order they ran.
@@ -51,7 +69,7 @@ done
          END { for (k in v) print k, v[k] }' |
     while read -r t n a bytes rest; do
       median=$(tr ' ' '\n' <<<"$rest" | grep . | sort -g | awk '{ x[NR] = $1 } END { print x[int((NR + 1) / 2)] }')
-      echo "$t $n $n $t $a $bytes $median $(tr ' ' ',' <<<"$rest")"
+      echo "$PRESET$t $n $n $t $a $bytes $median $(tr ' ' ',' <<<"$rest")"
     done | sort -k1,1 -k2,2n -k5,5 -k6,6n
   echo "# vm-speed before each configuration: round transport ranks algorithm copy_gbs line_us handoff_us"
   cat "$speed"

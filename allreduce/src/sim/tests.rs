@@ -463,3 +463,32 @@ fn an_action_takes_32_bytes() {
         std::mem::size_of::<Op>()
     );
 }
+
+/// Every preset resolves by its name, is a usable model, and predicts an allreduce; the
+/// two VMs' presets differ (they were fitted apart), and each VM's TCP preset is its
+/// shared-memory one under another name.
+#[test]
+fn every_preset_is_a_usable_model_under_its_own_name() {
+    for &name in PRESETS {
+        let m = Machine::preset(name).expect(name);
+        assert_eq!(m.name, name);
+        assert!(m.is_valid(), "{name}");
+        let c = Cluster::new(3, 3);
+        let p = predict(Algorithm::Ring, &c, 1 << 20, 4, &m).expect(name);
+        assert!(p.seconds > 0.0 && p.seconds.is_finite(), "{name}: {p:?}");
+    }
+    assert!(Machine::preset("nowhere").is_none());
+    let (epyc, xeon) = (Machine::shm(), Machine::xeon_shm());
+    assert_ne!(epyc.shm_copy_bw_cache, xeon.shm_copy_bw_cache);
+    // The runtime shapes single-copy by the cache sysfs reports: 32 MiB and 300 MiB.
+    assert_eq!((epyc.llc_bytes, xeon.llc_bytes), (32 << 20, 300 << 20));
+    for (shm, tcp) in [(epyc, Machine::tcp()), (xeon, Machine::xeon_tcp())] {
+        assert_eq!(
+            Machine {
+                name: shm.name.clone(),
+                ..tcp
+            },
+            shm
+        );
+    }
+}
