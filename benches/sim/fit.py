@@ -6,14 +6,14 @@ excess past 21% weighed five times) over the points of one or more validation fi
 (benches/sim/measure.sh's format), each step scaling one parameter of `Machine::shm` by
 0.5-2x through `allreduce-sim --validate --param`. By default the 4-rank local points are
 held out; `--all` fits them too, and `--check FILE` reports on runs not fitted to. Prints
-the fitted values and how many points of each run fall within 25%. It starts from
-`Machine::shm` as adopted (START), or `Machine::xeon_shm` (START_XEON) for runs measured
-on the Intel Xeon VM (their points name `xeon-shm`); pass NAME=VALUE pairs to start
+the fitted values and how many points of each run fall within 25%. It starts from the
+values of the preset the first run's points name (`Machine::shm` for the AMD EPYC VM's
+runs, `Machine::xeon_shm` for the Intel Xeon VM's); pass NAME=VALUE pairs to start
 elsewhere, `--fix NAME` to leave a value where it starts (one measured directly), and
 `--restarts N` (`--seed S`) to search again from N random perturbations of the optimum
-found. A run that needs its
-own parameters takes them after its name: the runs before session 25 measured single-copy
-pulling, which `docs/sim-validation-24.txt:llc_bytes=0` replays.
+found. A run that needs its own parameters takes them after its name: the runs before
+session 25 measured single-copy pulling, which `docs/sim-validation-24.txt:llc_bytes=0`
+replays.
 
 A coordinate search finds a local optimum that depends on where it starts. Session 12's
 values (docs/allreduce.md, "Simulator") came from runs on session 11's values, then on
@@ -27,7 +27,7 @@ from session 24's values and `oversub_migration` 0.5, with six restarts (`--rest
 seed 1), then rounded. Session 26's, when the cache began to hold each byte by its recency
 (`llc_by_reuse`, allreduce/src/sim/recency.rs), came from session 25's run: a run from
 session 25's values (six restarts), then one from its result with `llc_falloff=1.5` added
-(four restarts), then rounded. Session 30's (the ones below, which `Machine::shm`
+(four restarts), then rounded. Session 30's (which `Machine::shm`
 carries), when `oversub_net_miss` was added, came from every point of session 25's and
 26's runs, from session 26's values and `oversub_net_miss` 0.3:
 
@@ -48,29 +48,15 @@ import re
 import subprocess
 
 SIM = pathlib.Path(__file__).resolve().parents[2] / "target/release/allreduce-sim"
-# Machine::shm's fields as of session 30 (the AMD EPYC VM).
-START = {
-    "shm_alpha": 0.13e-6, "shm_copy_bw_cache": 55.9e9, "shm_copy_bw_mem": 7.24e9,
-    "net_alpha": 0.02e-6, "net_post_overhead": 1.43e-6, "net_send_cpu": 1.83e-6,
-    "net_recv_cpu": 3.06e-6, "net_stream_bw": 10.0e9, "net_copy_bw": 3.67e9,
-    "net_copy_bw_cache": 7.76e9, "recv_overhead": 0.19e-6, "oversub_wake": 1.97e-6,
-    "oversub_net_wake": 1.61e-6, "reduce_bw_cache": 36.5e9, "reduce_bw_mem": 8.44e9,
-    "cache_bytes": 10_810_000, "host_mem_bw": 151e9, "core_cache_bytes": 575 * 2**10,
-    "cross_core_bw": 8.67e9, "oversub_migration": 0.13, "llc_falloff": 1.09,
-    "oversub_net_miss": 0.38,
-}
-# Machine::xeon_shm's fields as of session 31 (the Intel Xeon VM): the start for runs
-# whose points name the xeon- presets.
-START_XEON = {
-    "shm_alpha": 0.504e-6, "shm_copy_bw_cache": 12.1e9, "shm_copy_bw_mem": 4.05e9,
-    "net_alpha": 0.0026e-6, "net_post_overhead": 1.03e-6, "net_send_cpu": 1.26e-6,
-    "net_recv_cpu": 3.30e-6, "net_stream_bw": 11.1e9, "net_copy_bw": 3.53e9,
-    "net_copy_bw_cache": 6.53e9, "recv_overhead": 0.348e-6, "oversub_wake": 1.28e-6,
-    "oversub_net_wake": 0.129e-6, "reduce_bw_cache": 36.0e9, "reduce_bw_mem": 8.56e9,
-    "cache_bytes": 9_577_000, "host_mem_bw": 602e9, "core_cache_bytes": 98_840,
-    "cross_core_bw": 6.21e9, "oversub_migration": 0.0118, "llc_falloff": 0.458,
-    "oversub_net_miss": 0.294,
-}
+# The values a fit moves; the others (cores, flags, links, `llc_bytes`) are facts of the
+# machine and stay the preset's.
+FITTED = [
+    "shm_alpha", "shm_copy_bw_cache", "shm_copy_bw_mem", "net_alpha", "net_post_overhead",
+    "net_send_cpu", "net_recv_cpu", "net_stream_bw", "net_copy_bw", "net_copy_bw_cache",
+    "recv_overhead", "oversub_wake", "oversub_net_wake", "reduce_bw_cache", "reduce_bw_mem",
+    "cache_bytes", "host_mem_bw", "core_cache_bytes", "cross_core_bw", "oversub_migration",
+    "llc_falloff", "oversub_net_miss",
+]
 # Parameters that are shares, at most 1.
 SHARES = {"oversub_migration", "oversub_net_miss"}
 STEPS = [0.5, 0.7, 0.85, 0.93, 1.07, 1.18, 1.4, 2.0]
@@ -99,11 +85,16 @@ def points(run, params):
     return [(f[0], int(f[1]), float(f[6]), float(f[7])) for f in rows if len(f) > 7 and f[1].isdigit()]
 
 
-def on_xeon(run):
-    """Whether `run`'s points name the Intel Xeon VM's presets (`xeon-shm`, `xeon-tcp`)."""
+def preset_values(run):
+    """The FITTED values of the preset that `run`'s first point names (`shm`, `xeon-shm`),
+    as `allreduce-sim --show-params` prints them: a fit starts where the model is."""
     with open(run[0]) as f:
         first = next((line for line in f if line.strip() and not line.startswith("#")), "")
-    return first.startswith("xeon-")
+    machine = first.split()[0] if first.strip() else "shm"
+    out = subprocess.run([str(SIM), "--machine", machine, "--show-params"],
+                         capture_output=True, text=True, check=True).stdout
+    shown = dict(line.split("=", 1) for line in out.split())
+    return {name: float(shown[name]) for name in FITTED}
 
 
 def local_4_ranks(p):
@@ -182,7 +173,7 @@ def main():
         else:
             runs.append(run_spec(arg))
     runs = runs or [run_spec("docs/sim-validation-25.txt")]
-    params = {**(START_XEON if on_xeon(runs[0]) else START), **starts}
+    params = {**preset_values(runs[0]), **starts}
     checks = [run_spec(c) for c in args.check]
     held_out = (lambda p: False) if args.all else local_4_ranks
     fit = Fit(runs, held_out, args.objective)

@@ -228,3 +228,34 @@ fn a_reader_that_stops_early_ends_the_program_quietly() {
     assert!(status.success(), "{status:?}: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `--show-params` prints the machine's parameters as `--param` takes them (what
+/// `benches/sim/fit.py` starts from), overrides applied.
+#[test]
+fn a_machine_shows_its_parameters_as_param_takes_them() {
+    let out = run_within(
+        Command::new(env!("CARGO_BIN_EXE_allreduce-sim")).args([
+            "--machine",
+            "xeon-shm",
+            "--show-params",
+            "--param",
+            "net_alpha=1e-6",
+        ]),
+        LIMIT,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let stdout = text(&out.stdout);
+    let lines: Vec<(&str, f64)> = stdout
+        .lines()
+        .map(|l| {
+            let (name, value) = l.split_once('=').expect(l);
+            (name, value.parse().expect(l))
+        })
+        .collect();
+    assert!(lines.contains(&("net_alpha", 1e-6)), "{stdout}");
+    assert!(
+        lines.contains(&("llc_bytes", (300u64 << 20) as f64)),
+        "{stdout}"
+    );
+    assert!(lines.len() > 20, "{stdout}");
+}

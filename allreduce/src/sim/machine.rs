@@ -333,6 +333,43 @@ impl Machine {
         }
     }
 
+    /// Every parameter [`set`](Self::set) takes, by name, with its value in the unit `set`
+    /// takes (`0`/`1` for the flags): what `allreduce-sim --show-params` prints, so that
+    /// a fit starts from a preset without copying its values.
+    pub fn params(&self) -> Vec<(&'static str, f64)> {
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
+        vec![
+            ("cores", self.cores as f64),
+            ("hosts_share_cores", flag(self.hosts_share_cores)),
+            ("shm_alpha", self.shm_alpha),
+            ("shm_copy_bw_cache", self.shm_copy_bw_cache),
+            ("shm_copy_bw_mem", self.shm_copy_bw_mem),
+            ("net_alpha", self.net_alpha),
+            ("net_post_overhead", self.net_post_overhead),
+            ("net_send_cpu", self.net_send_cpu),
+            ("net_recv_cpu", self.net_recv_cpu),
+            ("net_stream_bw", self.net_stream_bw),
+            ("net_copy_bw", self.net_copy_bw),
+            ("net_copy_bw_cache", self.net_copy_bw_cache),
+            ("nic_bw", self.nic_bw),
+            ("net_on_cpu", flag(self.net_on_cpu)),
+            ("recv_overhead", self.recv_overhead),
+            ("oversub_wake", self.oversub_wake),
+            ("oversub_net_wake", self.oversub_net_wake),
+            ("reduce_bw_cache", self.reduce_bw_cache),
+            ("reduce_bw_mem", self.reduce_bw_mem),
+            ("cache_bytes", self.cache_bytes as f64),
+            ("host_mem_bw", self.host_mem_bw),
+            ("llc_by_reuse", flag(self.llc_by_reuse)),
+            ("llc_falloff", self.llc_falloff),
+            ("core_cache_bytes", self.core_cache_bytes as f64),
+            ("cross_core_bw", self.cross_core_bw),
+            ("oversub_migration", self.oversub_migration),
+            ("llc_bytes", self.llc_bytes as f64),
+            ("oversub_net_miss", self.oversub_net_miss),
+        ]
+    }
+
     /// Sets the parameter called `name` (a field name, e.g. `net_alpha`) to `value`, in
     /// the field's unit (seconds, bytes per second, bytes, a count; `0`/`1` for the
     /// flags), so that a machine can be calibrated without rebuilding (`allreduce-sim

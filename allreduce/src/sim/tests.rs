@@ -492,3 +492,20 @@ fn every_preset_is_a_usable_model_under_its_own_name() {
         );
     }
 }
+
+/// `params` names every parameter `set` takes, with values that `set` takes back to the
+/// same machine, for every preset.
+#[test]
+fn every_parameter_a_machine_shows_sets_it_back() {
+    for &name in PRESETS {
+        let m = Machine::preset(name).unwrap();
+        let mut copy = Machine {
+            name: m.name.clone(),
+            ..Machine::cluster_10gbit()
+        };
+        for (param, value) in m.params() {
+            copy.set(param, &format!("{value:e}")).expect(param);
+        }
+        assert_eq!(copy, m, "{name}");
+    }
+}

@@ -57,6 +57,10 @@ struct Args {
     /// Print the automatic choice for n = 2..1024, k = 1, 2, 4, 8, 4 B..1 GiB instead
     #[arg(long)]
     choice_table: bool,
+    /// Print the machine's parameters instead, `NAME=VALUE` per line as `--param` takes
+    /// them (after any `--param`)
+    #[arg(long)]
+    show_params: bool,
     /// Compare with measured runs, each a file of lines `machine ranks per_host shm|tcp
     /// algorithm bytes measured_us [round_us,round_us,...]` ('#' starts a comment), and
     /// optionally `:NAME=VALUE,...` parameters for that run alone. One run: every point
@@ -443,6 +447,12 @@ fn main() -> ExitCode {
         validate_run(&mut out, run, args.elem, &args.params)
     } else if !args.validate.is_empty() {
         validate_pooled(&mut out, &args.validate, args.elem, &args.params)
+    } else if args.show_params {
+        machine
+            .params()
+            .into_iter()
+            .try_for_each(|(name, value)| writeln!(out, "{name}={value:e}"))
+            .map_err(Failure::Output)
     } else if args.choice_table {
         choice_table(&mut out, &args, &machine)
     } else {
