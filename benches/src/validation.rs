@@ -2,12 +2,13 @@
 //!
 //! A file (written by `benches/sim/measure.sh`) holds one measured point per line:
 //! `machine ranks per_host shm|tcp algorithm bytes measured_us [round_us,round_us,...]`,
-//! `#` starting a comment. One run's medians do not reproduce on this VM: its speed drifts
-//! between runs, uniformly and by the second (docs/allreduce.md, "Simulator"), so a point's
-//! median moves past 25% from one run to the next on about one point in twelve. Pooled over
-//! several runs (the geometric mean of their medians) a point's time is steady, and
-//! [`reproduced`] says how far the runs themselves agree: the bound any model of one
-//! machine meets against a single run.
+//! `#` starting a comment. On the AMD EPYC VM of sessions 12-30 one run's medians did not
+//! reproduce: its speed drifted between runs, uniformly and by the second, so a point's
+//! median lay more than 25% from the other runs' on about one point in ten; on the Intel
+//! Xeon VM since, two runs agreed at every point (docs/allreduce.md, "Simulator", session
+//! 31). Pooled over several runs (the geometric mean of their medians) a point's time is
+//! steadier, and [`reproduced`] says how far the runs themselves agree: the bound any model
+//! of one machine meets against a single run.
 //!
 //! ```
 //! use tarantella_benches::validation::{pool, reproduced, Compared};
@@ -177,21 +178,22 @@ pub fn pool(runs: &[Vec<Compared>]) -> Vec<Pooled> {
 /// and how many there are. No model meets a single run better than the runs meet each
 /// other, short of following the drift it cannot know.
 pub fn reproduced(runs: &[Vec<Compared>], tolerance: f64) -> Vec<(usize, usize)> {
-    (0..runs.len())
-        .map(|i| {
-            let others: Vec<Vec<Compared>> = runs
-                .iter()
-                .enumerate()
-                .filter(|&(j, _)| j != i)
-                .map(|(_, r)| r.clone())
-                .collect();
-            let rest: HashMap<String, f64> = pool(&others)
-                .into_iter()
-                .map(|p| (p.point, p.measured_us))
-                .collect();
-            runs[i]
-                .iter()
-                .filter_map(|c| rest.get(&c.point).map(|&t| c.measured_us / t))
+    // Per point, the sum of the logs of every run's median and their count: the other
+    // runs' geometric mean is what remains once a run's own is taken out.
+    let mut logs: HashMap<&str, (f64, usize)> = HashMap::new();
+    for c in runs.iter().flatten() {
+        let (sum, n) = logs.entry(&c.point).or_default();
+        *sum += c.measured_us.ln();
+        *n += 1;
+    }
+    runs.iter()
+        .map(|run| {
+            run.iter()
+                .filter_map(|c| {
+                    let (sum, n) = logs[c.point.as_str()];
+                    let own = c.measured_us.ln();
+                    (n > 1).then(|| (own - (sum - own) / (n - 1) as f64).exp())
+                })
                 .fold((0, 0), |(within, all), ratio| {
                     let close = (ratio - 1.0).abs() <= tolerance;
                     (within + usize::from(close), all + 1)
