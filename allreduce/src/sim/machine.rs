@@ -125,6 +125,18 @@ pub struct Machine {
 
 use super::error::SimError;
 
+/// A parameter of [`Machine`] as `Machine::set` takes it.
+enum Field<'a> {
+    /// Seconds, bytes per second, or a plain number.
+    Value(&'a mut f64),
+    /// A share, 0 to 1.
+    Share(&'a mut f64),
+    /// Bytes or a count.
+    Count(&'a mut usize),
+    /// `0` or `1`.
+    Flag(&'a mut bool),
+}
+
 /// GB/s as bytes per second.
 const GB: f64 = 1e9;
 /// Microseconds as seconds.
@@ -337,37 +349,18 @@ impl Machine {
     /// takes (`0`/`1` for the flags): what `allreduce-sim --show-params` prints, so that
     /// a fit starts from a preset without copying its values.
     pub fn params(&self) -> Vec<(&'static str, f64)> {
-        let flag = |b: bool| if b { 1.0 } else { 0.0 };
-        vec![
-            ("cores", self.cores as f64),
-            ("hosts_share_cores", flag(self.hosts_share_cores)),
-            ("shm_alpha", self.shm_alpha),
-            ("shm_copy_bw_cache", self.shm_copy_bw_cache),
-            ("shm_copy_bw_mem", self.shm_copy_bw_mem),
-            ("net_alpha", self.net_alpha),
-            ("net_post_overhead", self.net_post_overhead),
-            ("net_send_cpu", self.net_send_cpu),
-            ("net_recv_cpu", self.net_recv_cpu),
-            ("net_stream_bw", self.net_stream_bw),
-            ("net_copy_bw", self.net_copy_bw),
-            ("net_copy_bw_cache", self.net_copy_bw_cache),
-            ("nic_bw", self.nic_bw),
-            ("net_on_cpu", flag(self.net_on_cpu)),
-            ("recv_overhead", self.recv_overhead),
-            ("oversub_wake", self.oversub_wake),
-            ("oversub_net_wake", self.oversub_net_wake),
-            ("reduce_bw_cache", self.reduce_bw_cache),
-            ("reduce_bw_mem", self.reduce_bw_mem),
-            ("cache_bytes", self.cache_bytes as f64),
-            ("host_mem_bw", self.host_mem_bw),
-            ("llc_by_reuse", flag(self.llc_by_reuse)),
-            ("llc_falloff", self.llc_falloff),
-            ("core_cache_bytes", self.core_cache_bytes as f64),
-            ("cross_core_bw", self.cross_core_bw),
-            ("oversub_migration", self.oversub_migration),
-            ("llc_bytes", self.llc_bytes as f64),
-            ("oversub_net_miss", self.oversub_net_miss),
-        ]
+        let mut copy = self.clone();
+        copy.fields()
+            .into_iter()
+            .map(|(name, field)| {
+                let value = match field {
+                    Field::Value(v) | Field::Share(v) => *v,
+                    Field::Count(n) => *n as f64,
+                    Field::Flag(b) => f64::from(u8::from(*b)),
+                };
+                (name, value)
+            })
+            .collect()
     }
 
     /// Sets the parameter called `name` (a field name, e.g. `net_alpha`) to `value`, in
@@ -383,47 +376,55 @@ impl Machine {
         if !v.is_finite() || v < 0.0 {
             return Err(bad());
         }
-        let flag = |v: f64| {
-            if v == 0.0 {
-                Ok(false)
-            } else if v == 1.0 {
-                Ok(true)
-            } else {
-                Err(bad())
-            }
-        };
-        match name {
-            "cores" => self.cores = v as usize,
-            "hosts_share_cores" => self.hosts_share_cores = flag(v)?,
-            "shm_alpha" => self.shm_alpha = v,
-            "shm_copy_bw_cache" => self.shm_copy_bw_cache = v,
-            "shm_copy_bw_mem" => self.shm_copy_bw_mem = v,
-            "net_alpha" => self.net_alpha = v,
-            "net_post_overhead" => self.net_post_overhead = v,
-            "net_send_cpu" => self.net_send_cpu = v,
-            "net_recv_cpu" => self.net_recv_cpu = v,
-            "net_stream_bw" => self.net_stream_bw = v,
-            "net_copy_bw" => self.net_copy_bw = v,
-            "net_copy_bw_cache" => self.net_copy_bw_cache = v,
-            "nic_bw" => self.nic_bw = v,
-            "net_on_cpu" => self.net_on_cpu = flag(v)?,
-            "recv_overhead" => self.recv_overhead = v,
-            "oversub_wake" => self.oversub_wake = v,
-            "oversub_net_wake" => self.oversub_net_wake = v,
-            "reduce_bw_cache" => self.reduce_bw_cache = v,
-            "reduce_bw_mem" => self.reduce_bw_mem = v,
-            "cache_bytes" => self.cache_bytes = v as usize,
-            "host_mem_bw" => self.host_mem_bw = v,
-            "llc_by_reuse" => self.llc_by_reuse = flag(v)?,
-            "llc_falloff" => self.llc_falloff = v,
-            "core_cache_bytes" => self.core_cache_bytes = v as usize,
-            "cross_core_bw" => self.cross_core_bw = v,
-            "oversub_migration" if v <= 1.0 => self.oversub_migration = v,
-            "llc_bytes" => self.llc_bytes = v as usize,
-            "oversub_net_miss" if v <= 1.0 => self.oversub_net_miss = v,
-            _ => return Err(bad()),
+        let (_, field) = self
+            .fields()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(bad)?;
+        match field {
+            Field::Value(f) => *f = v,
+            Field::Share(f) if v <= 1.0 => *f = v,
+            Field::Count(f) => *f = v as usize,
+            Field::Flag(f) if v == 0.0 || v == 1.0 => *f = v == 1.0,
+            Field::Share(_) | Field::Flag(_) => return Err(bad()),
         }
         Ok(())
+    }
+
+    /// Every parameter by name, with its kind: the one list [`params`](Self::params) and
+    /// [`set`](Self::set) read.
+    fn fields(&mut self) -> Vec<(&'static str, Field<'_>)> {
+        use Field::{Count, Flag, Share, Value};
+        vec![
+            ("cores", Count(&mut self.cores)),
+            ("hosts_share_cores", Flag(&mut self.hosts_share_cores)),
+            ("shm_alpha", Value(&mut self.shm_alpha)),
+            ("shm_copy_bw_cache", Value(&mut self.shm_copy_bw_cache)),
+            ("shm_copy_bw_mem", Value(&mut self.shm_copy_bw_mem)),
+            ("net_alpha", Value(&mut self.net_alpha)),
+            ("net_post_overhead", Value(&mut self.net_post_overhead)),
+            ("net_send_cpu", Value(&mut self.net_send_cpu)),
+            ("net_recv_cpu", Value(&mut self.net_recv_cpu)),
+            ("net_stream_bw", Value(&mut self.net_stream_bw)),
+            ("net_copy_bw", Value(&mut self.net_copy_bw)),
+            ("net_copy_bw_cache", Value(&mut self.net_copy_bw_cache)),
+            ("nic_bw", Value(&mut self.nic_bw)),
+            ("net_on_cpu", Flag(&mut self.net_on_cpu)),
+            ("recv_overhead", Value(&mut self.recv_overhead)),
+            ("oversub_wake", Value(&mut self.oversub_wake)),
+            ("oversub_net_wake", Value(&mut self.oversub_net_wake)),
+            ("reduce_bw_cache", Value(&mut self.reduce_bw_cache)),
+            ("reduce_bw_mem", Value(&mut self.reduce_bw_mem)),
+            ("cache_bytes", Count(&mut self.cache_bytes)),
+            ("host_mem_bw", Value(&mut self.host_mem_bw)),
+            ("llc_by_reuse", Flag(&mut self.llc_by_reuse)),
+            ("llc_falloff", Value(&mut self.llc_falloff)),
+            ("core_cache_bytes", Count(&mut self.core_cache_bytes)),
+            ("cross_core_bw", Value(&mut self.cross_core_bw)),
+            ("oversub_migration", Share(&mut self.oversub_migration)),
+            ("llc_bytes", Count(&mut self.llc_bytes)),
+            ("oversub_net_miss", Share(&mut self.oversub_net_miss)),
+        ]
     }
 
     /// Whether the model is usable: positive cores, bandwidths and cache, finite
