@@ -3,7 +3,7 @@ r"""Refits the simulator's machine values to measured points.
 
 A coordinate search on the mean |log(predicted / measured)| (`--objective bar`: with the
 excess past 21% weighed five times) over the points of one or more validation files
-(benches/sim/measure.sh's format), each step scaling one parameter of `Machine::shm` by
+(benches/sim/measure.sh's format), each step scaling one parameter of the run's preset by
 0.5-2x through `allreduce-sim --validate --param`. By default the 4-rank local points are
 held out; `--all` fits them too, and `--check FILE` reports on runs not fitted to. Prints
 the fitted values and how many points of each run fall within 25%. It starts from the
@@ -98,7 +98,8 @@ def preset_values(run):
 
 
 def local_4_ranks(p):
-    return p[0] in ("shm", "tcp", "xeon-shm", "xeon-tcp") and p[1] == 4
+    """A 4-rank point of one host (not the network namespaces'), whichever VM's preset."""
+    return not p[0].startswith("netns") and p[1] == 4
 
 
 def within(ps):
