@@ -102,6 +102,9 @@ fn allreduce_sim_help_lists_its_modes() {
     ] {
         assert!(help.contains(flag), "{flag} missing from {help}");
     }
+    for preset in allreduce::sim::PRESETS {
+        assert!(help.contains(preset), "preset {preset} missing from {help}");
+    }
     assert_refuses_unknown_flag(env!("CARGO_BIN_EXE_allreduce-sim"));
 }
 
@@ -119,4 +122,32 @@ fn vm_speed_prints_three_positive_medians() {
         .collect();
     assert_eq!(values.len(), 3, "{line}");
     assert!(values.iter().all(|v| *v > 0.0), "{line}");
+}
+
+#[test]
+fn vm_speed_by_size_prints_a_copy_and_a_reduction_rate_per_growing_size() {
+    let program = env!("CARGO_BIN_EXE_vm-speed");
+    assert!(help_of(program).contains("--by-size"));
+    let out = run_within(
+        Command::new(program).args(["--by-size", "--samples", "1"]),
+        LIMIT,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let stdout = text(&out.stdout);
+    let rows: Vec<Vec<f64>> = stdout
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            l.split_whitespace()
+                .map(|v| v.parse().expect("a number"))
+                .collect()
+        })
+        .collect();
+    assert!(rows.len() >= 10, "{stdout}");
+    assert!(
+        rows.iter()
+            .all(|r| r.len() == 3 && r.iter().all(|v| *v > 0.0)),
+        "{stdout}"
+    );
+    assert!(rows.windows(2).all(|w| w[0][0] < w[1][0]), "{stdout}");
 }

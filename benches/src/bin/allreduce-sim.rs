@@ -30,7 +30,8 @@ enum Transport {
 #[derive(Parser, Debug)]
 #[command(name = "allreduce-sim", version)]
 struct Args {
-    /// Machine model: shm, tcp, netns-2gbit, cluster-10gbit
+    /// Machine model, a preset: shm, tcp (the AMD EPYC VM), xeon-shm, xeon-tcp (the Intel
+    /// Xeon VM), netns-2gbit, cluster-10gbit
     #[arg(long, default_value = "cluster-10gbit")]
     machine: String,
     /// Ranks in the group

@@ -11,6 +11,11 @@
 //!   written, per turn (the lines move between the cores' private caches).
 //!
 //! With two cores and nothing else running, the two spinning threads run on both cores.
+//!
+//! `--by-size` prints instead, per buffer size, one core's copy and reduction (f32 sum into
+//! a second buffer) in GB/s of the buffer, the best of its samples: where the private
+//! cache, the last-level cache and memory begin (the simulator's `private_bytes`,
+//! `cache_bytes` and their rates; docs/allreduce.md, "Simulator", session 32).
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +39,9 @@ struct Args {
     /// Samples of each measurement.
     #[arg(long, default_value_t = 15)]
     samples: usize,
+    /// One core's copy and reduction by buffer size, 32 KiB to 256 MiB, instead.
+    #[arg(long)]
+    by_size: bool,
 }
 
 /// GB/s of copying `bytes` within one core's reach, 8 copies a sample.
@@ -98,9 +106,50 @@ fn take_turns(words: usize, turns: u64, samples: usize) -> f64 {
     median(mine)
 }
 
+/// GB/s of one core copying `bytes` into another buffer and of adding one buffer of f32
+/// into another, the best of `samples` samples of about 0.1 s each.
+fn copy_and_reduce_gbs(bytes: usize, samples: usize) -> (f64, f64) {
+    let n = bytes / 4;
+    let src = vec![1.0f32; n];
+    let mut dst = vec![0.0f32; n];
+    let passes = (400_000_000 / bytes).max(2);
+    let best = |pass: &mut dyn FnMut()| {
+        (0..samples)
+            .map(|_| {
+                let t = Instant::now();
+                for _ in 0..passes {
+                    pass();
+                }
+                (passes * bytes) as f64 / t.elapsed().as_secs_f64() / 1e9
+            })
+            .fold(0.0, f64::max)
+    };
+    let copy = best(&mut || {
+        dst.copy_from_slice(black_box(&src));
+        black_box(&mut dst);
+    });
+    let reduce = best(&mut || {
+        for (d, s) in dst.iter_mut().zip(black_box(&src)) {
+            *d += *s;
+        }
+        black_box(&mut dst);
+    });
+    (copy, reduce)
+}
+
 fn main() {
     let args = Args::parse();
     let samples = args.samples.max(1);
+    if args.by_size {
+        println!("# bytes copy_gbs reduce_gbs (one core, best of {samples})");
+        for kib in [
+            32, 128, 512, 768, 1024, 1536, 2048, 4096, 16384, 32768, 49152, 131072,
+        ] {
+            let (copy, reduce) = copy_and_reduce_gbs(kib << 10, samples);
+            println!("{} {copy:.1} {reduce:.1}", kib << 10);
+        }
+        return;
+    }
     let copy = copy_gbs(4 << 20, samples);
     let line = take_turns(0, 500, samples);
     let handoff = take_turns((256 << 10) / 8, 20, samples);
