@@ -34,7 +34,20 @@ carries), when `oversub_net_miss` was added, came from every point of session 25
     benches/sim/fit.py --all --objective bar --restarts 3 \
         docs/sim-validation-25.txt docs/sim-validation-26.txt
 
-then rounded. To refit after a new measurement:
+then rounded. Session 32's (which `Machine::xeon_shm` carries), when the private tier was
+added (`private_bytes`, `private_copy_bw`, `private_reduce_bw`), came from session 31's
+first run on the Intel Xeon VM, started from session 31's values and one core's rates by
+size (`vm-speed --by-size`):
+
+    benches/sim/fit.py --all --objective bar docs/sim-validation-32.txt \
+        shm_copy_bw_cache=13e9 reduce_bw_cache=12.5e9 shm_copy_bw_mem=8e9 \
+        reduce_bw_mem=6.5e9 cache_bytes=120e6 llc_falloff=2 \
+        private_bytes=2097152 private_copy_bw=38e9 private_reduce_bw=30e9 \
+        --check docs/sim-validation-33.txt --check docs/sim-validation-34.txt
+
+then from its optimum with `--restarts 2` (seed 1), and again with `--restarts 2 --seed 3`
+once the tier's distance counted from each touch's beginning, then rounded. To refit after
+a new measurement:
 
     cargo build --release -p tarantella-benches
     benches/sim/measure.sh target/measured.txt 15
@@ -55,7 +68,7 @@ FITTED = [
     "net_send_cpu", "net_recv_cpu", "net_stream_bw", "net_copy_bw", "net_copy_bw_cache",
     "recv_overhead", "oversub_wake", "oversub_net_wake", "reduce_bw_cache", "reduce_bw_mem",
     "cache_bytes", "host_mem_bw", "core_cache_bytes", "cross_core_bw", "oversub_migration",
-    "llc_falloff", "oversub_net_miss",
+    "llc_falloff", "oversub_net_miss", "private_bytes", "private_copy_bw", "private_reduce_bw",
 ]
 # Parameters that are shares, at most 1.
 SHARES = {"oversub_migration", "oversub_net_miss"}

@@ -1,10 +1,11 @@
 //! What a byte of a copy, a reduction or a network message costs in a replay: the
-//! machine's rates blended by where the bytes come from (the last-level cache or memory,
-//! another core's private cache), fixed per replay except for what the replay tracks.
+//! machine's rates blended by where the bytes come from (the rank's own core's private
+//! cache, the last-level cache or memory, another core's private cache), fixed per replay
+//! except for what the replay tracks.
 
+use super::caches::Found;
 use super::cluster::Cluster;
 use super::machine::Machine;
-use super::recency::Recency;
 
 /// The per-rank costs of the machine for this cluster and vector, fixed for a replay.
 pub(crate) struct Costs {
@@ -40,16 +41,18 @@ pub(crate) struct Costs {
     spill: f64,
 }
 
-/// Seconds per byte from the last-level cache and from memory.
+/// Seconds per byte from the core's private cache, the last-level cache and memory.
 #[derive(Clone, Copy)]
 pub(crate) struct Rates {
+    private: f64,
     cache: f64,
     memory: f64,
 }
 
 impl Rates {
-    fn of(cache_bw: f64, memory_bw: f64) -> Rates {
+    fn of(private_bw: f64, cache_bw: f64, memory_bw: f64) -> Rates {
         Rates {
+            private: 1.0 / private_bw,
             cache: 1.0 / cache_bw,
             memory: 1.0 / memory_bw,
         }
@@ -82,9 +85,11 @@ impl Costs {
         let if_oversubscribed = |share: f64| if oversubscribed { share } else { 0.0 };
         Costs {
             oversubscribed,
-            copy: Rates::of(m.shm_copy_bw_cache, m.shm_copy_bw_mem),
-            reduce: Rates::of(m.reduce_bw_cache, m.reduce_bw_mem),
-            net_copy: Rates::of(m.net_copy_bw_cache, m.net_copy_bw),
+            copy: Rates::of(m.private_copy_bw, m.shm_copy_bw_cache, m.shm_copy_bw_mem),
+            reduce: Rates::of(m.private_reduce_bw, m.reduce_bw_cache, m.reduce_bw_mem),
+            // The kernel's copies are not told apart by the private cache: fitted apart on
+            // the Xeon VM's run 32 (session 32), their rate came out the cache's.
+            net_copy: Rates::of(m.net_copy_bw_cache, m.net_copy_bw_cache, m.net_copy_bw),
             // A third of the traffic (one operand, not two and the result) from memory.
             reduce_folded: fits / m.reduce_bw_cache
                 + (1.0 - fits) / (3.0 * m.reduce_bw_mem).min(m.reduce_bw_cache),
@@ -98,40 +103,38 @@ impl Costs {
         }
     }
 
-    /// The share of `owner`'s range `[at, at+len)` that pool `pool` takes from memory: per
-    /// byte where `recency` tracks them, the working set's spill otherwise.
-    pub(crate) fn missed(
-        &self,
-        recency: &Recency,
-        pool: usize,
-        owner: usize,
-        at: u64,
-        len: u32,
-    ) -> f64 {
-        if recency.tracks() {
-            recency.missed(pool, owner, at, len)
-        } else {
-            self.spill
-        }
+    /// Where no byte's recency is tracked, the share of the working set outside the cache.
+    pub(crate) fn spill(&self) -> f64 {
+        self.spill
     }
 
-    /// Seconds per byte of `work` on streams of its length, each `(weight, missed)`: read
-    /// or written `weight` times (a reduction's result is read and written), the share
-    /// `missed` from memory; and the bytes drawn on the host's memory per byte.
-    pub(crate) fn streams(&self, work: Work, streams: &[(f64, f64)]) -> (f64, f64) {
+    /// Seconds per byte of `work` on streams of its length, each `(weight, found)`: read
+    /// or written `weight` times (a reduction's result is read and written), its bytes
+    /// where `found` says; and the bytes drawn on the host's memory per byte.
+    pub(crate) fn streams(&self, work: Work, streams: &[(f64, Found)]) -> (f64, f64) {
         let (rates, also_missed) = match work {
             Work::Copy => (self.copy, 0.0),
             Work::Reduce => (self.reduce, 0.0),
             Work::NetCopy => (self.net_copy, self.net_miss),
         };
-        let weight: f64 = streams.iter().map(|s| s.0).sum();
-        let memory: f64 = streams
-            .iter()
-            .map(|s| s.0 * (s.1 + (1.0 - s.1) * also_missed))
-            .sum();
-        let missed = if weight > 0.0 { memory / weight } else { 0.0 };
-        let per_byte = (1.0 - missed) * rates.cache + missed * rates.memory;
-        (per_byte, memory)
+        let mut weight = 0.0;
+        let mut seconds = 0.0;
+        let mut memory = 0.0;
+        for &(w, found) in streams {
+            let shared = 1.0 - found.private;
+            let missed = found.missed + (shared - found.missed) * also_missed;
+            weight += w;
+            memory += w * missed;
+            seconds += w
+                * (found.private * rates.private
+                    + (shared - missed) * rates.cache
+                    + missed * rates.memory);
+        }
+        if weight > 0.0 {
+            (seconds / weight, memory)
+        } else {
+            (0.0, 0.0)
+        }
     }
 
     /// Whether the working set spills from the cache (where no byte's recency is tracked).

@@ -18,7 +18,9 @@
 //! - `lines.rs`: who last wrote each byte of each segment, so that a read knows whether its
 //!   bytes come from another core's cache.
 //! - `recency.rs`: how many bytes were touched since each byte of each segment was, so that
-//!   a read knows whether its bytes are still in the last-level cache.
+//!   a read knows whether its bytes are still in a cache.
+//! - `caches.rs`: where a read finds its bytes by their recency: its core's private cache,
+//!   the host's last-level cache, or memory.
 //! - `cores.rs`: the hosts' cores, onto which the replay schedules CPU work as a
 //!   work-conserving kernel would, so that more ranks than cores queue for them.
 //! - [`predict`], [`best`], [`runtime_choice`] (`predict.rs`): the API.
@@ -34,6 +36,7 @@
 //!
 //! [`Options::pick`]: crate::Options
 
+mod caches;
 mod cluster;
 mod cores;
 mod costs;

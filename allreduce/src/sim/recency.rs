@@ -15,6 +15,14 @@
 //! again) is still one vector in the cache. Every byte keeps the touch that last stamped
 //! it, so the distinct bytes touched after a stamp are the bytes whose stamps are later; a
 //! Fenwick tree over the touches counts them.
+//!
+//! Where the distance starts: the last-level cache counts it from the end of the touch
+//! that stamped a byte, as fitted since session 26. A core's private cache
+//! ([`Recency::counting_from_touch_start`], session 32) counts it from the touch's
+//! beginning: every copy and reduction passes over its bytes in the same order each time,
+//! so between two passes over a byte lie the rest of the first pass and the start of the
+//! second, and a least-recently-used cache of 2 MiB keeps nothing of a 16 MiB copy for the
+//! next pass. From the end, the whole copy stayed in it until the next touch.
 
 use rangemap::RangeMap;
 
@@ -32,6 +40,8 @@ pub(crate) struct Recency {
     cache: u64,
     /// How fast the share the cache holds falls past its size (`held_share`).
     falloff: f64,
+    /// A byte's distance counts the bytes of the touch that stamped it too.
+    from_start: bool,
 }
 
 impl Recency {
@@ -50,6 +60,16 @@ impl Recency {
             live: (0..pools).map(|_| Fenwick::default()).collect(),
             cache: cache as u64,
             falloff,
+            from_start: false,
+        }
+    }
+
+    /// The same, counting each byte's distance from the beginning of the touch that
+    /// stamped it (the module's doc says why).
+    pub(crate) fn counting_from_touch_start(self) -> Recency {
+        Recency {
+            from_start: true,
+            ..self
         }
     }
 
@@ -94,7 +114,9 @@ impl Recency {
             .filter(|(_, &(p, _))| p as usize == pool)
             .map(|(r, &(_, touch))| {
                 let bytes = r.end.min(range.end) - r.start.max(range.start);
-                bytes as f64 * held_share(live.after(touch), self.cache, self.falloff)
+                let own = if self.from_start { live.of(touch) } else { 0 };
+                let distance = live.after(touch) + own;
+                bytes as f64 * held_share(distance, self.cache, self.falloff)
             })
             .sum();
         1.0 - held / f64::from(len)
@@ -186,6 +208,11 @@ impl Fenwick {
         sum
     }
 
+    /// Bytes `touch` still stamps.
+    fn of(&self, touch: u32) -> u64 {
+        (self.prefix(touch as usize + 1) - self.prefix(touch as usize)) as u64
+    }
+
     /// Bytes of the touches after `touch`.
     fn after(&self, touch: u32) -> u64 {
         (self.total - self.prefix(touch as usize + 1)) as u64
@@ -230,6 +257,35 @@ mod tests {
         assert!((held(1.0) - 0.25).abs() < 1e-12);
         assert!((held(2.0) - 0.0625).abs() < 1e-12);
         assert_eq!(held(0.0), 1.0, "falloff 0: a cache without bound");
+    }
+
+    #[test]
+    fn from_the_touch_start_a_pass_larger_than_the_cache_leaves_nothing_for_the_next() {
+        let held = |from_start: bool, touched: u32| {
+            let r = Recency::new(1, 1, 100, 1e6, true);
+            let mut r = if from_start {
+                r.counting_from_touch_start()
+            } else {
+                r
+            };
+            r.touch(0, &[(0, 0), (0, 1000)], touched);
+            r.touch(0, &[(0, 500)], 10);
+            1.0 - r.missed(0, 0, 0, touched)
+        };
+        // 2 * 45 + 10 bytes from the touch's beginning: all held.
+        assert_eq!(held(true, 45), 1.0);
+        // 2 * 50 + 10: not by a least-recently-used cache, whose next pass would evict
+        // each line before it reaches it; from the touch's end, all of it.
+        assert!(held(true, 50) < 1e-12);
+        assert_eq!(held(false, 50), 1.0);
+        // A touch's bytes touched again later count in the later touch only.
+        let mut r = Recency::new(1, 1, 100, 1e6, true).counting_from_touch_start();
+        r.touch(0, &[(0, 0)], 90);
+        r.touch(0, &[(0, 0)], 60);
+        r.touch(0, &[(0, 500)], 10);
+        assert_eq!(r.missed(0, 0, 60, 30), 0.0, "30 of its own and 70 since");
+        r.touch(0, &[(0, 600)], 1);
+        assert!(r.missed(0, 0, 60, 30) > 1.0 - 1e-12);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
+use super::caches::Caches;
 use super::cluster::Cluster;
 use super::cores::Cores;
 use super::costs::{Costs, Work};
@@ -21,7 +22,6 @@ use super::error::SimError;
 use super::lines::LastWriters;
 use super::machine::Machine;
 use super::program::{Op, Program};
-use super::recency::Recency;
 
 /// A simulated time, ordered totally (times are finite by construction).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -103,15 +103,8 @@ pub(crate) fn replay(
     let mut ends = vec![vec![0.0f64; n]; runs];
     // Who wrote what last matters only where lines cross between private caches.
     let mut lines = LastWriters::new(n, costs.hot > 0.0);
-    let mut recency = Recency::new(
-        n,
-        buckets,
-        machine.cache_bytes,
-        machine.llc_falloff,
-        machine.llc_by_reuse,
-    );
-    recency.warm(program, pool);
-    let tracking = recency.tracks();
+    let mut caches = Caches::new(machine, cluster, program, costs.spill());
+    let tracking = caches.tracks();
     let mut heap: BinaryHeap<Reverse<(At, usize)>> =
         (0..n).map(|r| Reverse((At(0.0), r))).collect();
     let mut last = 0.0f64;
@@ -153,10 +146,6 @@ pub(crate) fn replay(
                 memory[b] = memory[b].max(now) + drawn / machine.host_mem_bw;
                 end.max(memory[b])
             };
-            // The share of a range that rank `by`'s pool takes from memory.
-            let missed = |recency: &Recency, by: usize, owner: usize, off: u64, len: u32| -> f64 {
-                costs.missed(recency, pool(by), owner, off, len)
-            };
             match op {
                 Op::Send {
                     to,
@@ -171,10 +160,10 @@ pub(crate) fn replay(
                     let (done, arrive, free) = if cluster.shm_between(r, to) {
                         // One synchronous memcpy by the sender, then the notification.
                         let f = lines.foreign_share(r, &[(r, src)], bytes);
-                        let from = missed(&recency, r, r, src, bytes);
-                        let into = missed(&recency, r, to, dst, bytes);
+                        let from = caches.find(r, r, src, bytes);
+                        let into = caches.find(r, to, dst, bytes);
                         let (local, drawn) = costs.streams(Work::Copy, &[(1.0, from), (1.0, into)]);
-                        recency.touch(pool(r), &[(r, src), (to, dst)], bytes);
+                        caches.touch(r, &[(r, src), (to, dst)], bytes);
                         let end = work(
                             machine.shm_alpha + len as f64 * costs.per_byte(local, f),
                             len as f64 * drawn,
@@ -213,16 +202,16 @@ pub(crate) fn replay(
                             if machine.net_on_cpu {
                                 // Loopback and veth bytes are copied by this machine's
                                 // cores, once into the kernel and once out of it.
-                                let side = |m: f64| {
-                                    len as f64 * costs.streams(Work::NetCopy, &[(1.0, m)]).0
+                                let side = |found| {
+                                    len as f64 * costs.streams(Work::NetCopy, &[(1.0, found)]).0
                                 };
-                                let out_of = side(missed(&recency, r, r, src, bytes));
-                                let into = side(missed(&recency, to, to, dst, bytes));
+                                let out_of = side(caches.find(r, r, src, bytes));
+                                let into = side(caches.find(to, to, dst, bytes));
                                 end = end.max(cores.run(pool(r), out, out_of));
                                 end = end.max(cores.run(pool(to), out, into));
                             }
-                            recency.touch(pool(r), &[(r, src)], bytes);
-                            recency.touch(pool(to), &[(to, dst)], bytes);
+                            caches.touch(r, &[(r, src)], bytes);
+                            caches.touch(to, &[(to, dst)], bytes);
                         }
                         // The receiver's progress thread takes it in once it is there.
                         let taken = cores.run(
@@ -292,15 +281,14 @@ pub(crate) fn replay(
                     // the peer's operand alone: the schedules fold cache-sized chunks
                     // (256 KiB by default); one larger than the cache is not still there.
                     // Where recency is tracked, the destination's says so itself.
-                    let (local, drawn) =
-                        if folded && !recency.tracks() && len <= machine.cache_bytes {
-                            costs.folded()
-                        } else {
-                            let operand = missed(&recency, r, owner, src, bytes);
-                            let result = missed(&recency, r, r, dst, bytes);
-                            costs.streams(Work::Reduce, &[(1.0, operand), (2.0, result)])
-                        };
-                    recency.touch(pool(r), &[(owner, src), (r, dst)], bytes);
+                    let (local, drawn) = if folded && !tracking && len <= machine.cache_bytes {
+                        costs.folded()
+                    } else {
+                        let operand = caches.find(r, owner, src, bytes);
+                        let result = caches.find(r, r, dst, bytes);
+                        costs.streams(Work::Reduce, &[(1.0, operand), (2.0, result)])
+                    };
+                    caches.touch(r, &[(owner, src), (r, dst)], bytes);
                     let f = lines.foreign_share(r, &[(owner, src), (r, dst)], bytes);
                     let cpu = len as f64 * costs.per_byte(local, f);
                     ranks[r].now = work(cpu, len as f64 * drawn, &mut memory, &mut cores);
@@ -314,10 +302,10 @@ pub(crate) fn replay(
                     ..
                 } => {
                     let (len, from) = (bytes as usize, from as usize);
-                    let peer = missed(&recency, r, from, src, bytes);
-                    let into = missed(&recency, r, r, dst, bytes);
+                    let peer = caches.find(r, from, src, bytes);
+                    let into = caches.find(r, r, dst, bytes);
                     let (local, drawn) = costs.streams(Work::Copy, &[(1.0, peer), (1.0, into)]);
-                    recency.touch(pool(r), &[(from, src), (r, dst)], bytes);
+                    caches.touch(r, &[(from, src), (r, dst)], bytes);
                     let f = lines.foreign_share(r, &[(from, src)], bytes);
                     let cpu = len as f64 * costs.per_byte(local, f);
                     ranks[r].now = work(cpu, len as f64 * drawn, &mut memory, &mut cores);
@@ -325,9 +313,9 @@ pub(crate) fn replay(
                 }
                 Op::Divide { len: bytes, off } => {
                     let len = bytes as usize;
-                    let m = missed(&recency, r, r, off, bytes);
+                    let m = caches.find(r, r, off, bytes);
                     let (local, drawn) = costs.streams(Work::Reduce, &[(2.0, m)]);
-                    recency.touch(pool(r), &[(r, off)], bytes);
+                    caches.touch(r, &[(r, off)], bytes);
                     let f = lines.foreign_share(r, &[(r, off)], bytes);
                     let cpu = len as f64 * costs.per_byte(local, f);
                     ranks[r].now = work(cpu, len as f64 * drawn, &mut memory, &mut cores);

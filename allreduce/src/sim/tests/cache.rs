@@ -267,3 +267,44 @@ fn the_cluster_model_predicts_as_when_the_choice_table_was_derived() {
         );
     }
 }
+
+/// Single-copy on 2 ranks reduces half of both vectors and pushes the result into the
+/// peer's: in the next run it reads and writes the same halves, the peer's one last written
+/// by itself. With a private tier nearly free, that costs nearly nothing while the two
+/// halves fit the core's private cache, and the last-level cache's rates once they do not:
+/// of a 16 MiB half reduced in 256 KiB chunks, the push finds only the last few chunks
+/// still there.
+#[test]
+fn what_a_rank_touched_last_runs_at_the_private_rates_while_it_fits_its_core() {
+    let m = Machine {
+        private_bytes: 2 << 20,
+        private_copy_bw: 1e15,
+        private_reduce_bw: 1e15,
+        shm_alpha: 0.0,
+        recv_overhead: 0.0,
+        core_cache_bytes: 0,
+        shm_copy_bw_cache: 10e9,
+        reduce_bw_cache: 10e9,
+        cache_bytes: 1 << 30,
+        ..Machine::xeon_shm()
+    };
+    let per_byte = |m: &Machine, bytes: usize| {
+        predict(Algorithm::SingleCopy, &Cluster::new(2, 2), bytes, 4, m)
+            .unwrap()
+            .seconds
+            / bytes as f64
+    };
+    let without = Machine {
+        private_bytes: 0,
+        ..m.clone()
+    };
+    // Per rank, half of each vector reduced and half copied, at 10 GB/s.
+    let expected = 1.0 / 10e9;
+    assert!((per_byte(&without, 1 << 20) / expected - 1.0).abs() < 1e-3);
+    // 1 MiB: 1 MiB touched per rank, all in its private cache.
+    assert!(per_byte(&m, 1 << 20) < 1e-3 * expected);
+    // 32 MiB: 32 MiB touched per rank, 16 times the private cache.
+    let spilled = per_byte(&m, 32 << 20);
+    assert!(spilled > 0.95 * expected, "{spilled:e} {expected:e}");
+    assert!((per_byte(&without, 32 << 20) / expected - 1.0).abs() < 1e-3);
+}

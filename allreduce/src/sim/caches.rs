@@ -1,0 +1,201 @@
+//! Where a replay finds the bytes a copy or a reduction touches: in the private cache of
+//! the rank's own core, in its host's last-level cache, or in memory, each byte by how
+//! recently it was touched there (`recency.rs`).
+//!
+//! Why a private tier of its own: on the Intel Xeon VM one core copies at 38 GB/s what
+//! fits its 2 MiB L2 and at 12 GB/s what it finds in the L3 (`docs/allreduce.md`,
+//! "Simulator", session 32), so single-copy on 2 ranks moves 1 MiB at twice the rate per
+//! byte of 4 MiB: each rank's half of its own vector and of its peer's, which it pushed
+//! there itself the run before, stay in its L2 up to 1 MiB. A line another rank touched
+//! since is in that rank's core, not this one's: the private caches are per rank, and the
+//! ranks that take turns on a core split its cache. A byte's distance counts from the
+//! beginning of the touch that stamped it (`Recency::counting_from_touch_start`), so a
+//! pass over more than the cache leaves nothing of itself for the next.
+
+use super::cluster::Cluster;
+use super::machine::Machine;
+use super::program::Program;
+use super::recency::Recency;
+
+/// Where a range's bytes are: the shares (0 to 1, summing to at most 1) in the reader's
+/// core's private cache and in memory; the rest is in the last-level cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Found {
+    pub private: f64,
+    pub missed: f64,
+}
+
+/// The caches of every host and core of a replay.
+pub(crate) struct Caches {
+    /// Per host (or the one machine hosts share), what its ranks touched.
+    llc: Recency,
+    /// Per rank, what it touched (nothing tracked without a private tier).
+    private: Recency,
+    /// The host (pool of `llc`) of each rank.
+    host: Vec<usize>,
+    /// Where the last-level cache's recency is not tracked, the share of the working set
+    /// outside it: that share of every range comes from memory.
+    spill: f64,
+}
+
+/// How fast the share of a line a private cache holds falls once more distinct bytes than
+/// its size were touched since: nearly least-recently-used. Why fixed: one core copying
+/// 1.5 MiB buffers (3 MiB touched a copy, 1.5 times the L2) on the Xeon VM runs at
+/// 14.4 GB/s against 38 within the L2 and 12.9 from the L3: 16% held, `(1/1.5)^4.5`.
+const PRIVATE_FALLOFF: f64 = 4.5;
+
+impl Caches {
+    /// The caches for `cluster` on `machine`, warmed with what `program` touches (the
+    /// measured runs follow many others), where `spill` is the working set's share outside
+    /// the last-level cache when its recency is not tracked.
+    pub(crate) fn new(
+        machine: &Machine,
+        cluster: &Cluster,
+        program: &Program,
+        spill: f64,
+    ) -> Caches {
+        let n = cluster.ranks;
+        let host: Vec<usize> = (0..n)
+            .map(|r| {
+                if machine.hosts_share_cores {
+                    0
+                } else {
+                    cluster.host_of(r)
+                }
+            })
+            .collect();
+        let hosts = if machine.hosts_share_cores {
+            1
+        } else {
+            cluster.hosts()
+        };
+        let mut llc = Recency::new(
+            n,
+            hosts,
+            machine.cache_bytes,
+            machine.llc_falloff,
+            machine.llc_by_reuse,
+        );
+        llc.warm(program, |owner| host[owner]);
+        // Ranks that take turns on a core share its cache.
+        let on_cores = if machine.hosts_share_cores {
+            n
+        } else {
+            cluster.per_host.max(1).min(n)
+        };
+        let per_core = (on_cores as f64 / machine.cores.max(1) as f64).max(1.0);
+        let private_bytes = (machine.private_bytes as f64 / per_core) as usize;
+        let mut private = Recency::new(n, n, private_bytes, PRIVATE_FALLOFF, private_bytes > 0)
+            .counting_from_touch_start();
+        private.warm(program, |owner| owner);
+        Caches {
+            llc,
+            private,
+            host,
+            spill,
+        }
+    }
+
+    /// Whether the last-level cache holds each byte by its recency.
+    pub(crate) fn tracks(&self) -> bool {
+        self.llc.tracks()
+    }
+
+    /// Where `reader` finds `owner`'s range `[at, at+len)`.
+    pub(crate) fn find(&self, reader: usize, owner: usize, at: u64, len: u32) -> Found {
+        let missed = if self.llc.tracks() {
+            self.llc.missed(self.host[reader], owner, at, len)
+        } else {
+            self.spill
+        };
+        let private = if self.private.tracks() {
+            1.0 - self.private.missed(reader, owner, at, len)
+        } else {
+            0.0
+        };
+        // What the private cache holds is not fetched from further away.
+        Found {
+            private,
+            missed: missed.min(1.0 - private),
+        }
+    }
+
+    /// `by` touched `len` bytes at each of `ranges` (`(owner, offset)`).
+    pub(crate) fn touch(&mut self, by: usize, ranges: &[(usize, u64)], len: u32) {
+        self.llc.touch(self.host[by], ranges, len);
+        self.private.touch(by, ranges, len);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Caches, Found};
+    use crate::sim::cluster::Cluster;
+    use crate::sim::machine::Machine;
+    use crate::sim::program::Program;
+
+    /// `ranks` ranks on one host of `machine`, with nothing warmed.
+    fn caches(machine: &Machine, ranks: usize, spill: f64) -> Caches {
+        let program = Program {
+            ranks: vec![Vec::new(); ranks],
+            segment_bytes: 1 << 20,
+        };
+        Caches::new(machine, &Cluster::new(ranks, ranks), &program, spill)
+    }
+
+    fn found(private: f64, missed: f64) -> Found {
+        Found { private, missed }
+    }
+
+    #[test]
+    fn a_rank_finds_privately_what_it_touched_last_and_no_other_rank_since() {
+        let m = Machine {
+            private_bytes: 64 << 10,
+            ..Machine::xeon_shm()
+        };
+        let mut c = caches(&m, 2, 0.0);
+        assert_eq!(c.find(0, 1, 0, 4096), found(0.0, 1.0), "never touched");
+        c.touch(0, &[(1, 0)], 4096);
+        assert_eq!(c.find(0, 1, 0, 4096), found(1.0, 0.0));
+        assert_eq!(
+            c.find(1, 1, 0, 4096),
+            found(0.0, 0.0),
+            "in the shared cache"
+        );
+        // Rank 1 takes the lines to its core.
+        c.touch(1, &[(1, 0)], 4096);
+        assert_eq!(c.find(0, 1, 0, 4096), found(0.0, 0.0));
+        assert_eq!(c.find(1, 1, 0, 4096), found(1.0, 0.0));
+        // 128 KiB more through rank 1's core: twice its size, nearly nothing held there.
+        c.touch(1, &[(0, 0)], 128 << 10);
+        let f = c.find(1, 1, 0, 4096);
+        assert!(f.private < 0.05 && f.missed == 0.0, "{f:?}");
+    }
+
+    #[test]
+    fn ranks_that_take_turns_on_a_core_each_have_a_share_of_its_private_cache() {
+        let m = Machine {
+            private_bytes: 64 << 10,
+            ..Machine::xeon_shm()
+        };
+        // 4 ranks on 2 cores: 32 KiB each.
+        let mut c = caches(&m, 4, 0.0);
+        c.touch(0, &[(0, 0)], 4096);
+        c.touch(0, &[(1, 0)], 24 << 10);
+        assert_eq!(c.find(0, 0, 0, 4096).private, 1.0);
+        c.touch(0, &[(1, 1 << 19)], 24 << 10);
+        assert!(c.find(0, 0, 0, 4096).private < 0.5);
+    }
+
+    #[test]
+    fn without_a_private_tier_or_recency_only_the_shared_cache_counts() {
+        let mut c = caches(&Machine::shm(), 2, 0.0);
+        c.touch(0, &[(0, 0)], 4096);
+        assert_eq!(c.find(0, 0, 0, 4096), found(0.0, 0.0));
+        // The choice table's machine: the share of the working set that spills, per range.
+        let mut c = caches(&Machine::cluster_10gbit(), 2, 0.25);
+        assert!(!c.tracks());
+        c.touch(0, &[(0, 0)], 4096);
+        assert_eq!(c.find(0, 0, 0, 4096), found(0.0, 0.25));
+    }
+}
