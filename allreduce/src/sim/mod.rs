@@ -6,8 +6,9 @@
 //!
 //! - [`Machine`] (`machine.rs`): the model: shared-memory and network latency and
 //!   bandwidth, a host's link each way, reduction throughput, cache and memory bandwidth,
-//!   cores, and the CPU time of messages and of waking a waiter. Presets calibrated on
-//!   this project's VM.
+//!   cores, and the CPU time of messages and of waking a waiter.
+//! - `presets.rs`: the named machines ([`PRESETS`]), calibrated on this project's VMs, and
+//!   the automatic choice's cluster.
 //! - [`Cluster`] (`cluster.rs`): ranks, ranks per host, transport inside a host; from it
 //!   the layout and shape the runtime would build.
 //! - `program.rs`: every rank's plan, in a compact form, and the runtime's feasibility
@@ -44,14 +45,16 @@ mod error;
 mod lines;
 mod machine;
 mod predict;
+mod presets;
 mod program;
 mod recency;
 mod replay;
 
 pub use cluster::{Cluster, Intra};
 pub use error::SimError;
-pub use machine::{Machine, PRESETS};
+pub use machine::Machine;
 pub use predict::{best, predict, runtime_choice, Prediction, ALL, AUTO_CANDIDATES, RUNS};
+pub use presets::PRESETS;
 pub use program::STAGING_LIMIT;
 
 #[cfg(test)]

@@ -159,13 +159,18 @@ pub(crate) fn replay(
                     // sender can go on.
                     let (done, arrive, free) = if cluster.shm_between(r, to) {
                         // One synchronous memcpy by the sender, then the notification.
+                        let alpha = if len == 0 {
+                            machine.shm_notify_alpha
+                        } else {
+                            machine.shm_alpha
+                        };
                         let f = lines.foreign_share(r, &[(r, src)], bytes);
                         let from = caches.find(r, r, src, bytes);
                         let into = caches.find(r, to, dst, bytes);
                         let (local, drawn) = costs.streams(Work::Copy, &[(1.0, from), (1.0, into)]);
                         caches.touch(r, &[(r, src), (to, dst)], bytes);
                         let end = work(
-                            machine.shm_alpha + len as f64 * costs.per_byte(local, f),
+                            alpha + len as f64 * costs.per_byte(local, f),
                             len as f64 * drawn,
                             &mut memory,
                             &mut cores,

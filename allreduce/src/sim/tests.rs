@@ -12,6 +12,7 @@ mod cache;
 fn wire_only() -> Machine {
     Machine {
         shm_alpha: 0.0,
+        shm_notify_alpha: 0.0,
         net_post_overhead: 0.0,
         net_send_cpu: 0.0,
         net_recv_cpu: 0.0,
@@ -184,7 +185,7 @@ fn chain_of_three() -> Program {
 fn a_rank_that_slept_on_an_oversubscribed_host_is_switched_back_in() {
     let m = Machine {
         cores: 1,
-        shm_alpha: 1e-6,
+        shm_notify_alpha: 1e-6,
         recv_overhead: 0.0,
         oversub_wake: 10e-6,
         ..Machine::shm()
@@ -196,6 +197,12 @@ fn a_rank_that_slept_on_an_oversubscribed_host_is_switched_back_in() {
     // Two hops, each with a blocked receiver that must be switched back in.
     let slept = end(&m);
     assert!((slept - 2.0 * (1e-6 + 10e-6)).abs() < 1e-9, "{slept}");
+    // The hops are bare notifications: a write's latency does not apply.
+    let writes_dearer = end(&Machine {
+        shm_alpha: 5e-6,
+        ..m.clone()
+    });
+    assert_eq!(writes_dearer, slept);
     // With a core per rank nobody gives a core away.
     let own_cores = end(&Machine { cores: 3, ..m });
     assert!((own_cores - 2e-6).abs() < 1e-9, "{own_cores}");

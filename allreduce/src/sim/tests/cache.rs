@@ -281,6 +281,7 @@ fn what_a_rank_touched_last_runs_at_the_private_rates_while_it_fits_its_core() {
         private_copy_bw: 1e15,
         private_reduce_bw: 1e15,
         shm_alpha: 0.0,
+        shm_notify_alpha: 0.0,
         recv_overhead: 0.0,
         core_cache_bytes: 0,
         shm_copy_bw_cache: 10e9,
