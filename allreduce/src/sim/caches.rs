@@ -55,36 +55,18 @@ impl Caches {
         spill: f64,
     ) -> Caches {
         let n = cluster.ranks;
-        let host: Vec<usize> = (0..n)
-            .map(|r| {
-                if machine.hosts_share_cores {
-                    0
-                } else {
-                    cluster.host_of(r)
-                }
-            })
-            .collect();
-        let hosts = if machine.hosts_share_cores {
-            1
-        } else {
-            cluster.hosts()
-        };
+        let host: Vec<usize> = (0..n).map(|r| machine.pool_of(cluster, r)).collect();
         let mut llc = Recency::new(
             n,
-            hosts,
+            machine.pools(cluster),
             machine.cache_bytes,
             machine.llc_falloff,
             machine.llc_by_reuse,
         );
         llc.warm(program, |owner| host[owner]);
-        // Ranks that take turns on a core share its cache.
-        let on_cores = if machine.hosts_share_cores {
-            n
-        } else {
-            cluster.per_host.max(1).min(n)
-        };
-        let per_core = (on_cores as f64 / machine.cores.max(1) as f64).max(1.0);
-        let private_bytes = (machine.private_bytes as f64 / per_core) as usize;
+        // Ranks that take turns on a core split its cache.
+        let private_bytes =
+            (machine.private_bytes as f64 / machine.ranks_per_core(cluster)) as usize;
         let mut private = Recency::new(n, n, private_bytes, PRIVATE_FALLOFF, private_bytes > 0)
             .counting_from_touch_start();
         private.warm(program, |owner| owner);

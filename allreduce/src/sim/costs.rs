@@ -70,8 +70,7 @@ pub(crate) enum Work {
 
 impl Costs {
     pub(crate) fn new(m: &Machine, c: &Cluster, segment_bytes: usize) -> Costs {
-        let k = c.per_host.max(1).min(c.ranks);
-        let on_cores = if m.hosts_share_cores { c.ranks } else { k };
+        let on_cores = m.ranks_on_cores(c);
         // Why this working set: the ranks of a host (or of the one VM) read and write each
         // other's segments (vector and staging) through one cache.
         let set = on_cores as f64 * segment_bytes as f64;
@@ -79,7 +78,7 @@ impl Costs {
         // The share of a segment still in the writing core's private cache moves between
         // the cores at their own rate, whatever the last-level cache holds
         // (`Machine::core_cache_bytes`). Ranks that take turns on a core share its cache.
-        let per_core = (on_cores as f64 / m.cores.max(1) as f64).max(1.0);
+        let per_core = m.ranks_per_core(c);
         let hot = (m.core_cache_bytes as f64 / (per_core * segment_bytes as f64).max(1.0)).min(1.0);
         let oversubscribed = on_cores > m.cores;
         let if_oversubscribed = |share: f64| if oversubscribed { share } else { 0.0 };

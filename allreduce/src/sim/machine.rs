@@ -135,6 +135,7 @@ pub struct Machine {
     pub private_reduce_bw: f64,
 }
 
+use super::cluster::Cluster;
 use super::error::SimError;
 
 /// A parameter of [`Machine`] as `Machine::set` takes it.
@@ -271,5 +272,42 @@ impl Machine {
             && self.llc_falloff >= 0.0
             && bws.iter().all(|b| b.is_finite() && *b > 0.0)
             && lats.iter().all(|l| l.is_finite() && *l >= 0.0)
+    }
+}
+
+/// Where the ranks of a cluster run on this machine: which of them share cores, memory and
+/// a last-level cache (a pool: a host, or the one machine that hosts share).
+impl Machine {
+    /// The pools of `cluster`.
+    pub(crate) fn pools(&self, cluster: &Cluster) -> usize {
+        if self.hosts_share_cores {
+            1
+        } else {
+            cluster.hosts()
+        }
+    }
+
+    /// The pool of rank `r`.
+    pub(crate) fn pool_of(&self, cluster: &Cluster, r: usize) -> usize {
+        if self.hosts_share_cores {
+            0
+        } else {
+            cluster.host_of(r)
+        }
+    }
+
+    /// The ranks that share one pool's cores (the most any pool has).
+    pub(crate) fn ranks_on_cores(&self, cluster: &Cluster) -> usize {
+        if self.hosts_share_cores {
+            cluster.ranks
+        } else {
+            cluster.per_host.max(1).min(cluster.ranks)
+        }
+    }
+
+    /// Ranks per core of a pool, at least 1: ranks that take turns on a core share its
+    /// private cache.
+    pub(crate) fn ranks_per_core(&self, cluster: &Cluster) -> f64 {
+        (self.ranks_on_cores(cluster) as f64 / self.cores.max(1) as f64).max(1.0)
     }
 }

@@ -84,20 +84,10 @@ pub(crate) fn replay(
             ..Rank::default()
         })
         .collect();
-    let buckets = if machine.hosts_share_cores {
-        1
-    } else {
-        cluster.hosts()
-    };
+    let buckets = machine.pools(cluster);
     let mut memory = vec![0.0f64; buckets];
     let mut cores = Cores::new(buckets, machine.cores);
-    let pool = |r: usize| {
-        if machine.hosts_share_cores {
-            0
-        } else {
-            cluster.host_of(r)
-        }
-    };
+    let pool = |r: usize| machine.pool_of(cluster, r);
     let mut nic_out = vec![0.0f64; cluster.hosts()];
     let mut nic_in = vec![0.0f64; cluster.hosts()];
     let mut ends = vec![vec![0.0f64; n]; runs];
