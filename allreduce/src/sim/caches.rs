@@ -129,13 +129,17 @@ mod tests {
         Found { private, missed }
     }
 
-    #[test]
-    fn a_rank_finds_privately_what_it_touched_last_and_no_other_rank_since() {
-        let m = Machine {
+    /// The Xeon VM with a 64 KiB private tier.
+    fn small_tier() -> Machine {
+        Machine {
             private_bytes: 64 << 10,
             ..Machine::xeon_shm()
-        };
-        let mut c = caches(&m, 2, 0.0);
+        }
+    }
+
+    #[test]
+    fn a_rank_finds_privately_what_it_touched_last_and_no_other_rank_since() {
+        let mut c = caches(&small_tier(), 2, 0.0);
         assert_eq!(c.find(0, 1, 0, 4096), found(0.0, 1.0), "never touched");
         c.touch(0, &[(1, 0)], 4096);
         assert_eq!(c.find(0, 1, 0, 4096), found(1.0, 0.0));
@@ -156,12 +160,8 @@ mod tests {
 
     #[test]
     fn ranks_that_take_turns_on_a_core_each_have_a_share_of_its_private_cache() {
-        let m = Machine {
-            private_bytes: 64 << 10,
-            ..Machine::xeon_shm()
-        };
         // 4 ranks on 2 cores: 32 KiB each.
-        let mut c = caches(&m, 4, 0.0);
+        let mut c = caches(&small_tier(), 4, 0.0);
         c.touch(0, &[(0, 0)], 4096);
         c.touch(0, &[(1, 0)], 24 << 10);
         assert_eq!(c.find(0, 0, 0, 4096).private, 1.0);
