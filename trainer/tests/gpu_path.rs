@@ -8,8 +8,9 @@
 //! does, on both staging paths, and its checkpoints save.
 //!
 //! With a GPU (skipped with a printed reason otherwise): 2 ranks on one GPU give the weights of
-//! 1 rank, bucket allreduces start before backward ends, and GPU memory does not grow over 20
-//! steps.
+//! 1 rank (SGD and AdamW), bucket allreduces start before backward ends, GPU memory does not
+//! grow over 20 steps, and the multi-tensor updates of SGD, Adam and AdamW on GPU tensors give
+//! the CPU's.
 //!
 //! Tolerances: f32 as in `equivalence.rs` (summation order only). bf16 gradients carry 8
 //! significant bits (relative rounding up to 2^-9 per element, once when packed and once per
@@ -19,6 +20,7 @@
 mod common;
 
 use common::*;
+use trainer::{Optimizer, OptimizerKind};
 
 const F32: Tolerance = Tolerance {
     loss_rtol: 1e-4,
@@ -30,6 +32,17 @@ const BF16: Tolerance = Tolerance {
     loss_rtol: 1e-2,
     weight_atol: 2e-3,
     weight_rtol: 1e-2,
+};
+
+/// Adam and AdamW scale each element's update by that element's own running gradient RMS,
+/// so where an element's gradient nearly cancels over the batch, the rounding of the
+/// summation order is not scaled down with the gradient: 2 ranks against 1 on an H200
+/// differed by 8.3e-5 after 5 steps at lr 0.05. A bucket summed wrongly moves its elements
+/// by about the learning rate each step, 100 times this tolerance.
+const ADAM: Tolerance = Tolerance {
+    loss_rtol: 1e-3,
+    weight_atol: 5e-4,
+    weight_rtol: 1e-3,
 };
 
 /// Global batch 10 (5+5 on 2 ranks, 4+3+3 on 3), 5 steps; at a 4 KiB fusion threshold most
@@ -180,6 +193,10 @@ fn cuda_two_ranks_on_one_gpu_match_one_rank() {
         &with(MLP, &["--device", "cuda", "--grad-dtype", "bf16"]),
     );
     assert_close(&bf16, &one, &BF16, "2 ranks on one GPU, bf16 gradients");
+    let adamw_args = with(MLP, &["--device", "cuda", "--optimizer", "adamw"]);
+    let adamw_one = train_recorded("cuda-adamw-1", 1, &adamw_args);
+    let adamw_two = train_recorded("cuda-adamw-2", 2, &adamw_args);
+    assert_close(&adamw_two, &adamw_one, &ADAM, "2 ranks on one GPU, AdamW");
     let nhwc_args = with(LENET, &["--device", "cuda", "--channels-last"]);
     let nhwc_one = train_recorded("cuda-nhwc-1", 1, &nhwc_args);
     let nhwc_two = train_recorded("cuda-nhwc-2", 2, &nhwc_args);
@@ -232,4 +249,100 @@ fn cuda_buckets_start_during_backward_and_memory_is_stable() {
         bytes[2..].iter().all(|&b| b <= bytes[1]),
         "GPU memory grew after step 2: {bytes:?}"
     );
+}
+
+/// Parameters of many shapes (libtorch's multi-tensor kernels split long lists and large
+/// tensors into chunks), one left without a gradient, and a constant gradient for the rest:
+/// `(parameters, gradients)` on the CPU, from a fixed seed.
+fn optimizer_problem() -> (Vec<tch::Tensor>, Vec<tch::Tensor>) {
+    tch::manual_seed(7);
+    let shapes: Vec<Vec<i64>> = (0..40)
+        .map(|i| match i % 4 {
+            0 => vec![i + 1],
+            1 => vec![3, i + 2],
+            2 => vec![8, 4, 3, 3],
+            _ => vec![1 << 16],
+        })
+        .chain([vec![1 << 21]])
+        .collect();
+    let kind = (tch::Kind::Float, tch::Device::Cpu);
+    let params = shapes.iter().map(|s| tch::Tensor::randn(s, kind)).collect();
+    let grads = shapes.iter().map(|s| tch::Tensor::randn(s, kind)).collect();
+    (params, grads)
+}
+
+/// `steps` updates of `kind` from [`optimizer_problem`] on `device`; the parameters after them,
+/// on the CPU. Parameter 5 has no gradient and must come back unchanged.
+fn optimized(kind: OptimizerKind, device: tch::Device, steps: usize) -> Vec<tch::Tensor> {
+    let (initial, grads) = optimizer_problem();
+    let params: Vec<tch::Tensor> = initial
+        .iter()
+        .map(|p| p.to_device(device).set_requires_grad(true))
+        .collect();
+    for (i, (p, g)) in params.iter().zip(&grads).enumerate() {
+        if i != 5 {
+            (p * g.to_device(device)).sum(tch::Kind::Float).backward();
+        }
+    }
+    let mut opt = Optimizer::new(kind, &params, 0.01).unwrap();
+    for _ in 0..steps {
+        opt.step().unwrap();
+    }
+    params
+        .iter()
+        .map(|p| p.detach().to_device(tch::Device::Cpu))
+        .collect()
+}
+
+#[test]
+fn cuda_optimizer_updates_equal_the_cpu_updates() {
+    if !cuda_or_skip() {
+        return;
+    }
+    let (beta1, beta2, eps, weight_decay) = (0.9, 0.999, 1e-8, 0.1);
+    let kinds = [
+        OptimizerKind::Sgd {
+            momentum: 0.9,
+            weight_decay,
+        },
+        OptimizerKind::Adam {
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+        },
+        OptimizerKind::AdamW {
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+        },
+    ];
+    let (initial, _) = optimizer_problem();
+    for kind in kinds {
+        let cpu = optimized(kind, tch::Device::Cpu, 5);
+        let gpu = optimized(kind, tch::Device::Cuda(0), 5);
+        assert!(
+            gpu[5].equal(&initial[5]),
+            "{}: a parameter without a gradient changed",
+            kind.name()
+        );
+        // The same float32 arithmetic in another order (fused kernels): a few ulps of the
+        // weights; a wrong formula or a skipped tensor moves them by the learning rate.
+        for (i, (g, c)) in gpu.iter().zip(&cpu).enumerate() {
+            let diff = (g - c).abs().max().double_value(&[]);
+            let moved = (c - &initial[i]).abs().max().double_value(&[]);
+            assert!(
+                diff <= 1e-5,
+                "{}: parameter {i} differs by {diff:e} between the GPU and the CPU (moved {moved:e})",
+                kind.name()
+            );
+            assert!(
+                i == 5 || moved > 0.0,
+                "{}: parameter {i} moved only {moved:e}",
+                kind.name()
+            );
+        }
+        println!("{}: GPU and CPU updates agree within 1e-5", kind.name());
+    }
 }
