@@ -34,7 +34,7 @@ carries), when `oversub_net_miss` was added, came from every point of session 25
     benches/sim/fit.py --all --objective bar --restarts 3 \
         docs/sim-validation-25.txt docs/sim-validation-26.txt
 
-then rounded. Session 32's (which `Machine::xeon_shm` carries), when the private tier was
+then rounded. Session 32's, when the private tier was
 added (`private_bytes`, `private_copy_bw`, `private_reduce_bw`), came from session 31's
 first run on the Intel Xeon VM, started from session 31's values and one core's rates by
 size (`vm-speed --by-size`):
@@ -48,8 +48,15 @@ size (`vm-speed --by-size`):
 then from its optimum with `--restarts 2` (seed 1), again with `--restarts 2 --seed 3`
 once the tier's distance counted from each touch's beginning, and again from
 `shm_notify_alpha=0.3e-6` once bare notifications had their own latency (`--restarts 2
---seed 4` from that optimum found it again), then rounded. To refit after
-a new measurement:
+--seed 4` from that optimum found it again), then rounded. Session 33's (which
+`Machine::xeon_shm` carries) came from session 32's with a larger, steeper cache:
+
+    benches/sim/fit.py --all --objective bar docs/sim-validation-32.txt \
+        cache_bytes=140e6 llc_falloff=3 \
+        --check docs/sim-validation-33.txt --check docs/sim-validation-34.txt
+
+then rounded (restarts from it lowered the cost on run 32 and lost 5 points of run 33).
+To refit after a new measurement:
 
     cargo build --release -p tarantella-benches
     benches/sim/measure.sh target/measured.txt 15
