@@ -18,7 +18,10 @@
 # Before each configuration of each round it records the VM's speed (vm-speed: one core's
 # in-cache copy, a cache line's and a 256 KiB buffer's trip between the two cores), as
 # comment lines at the end: the VM moves between states by the second (docs/allreduce.md,
-# "Simulator", session 30).
+# "Simulator", session 30). Before each round it also records one core's copy and reduction
+# by buffer size (`vm-speed --by-size`, about 10 s), where the private cache, the L3 and
+# memory begin right then: the L3's end moved between 64 and 128 MiB buffers within an hour
+# (session 32).
 # Builds allreduce-sweep, allreduce-sim and vm-speed (release) first. The
 # netns points (two namespaces as hosts) come from benches/netns/run.sh, which needs root.
 set -euo pipefail
@@ -40,13 +43,15 @@ SIZES=(-b 4K -e 64M -f 4)
 # Always brought up to date (a no-op when it is): a stale build measures old code silently.
 cargo build --release -p tarantella-benches --bin allreduce-sweep --bin allreduce-sim \
   --bin vm-speed
-raw=$(mktemp); speed=$(mktemp); trap 'rm -f "$raw" "$speed"' EXIT
+raw=$(mktemp); speed=$(mktemp); sizes=$(mktemp); trap 'rm -f "$raw" "$speed" "$sizes"' EXIT
 configs=()
 for n in $RANKS; do
   for a in rd rabenseifner ring single-copy; do configs+=("shm $n $a"); done
   for a in rd rabenseifner ring; do configs+=("tcp $n $a"); done
 done
 for round in $(seq "$ROUNDS"); do
+  echo "# by-size $round $(target/release/vm-speed --by-size |
+    awk '!/^#/ { printf "%s%s=%s,%s", sep, $1, $2, $3; sep = " " }')" >> "$sizes"
   for c in "${configs[@]}"; do
     set -- $c
     echo "# speed $round $1 $2 $3 $(target/release/vm-speed)" >> "$speed"
@@ -73,5 +78,7 @@ done
     done | sort -k1,1 -k2,2n -k5,5 -k6,6n
   echo "# vm-speed before each configuration: round transport ranks algorithm copy_gbs line_us handoff_us"
   cat "$speed"
+  echo "# vm-speed --by-size before each round: round, then bytes=copy_gbs,reduce_gbs per buffer size"
+  cat "$sizes"
 } > "$OUT"
 echo "wrote $OUT" >&2
