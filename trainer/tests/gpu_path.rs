@@ -271,15 +271,22 @@ fn optimizer_problem() -> (Vec<tch::Tensor>, Vec<tch::Tensor>) {
     (params, grads)
 }
 
-/// `steps` updates of `kind` from [`optimizer_problem`] on `device`; the parameters after them,
-/// on the CPU. Parameter 5 has no gradient and must come back unchanged.
-fn optimized(kind: OptimizerKind, device: tch::Device, steps: usize) -> Vec<tch::Tensor> {
-    let (initial, grads) = optimizer_problem();
+/// `steps` updates of `kind` on `device` from the parameters `initial` with the constant
+/// gradients `grads` (both left as they are); the parameters after them, on the CPU.
+/// Parameter 5 gets no gradient.
+fn optimized(
+    kind: OptimizerKind,
+    device: tch::Device,
+    initial: &[tch::Tensor],
+    grads: &[tch::Tensor],
+    steps: usize,
+) -> Vec<tch::Tensor> {
+    // A copy even on the CPU, where moving to the device would alias `initial`.
     let params: Vec<tch::Tensor> = initial
         .iter()
-        .map(|p| p.to_device(device).set_requires_grad(true))
+        .map(|p| p.to_device(device).copy().set_requires_grad(true))
         .collect();
-    for (i, (p, g)) in params.iter().zip(&grads).enumerate() {
+    for (i, (p, g)) in params.iter().zip(grads).enumerate() {
         if i != 5 {
             (p * g.to_device(device)).sum(tch::Kind::Float).backward();
         }
@@ -318,10 +325,10 @@ fn cuda_optimizer_updates_equal_the_cpu_updates() {
             weight_decay,
         },
     ];
-    let (initial, _) = optimizer_problem();
+    let (initial, grads) = optimizer_problem();
     for kind in kinds {
-        let cpu = optimized(kind, tch::Device::Cpu, 5);
-        let gpu = optimized(kind, tch::Device::Cuda(0), 5);
+        let cpu = optimized(kind, tch::Device::Cpu, &initial, &grads, 5);
+        let gpu = optimized(kind, tch::Device::Cuda(0), &initial, &grads, 5);
         assert!(
             gpu[5].equal(&initial[5]),
             "{}: a parameter without a gradient changed",
