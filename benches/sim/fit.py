@@ -55,7 +55,15 @@ once the tier's distance counted from each touch's beginning, and again from
         cache_bytes=140e6 llc_falloff=3 \
         --check docs/sim-validation-33.txt --check docs/sim-validation-34.txt
 
-then rounded (restarts from it lowered the cost on run 32 and lost 5 points of run 33).
+then rounded (restarts from it lowered the cost on run 32 and lost 5 points of run 33),
+then again from those values with the kernel's socket buffers in the cache:
+
+    benches/sim/fit.py --all --objective bar docs/sim-validation-32.txt \
+        net_buffer_bytes=268435456 --check docs/sim-validation-33.txt \
+        --check docs/sim-validation-34.txt --check docs/sim-validation-35.txt
+
+which moved only `net_alpha`; the ring was then set to 64 MiB (the counts are the same
+from 32 MiB up).
 To refit after a new measurement:
 
     cargo build --release -p tarantella-benches
@@ -78,6 +86,7 @@ FITTED = [
     "recv_overhead", "oversub_wake", "oversub_net_wake", "reduce_bw_cache", "reduce_bw_mem",
     "cache_bytes", "host_mem_bw", "core_cache_bytes", "cross_core_bw", "oversub_migration",
     "llc_falloff", "oversub_net_miss", "private_bytes", "private_copy_bw", "private_reduce_bw",
+    "net_buffer_bytes",
 ]
 # Parameters that are shares, at most 1.
 SHARES = {"oversub_migration", "oversub_net_miss"}

@@ -36,6 +36,12 @@ pub(crate) struct Caches {
     /// Where the last-level cache's recency is not tracked, the share of the working set
     /// outside it: that share of every range comes from memory.
     spill: f64,
+    /// Ranks of the replay: the kernel's buffers of host `h` are owner `ranks + h`.
+    ranks: usize,
+    /// Bytes of socket buffers each host's network messages cycle through (0: untracked).
+    kernel_bytes: u64,
+    /// Per host, where the next message's bytes go in its socket buffers.
+    kernel_at: Vec<u64>,
 }
 
 /// How fast the share of a line a private cache holds falls once more distinct bytes than
@@ -56,9 +62,10 @@ impl Caches {
     ) -> Caches {
         let n = cluster.ranks;
         let host: Vec<usize> = (0..n).map(|r| machine.pool_of(cluster, r)).collect();
+        let pools = machine.pools(cluster);
         let mut llc = Recency::new(
-            n,
-            machine.pools(cluster),
+            n + pools,
+            pools,
             machine.cache_bytes,
             machine.llc_falloff,
             machine.llc_by_reuse,
@@ -75,6 +82,29 @@ impl Caches {
             private,
             host,
             spill,
+            ranks: n,
+            kernel_bytes: machine.net_buffer_bytes as u64,
+            kernel_at: vec![0; pools],
+        }
+    }
+
+    /// A network message of `len` bytes from `by` passed through its host's socket
+    /// buffers: the kernel wrote them there and read them out, in the last-level cache,
+    /// where they take the place of the ranks' bytes. The buffers are a ring of
+    /// `Machine::net_buffer_bytes` per host, each message after the one before.
+    pub(crate) fn pass_through_kernel(&mut self, by: usize, len: u32) {
+        if self.kernel_bytes == 0 || !self.llc.tracks() {
+            return;
+        }
+        let pool = self.host[by];
+        let owner = self.ranks + pool;
+        let mut left = u64::from(len);
+        while left > 0 {
+            let at = self.kernel_at[pool];
+            let n = left.min(self.kernel_bytes - at);
+            self.llc.touch(pool, &[(owner, at)], n as u32);
+            self.kernel_at[pool] = (at + n) % self.kernel_bytes;
+            left -= n;
         }
     }
 
@@ -167,6 +197,52 @@ mod tests {
         assert_eq!(c.find(0, 0, 0, 4096).private, 1.0);
         c.touch(0, &[(1, 1 << 19)], 24 << 10);
         assert!(c.find(0, 0, 0, 4096).private < 0.5);
+    }
+
+    #[test]
+    fn network_bytes_through_the_kernel_push_a_ranks_bytes_out_of_the_shared_cache() {
+        let m = Machine {
+            cache_bytes: 1 << 20,
+            llc_falloff: 100.0,
+            private_bytes: 0,
+            net_buffer_bytes: 4 << 20,
+            ..Machine::xeon_shm()
+        };
+        let mut c = caches(&m, 2, 0.0);
+        c.touch(0, &[(0, 0)], 4096);
+        // 512 KiB through the kernel: still within the 1 MiB cache.
+        c.pass_through_kernel(1, 512 << 10);
+        assert_eq!(c.find(0, 0, 0, 4096), found(0.0, 0.0));
+        // 2 MiB more: the rank's bytes are 2.5 MiB of other bytes away.
+        c.pass_through_kernel(1, 2 << 20);
+        assert!(c.find(0, 0, 0, 4096).missed > 0.99);
+        // Without the buffers tracked, the same messages leave the cache alone.
+        let untracked = Machine {
+            net_buffer_bytes: 0,
+            ..m
+        };
+        let mut none = caches(&untracked, 2, 0.0);
+        none.touch(0, &[(0, 0)], 4096);
+        none.pass_through_kernel(1, 8 << 20);
+        assert_eq!(none.find(0, 0, 0, 4096), found(0.0, 0.0));
+    }
+
+    #[test]
+    fn the_kernels_buffers_are_a_ring_reused_after_its_size() {
+        let m = Machine {
+            cache_bytes: 1 << 20,
+            llc_falloff: 100.0,
+            private_bytes: 0,
+            net_buffer_bytes: 256 << 10,
+            ..Machine::xeon_shm()
+        };
+        let mut c = caches(&m, 2, 0.0);
+        c.touch(0, &[(0, 0)], 4096);
+        // 8 MiB through a 256 KiB ring touch only 256 KiB of distinct bytes.
+        for _ in 0..32 {
+            c.pass_through_kernel(0, 256 << 10);
+        }
+        assert_eq!(c.find(0, 0, 0, 4096), found(0.0, 0.0));
     }
 
     #[test]

@@ -133,6 +133,10 @@ pub struct Machine {
     pub private_copy_bw: f64,
     /// One core's reduction throughput (bytes of result) for bytes in its private cache.
     pub private_reduce_bw: f64,
+    /// Bytes of socket buffers through which a host's network messages pass in its
+    /// last-level cache, where its cores copy them (`net_on_cpu`): each message's bytes
+    /// are touched there too, the next message after it. `0` leaves them out.
+    pub net_buffer_bytes: usize,
 }
 
 use super::cluster::Cluster;
@@ -234,6 +238,7 @@ impl Machine {
             ("private_bytes", Count(&mut self.private_bytes)),
             ("private_copy_bw", Value(&mut self.private_copy_bw)),
             ("private_reduce_bw", Value(&mut self.private_reduce_bw)),
+            ("net_buffer_bytes", Count(&mut self.net_buffer_bytes)),
         ]
     }
 

@@ -84,6 +84,7 @@ impl Machine {
             private_bytes: 0,
             private_copy_bw: 55.9 * GB,
             private_reduce_bw: 36.5 * GB,
+            net_buffer_bytes: 0,
         }
     }
 
@@ -127,13 +128,18 @@ impl Machine {
         //   of a byte touched within the last 97.5 MB and `(97.5 MB / distance)^1.89` past
         //   it: 55% of a loop over 128 MiB (single-copy's two 64 MiB vectors on 2 ranks)
         //   and 15% of one over 256 MiB (rd's, with its staging).
+        // - TCP messages pass through 64 MiB of socket buffers in that cache: the kernel
+        //   autotunes each connection's up to 32 MiB to receive and 4 MiB to send here
+        //   (`tcp_rmem`, `tcp_wmem`). From 32 MiB up the points within 25% are the same;
+        //   without them rd and Rabenseifner on 3 ranks at 16 MiB over TCP were 21-29% fast,
+        //   their vectors and staging (96-144 MiB) held as if nothing else passed there.
         Machine {
             name: "xeon-shm".into(),
             shm_alpha: 0.629 * US,
             shm_notify_alpha: 0.124 * US,
             shm_copy_bw_cache: 11.3 * GB,
             shm_copy_bw_mem: 3.17 * GB,
-            net_alpha: 0.00823 * US,
+            net_alpha: 0.00881 * US,
             net_post_overhead: 1.43 * US,
             net_send_cpu: 1.29 * US,
             net_recv_cpu: 2.72 * US,
@@ -156,6 +162,7 @@ impl Machine {
             private_bytes: 2_050_000,
             private_copy_bw: 23.4 * GB,
             private_reduce_bw: 25.3 * GB,
+            net_buffer_bytes: 64 << 20,
             ..Machine::shm()
         }
     }
@@ -228,6 +235,7 @@ impl Machine {
             private_bytes: 0,
             private_copy_bw: 23.0 * GB,
             private_reduce_bw: 14.7 * GB,
+            net_buffer_bytes: 0,
         }
     }
 
