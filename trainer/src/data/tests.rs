@@ -2,11 +2,27 @@ use super::*;
 use crate::idx::{write_idx, write_idx_gz};
 use crate::testdata::write_dataset;
 
-fn scratch(name: &str) -> PathBuf {
+/// A fresh directory of this test process, removed when dropped, also when its test fails.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("tnt-data-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 fn load_err(dir: &Path) -> String {
@@ -17,12 +33,12 @@ fn load_err(dir: &Path) -> String {
 
 #[test]
 fn gz_and_plain_datasets_decode_the_same() {
-    let (a, b) = (scratch("gz"), scratch("plain"));
-    write_dataset(&a, 30, 7, true, 3).unwrap();
-    write_dataset(&b, 30, 7, false, 3).unwrap();
+    let (gz, plain) = (scratch("gz"), scratch("plain"));
+    write_dataset(&gz, 30, 7, true, 3).unwrap();
+    write_dataset(&plain, 30, 7, false, 3).unwrap();
     let (a, b) = (
-        load(DatasetKind::FashionMnist, Some(&a), 0, 0).unwrap(),
-        load(DatasetKind::FashionMnist, Some(&b), 0, 0).unwrap(),
+        load(DatasetKind::FashionMnist, Some(&gz), 0, 0).unwrap(),
+        load(DatasetKind::FashionMnist, Some(&plain), 0, 0).unwrap(),
     );
     assert_eq!(a.train.len(), 30);
     assert_eq!(a.test.as_ref().unwrap().len(), 7);
@@ -100,7 +116,6 @@ fn malformed_files_are_errors_naming_the_file() {
     write_dataset(&dir, 5, 3, false, 1).unwrap();
     std::fs::remove_file(dir.join(&el)).unwrap();
     assert!(load_err(&dir).contains(&el));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -121,7 +136,6 @@ fn truncate_keeps_a_prefix() {
     assert_eq!(s.train.len(), 5);
     assert!(s.train.batch(&[3]).unwrap().0.equal(&x));
     assert!(s.train.batch(&[5]).is_err());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
