@@ -41,9 +41,8 @@ pub(crate) struct Caches {
     /// Where the last-level cache's recency is not tracked, the share of the working set
     /// outside it: that share of every range comes from memory.
     spill: f64,
-    /// Ranks of the replay: the kernel's buffers of host `h` are owner `ranks + h`.
-    ranks: usize,
-    /// Bytes of socket buffers each host's network messages cycle through (0: untracked).
+    /// Bytes of socket buffers each host's network messages cycle through, where its
+    /// cores copy them (0: untracked). Host `h`'s are segment owner `ranks + h`.
     kernel_bytes: u64,
     /// Per host, where the next message's bytes go in its socket buffers.
     kernel_at: Vec<u64>,
@@ -87,8 +86,11 @@ impl Caches {
             private,
             host,
             spill,
-            ranks: n,
-            kernel_bytes: machine.net_buffer_bytes as u64,
+            kernel_bytes: if machine.net_on_cpu {
+                machine.net_buffer_bytes as u64
+            } else {
+                0
+            },
             kernel_at: vec![0; pools],
         }
     }
@@ -102,7 +104,7 @@ impl Caches {
             return;
         }
         let pool = self.host[by];
-        let owner = self.ranks + pool;
+        let owner = self.host.len() + pool;
         let mut left = u64::from(len);
         while left > 0 {
             let at = self.kernel_at[pool];

@@ -207,9 +207,7 @@ pub(crate) fn replay(
                             }
                             caches.touch(r, &[(r, src)], bytes);
                             caches.touch(to, &[(to, dst)], bytes);
-                            if machine.net_on_cpu {
-                                caches.pass_through_kernel(r, bytes);
-                            }
+                            caches.pass_through_kernel(r, bytes);
                         }
                         // The receiver's progress thread takes it in once it is there.
                         let taken = cores.run(
