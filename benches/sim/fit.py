@@ -63,7 +63,14 @@ then again from those values with the kernel's socket buffers in the cache:
         --check docs/sim-validation-34.txt --check docs/sim-validation-35.txt
 
 which moved only `net_alpha`; the ring was then set to 64 MiB (the counts are the same
-from 32 MiB up).
+from 32 MiB up). Session 34's, once each rank's work stayed on its core
+(`ranks_keep_cores`), came from session 33's values:
+
+    benches/sim/fit.py --all --objective bar docs/sim-validation-32.txt \
+        --check docs/sim-validation-33.txt --check docs/sim-validation-34.txt \
+        --check docs/sim-validation-35.txt
+
+then rounded, the ring left at 64 MiB (the fit's 188 MB put one point fewer within 25%).
 To refit after a new measurement:
 
     cargo build --release -p tarantella-benches

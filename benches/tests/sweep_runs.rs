@@ -152,6 +152,32 @@ fn by_hand_three_ranks_every_type_and_reduction() {
 }
 
 #[test]
+fn by_hand_three_ranks_bound_to_one_cpu_take_turns_on_it() {
+    let stdout = sweep_by_hand(&["--ranks", "3", "--map-cpu", "0"]);
+    assert!(
+        stdout.contains(", 3 ranks, by rank on CPUs 0,0,0, transport shm"),
+        "{stdout}"
+    );
+    assert_checked_table(&stdout, rows_for(&[4], 1));
+}
+
+#[test]
+fn a_cpu_the_host_lacks_fails_the_ranks_and_is_named() {
+    let out = run_within(
+        Command::new(SWEEP)
+            .args(TINY)
+            .args(["-T", RANKS_TIMEOUT_SECS, "--map-cpu", "0,1023"]),
+        LIMIT,
+    );
+    assert!(!out.status.success(), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("rank 1: --map-cpu: cannot bind to CPU 1023"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn under_a_launcher_two_ranks_every_type_and_reduction_over_tcp() {
     let stdout = sweep_under_launcher(2, &["-d", "all", "-o", "all", "--transport", "tcp"]);
     assert!(stdout.contains(", 2 ranks, transport tcp"), "{stdout}");

@@ -28,8 +28,20 @@ impl Cores {
         self.present = self.present.max(now);
     }
 
-    /// Runs `seconds` of work on pool `pool`, ready at `ready`; returns when it ends.
+    /// Runs `seconds` of work on pool `pool`, ready at `ready`, on whichever of its cores
+    /// starts it first; returns when it ends.
     pub(crate) fn run(&mut self, pool: usize, ready: f64, seconds: f64) -> f64 {
+        self.run_on(pool, None, ready, seconds)
+    }
+
+    /// As [`run`](Self::run), on core `only` of the pool where that is `Some`.
+    pub(crate) fn run_on(
+        &mut self,
+        pool: usize,
+        only: Option<usize>,
+        ready: f64,
+        seconds: f64,
+    ) -> f64 {
         if seconds <= 0.0 {
             return ready;
         }
@@ -49,6 +61,11 @@ impl Cores {
         };
         let present = self.present;
         let cores = &mut self.busy[pool];
+        debug_assert!(
+            only.is_none_or(|o| o < cores.len()),
+            "core {only:?} of {}",
+            cores.len()
+        );
         for core in cores.iter_mut() {
             let done = core.partition_point(|&(_, end)| end <= present);
             core.drain(..done);
@@ -57,6 +74,7 @@ impl Cores {
             .iter()
             .map(|c| fit(c))
             .enumerate()
+            .filter(|&(i, _)| only.is_none_or(|o| o == i))
             .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
             .unwrap_or((0, (ready, 0)));
         let end = start + seconds;
@@ -90,6 +108,16 @@ mod tests {
         assert_eq!(c.run(0, 0.0, 1.0), 1.0);
         assert_eq!(c.run(0, 0.0, 1.0), 2.0);
         assert_eq!(c.run(0, 1.5, 1.0), 3.0);
+    }
+
+    #[test]
+    fn work_held_to_its_core_waits_there_while_another_is_free() {
+        let mut c = Cores::new(1, 2);
+        assert_eq!(c.run_on(0, Some(0), 0.0, 5.0), 5.0);
+        assert_eq!(c.run_on(0, Some(0), 0.0, 1.0), 6.0);
+        // Core 1 was free all along: work that may move takes it.
+        assert_eq!(c.run(0, 0.0, 1.0), 1.0);
+        assert_eq!(c.run_on(0, Some(1), 0.0, 1.0), 2.0);
     }
 
     #[test]

@@ -137,6 +137,17 @@ pub struct Machine {
     /// last-level cache, where its cores copy them (`net_on_cpu`): each message's bytes
     /// are touched there too, the next message after it. `0` leaves them out.
     pub net_buffer_bytes: usize,
+    /// On a host with more ranks than cores, each rank's own work (its copies, reductions,
+    /// posts and wake-ups) stays on one core, the ranks dealt to the cores in blocks of
+    /// consecutive ranks, where `false` lets any free core take it. The threads that carry
+    /// network messages (and the kernel's copies of their bytes) run on whichever core is
+    /// free either way. Why: on the Xeon VM, 3 ranks bound to the 2 cores in each of the
+    /// three ways run the ring at 16 MiB in 5.8-6.3 ms, and free ranks in 6.3
+    /// (docs/sim-placement-34.txt), where ranks whose work any core could take would
+    /// finish in 4.6: Linux keeps a rank that waits in short steps (yielding, never idle
+    /// long enough for the balancer) on its core, so two ranks take turns on one core for
+    /// the whole run.
+    pub ranks_keep_cores: bool,
 }
 
 use super::cluster::Cluster;
@@ -239,6 +250,7 @@ impl Machine {
             ("private_copy_bw", Value(&mut self.private_copy_bw)),
             ("private_reduce_bw", Value(&mut self.private_reduce_bw)),
             ("net_buffer_bytes", Count(&mut self.net_buffer_bytes)),
+            ("ranks_keep_cores", Flag(&mut self.ranks_keep_cores)),
         ]
     }
 
@@ -308,6 +320,27 @@ impl Machine {
         } else {
             cluster.per_host.max(1).min(cluster.ranks)
         }
+    }
+
+    /// The core each rank's own work runs on (`ranks_keep_cores`), by rank: `None` where
+    /// any free core of its pool takes it (that pool has a core for each of its ranks, or
+    /// the machine lets work move). A pool's ranks, in rank order, are dealt to its cores
+    /// in blocks.
+    pub(crate) fn home_cores(&self, cluster: &Cluster) -> Vec<Option<usize>> {
+        let mut homes = vec![None; cluster.ranks];
+        if !self.ranks_keep_cores {
+            return homes;
+        }
+        let mut members = vec![Vec::new(); self.pools(cluster)];
+        for r in 0..cluster.ranks {
+            members[self.pool_of(cluster, r)].push(r);
+        }
+        for pool in members.iter().filter(|m| m.len() > self.cores) {
+            for (i, &r) in pool.iter().enumerate() {
+                homes[r] = Some(i * self.cores / pool.len());
+            }
+        }
+        homes
     }
 
     /// Ranks per core of a pool, at least 1: ranks that take turns on a core share its

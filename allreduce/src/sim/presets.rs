@@ -85,6 +85,7 @@ impl Machine {
             private_copy_bw: 55.9 * GB,
             private_reduce_bw: 36.5 * GB,
             net_buffer_bytes: 0,
+            ranks_keep_cores: false,
         }
     }
 
@@ -115,18 +116,21 @@ impl Machine {
         // with a 140 MB cache and falloff 3 (where single-copy's two 64 MiB vectors stay in
         // the L3, as measured) and kept what it found without restarts: restarts lowered
         // the cost on run 32 further (0.102 against 0.104) but lost 5 points on run 33.
+        // Session 34's started from those with each rank's work held to its core
+        // (`ranks_keep_cores`: 3 ranks on the 2 cores take turns two on one, as measured)
+        // and kept what it found (cost 0.087), but for the socket buffers, left at 64 MiB.
         // - The private tier comes out at 2.05 MB, the VM's 2 MiB L2; in it a copy runs at
-        //   23 GB/s, where a core's plain memcpy reaches 38.
-        // - From the L3 a copy runs at 11.3 GB/s, near what `vm-speed` and the probe
+        //   25 GB/s, where a core's plain memcpy reaches 38.
+        // - From the L3 a copy runs at 12.1 GB/s, near what `vm-speed` and the probe
         //   measure (12.5-13.5).
-        // - The tier for lines another core wrote stays small (68 kB at 6.0 GB/s).
-        // - A bare notification costs 0.124 µs, a write 0.629 µs besides its bytes: about a
+        // - The tier for lines another core wrote stays small (68 kB at 5.6 GB/s).
+        // - A bare notification costs 0.087 µs, a write 0.535 µs besides its bytes: about a
         //   cache line's trip between the cores (0.077 µs, `vm-speed`) against a write's
         //   call, copy and notification.
         // - A 300 MiB L3 in sysfs: the runtime pushes single-copy's finished blocks at
         //   every size measured, so the replay does. The cache the costs assume holds all
-        //   of a byte touched within the last 97.5 MB and `(97.5 MB / distance)^1.89` past
-        //   it: 55% of a loop over 128 MiB (single-copy's two 64 MiB vectors on 2 ranks)
+        //   of a byte touched within the last 90.7 MB and `(90.7 MB / distance)^1.76` past
+        //   it: 50% of a loop over 128 MiB (single-copy's two 64 MiB vectors on 2 ranks)
         //   and 15% of one over 256 MiB (rd's, with its staging).
         // - TCP messages pass through 64 MiB of socket buffers in that cache: the kernel
         //   autotunes each connection's up to 32 MiB to receive and 4 MiB to send here
@@ -135,34 +139,35 @@ impl Machine {
         //   their vectors and staging (96-144 MiB) held as if nothing else passed there.
         Machine {
             name: "xeon-shm".into(),
-            shm_alpha: 0.629 * US,
-            shm_notify_alpha: 0.124 * US,
-            shm_copy_bw_cache: 11.3 * GB,
-            shm_copy_bw_mem: 3.17 * GB,
+            shm_alpha: 0.535 * US,
+            shm_notify_alpha: 0.0868 * US,
+            shm_copy_bw_cache: 12.1 * GB,
+            shm_copy_bw_mem: 3.63 * GB,
             net_alpha: 0.00881 * US,
-            net_post_overhead: 1.43 * US,
+            net_post_overhead: 1.07 * US,
             net_send_cpu: 1.29 * US,
             net_recv_cpu: 2.72 * US,
-            net_stream_bw: 6.59 * GB,
-            net_copy_bw: 3.70 * GB,
-            net_copy_bw_cache: 5.83 * GB,
+            net_stream_bw: 5.21 * GB,
+            net_copy_bw: 3.68 * GB,
+            net_copy_bw_cache: 6.24 * GB,
             recv_overhead: 0.437 * US,
-            oversub_wake: 0.971 * US,
-            oversub_net_wake: 0.0131 * US,
+            oversub_wake: 0.903 * US,
+            oversub_net_wake: 0.00655 * US,
             reduce_bw_cache: 9.83 * GB,
             reduce_bw_mem: 7.04 * GB,
-            cache_bytes: 97_500_000,
+            cache_bytes: 90_700_000,
             host_mem_bw: 897.0 * GB,
-            llc_falloff: 1.89,
+            llc_falloff: 1.76,
             core_cache_bytes: 68_200,
-            cross_core_bw: 6.01 * GB,
-            oversub_migration: 0.099,
+            cross_core_bw: 5.59 * GB,
+            oversub_migration: 0.0693,
             llc_bytes: 300 << 20,
-            oversub_net_miss: 0.256,
+            oversub_net_miss: 0.148,
             private_bytes: 2_050_000,
-            private_copy_bw: 23.4 * GB,
+            private_copy_bw: 25.0 * GB,
             private_reduce_bw: 25.3 * GB,
             net_buffer_bytes: 64 << 20,
+            ranks_keep_cores: true,
             ..Machine::shm()
         }
     }
@@ -236,6 +241,7 @@ impl Machine {
             private_copy_bw: 23.0 * GB,
             private_reduce_bw: 14.7 * GB,
             net_buffer_bytes: 0,
+            ranks_keep_cores: false,
         }
     }
 

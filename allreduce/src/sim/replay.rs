@@ -88,6 +88,8 @@ pub(crate) fn replay(
     let mut memory = vec![0.0f64; buckets];
     let mut cores = Cores::new(buckets, machine.cores);
     let pool = |r: usize| machine.pool_of(cluster, r);
+    // Where a rank's own work runs; the threads that carry its messages take any core.
+    let homes = machine.home_cores(cluster);
     let mut nic_out = vec![0.0f64; cluster.hosts()];
     let mut nic_in = vec![0.0f64; cluster.hosts()];
     let mut ends = vec![vec![0.0f64; n]; runs];
@@ -128,7 +130,7 @@ pub(crate) fn replay(
             // the choice table was derived on, kept as it was. Where each byte's recency
             // decides, only work that draws on memory waits for it.
             let work = |cpu: f64, drawn: f64, memory: &mut [f64], cores: &mut Cores| -> f64 {
-                let end = cores.run(pool(r), now, cpu);
+                let end = cores.run_on(pool(r), homes[r], now, cpu);
                 if drawn == 0.0 && (tracking || !costs.spills()) {
                     return end;
                 }
@@ -167,7 +169,8 @@ pub(crate) fn replay(
                         );
                         (end, end, end)
                     } else {
-                        let posted = cores.run(pool(r), now, machine.net_post_overhead);
+                        let posted =
+                            cores.run_on(pool(r), homes[r], now, machine.net_post_overhead);
                         // On an oversubscribed host the threads that carry a message sleep
                         // between messages, and each is switched in for it.
                         let wake = if costs.oversubscribed {
@@ -254,7 +257,7 @@ pub(crate) fn replay(
                         0.0
                     };
                     let ready = me.now.max(at);
-                    me.now = cores.run(pool(r), ready, machine.recv_overhead + wake);
+                    me.now = cores.run_on(pool(r), homes[r], ready, machine.recv_overhead + wake);
                 }
                 Op::Reduce {
                     len: bytes,

@@ -7,6 +7,7 @@ use super::*;
 use crate::Algorithm;
 
 mod cache;
+mod placement;
 
 /// A machine where only the network's stream bandwidth and latency cost anything.
 fn wire_only() -> Machine {

@@ -19,6 +19,7 @@ use gaspi::env::TransportChoice;
 use gaspi::env::{JobEnv, NRANKS, RANK};
 use gaspi::testing::Job;
 use gaspi::Rank;
+use tarantella_benches::sweep::binding::bind_to_cpu;
 use tarantella_benches::sweep::cli::{SweepArgs, DEFAULT_LOCAL_RANKS};
 use tarantella_benches::sweep::run_rank;
 
@@ -67,6 +68,12 @@ fn run_as_rank(args: &SweepArgs) -> ExitCode {
         usage_error(message);
     }
     let rank = env.rank;
+    if let Some(cpu) = args.cpu_for(rank) {
+        if let Err(e) = bind_to_cpu(cpu) {
+            eprintln!("allreduce-sweep: rank {}: --map-cpu: {e}", rank.0);
+            return ExitCode::FAILURE;
+        }
+    }
     match run_rank(args, env) {
         Ok(summary) => match summary.wrong {
             Some(wrong) if wrong > 0 => {

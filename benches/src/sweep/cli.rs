@@ -5,6 +5,7 @@
 use allreduce::{Algorithm, DataType, Reduction};
 use clap::{Parser, ValueEnum};
 use gaspi::env::TransportChoice;
+use gaspi::Rank;
 
 use crate::{iterations, parse_size};
 
@@ -300,6 +301,12 @@ pub struct SweepArgs {
     #[arg(long, value_enum, default_value_t = Collective::Allreduce)]
     pub collective: Collective,
 
+    /// Bind rank i to CPU i of this comma-separated list, repeated when shorter than the
+    /// job (srun's `--cpu-bind=map_cpu:LIST`): where ranks outnumber cores, which of them
+    /// share a core decides the time (docs/allreduce.md, "Simulator")
+    #[arg(long = "map-cpu", value_name = "LIST", value_delimiter = ',')]
+    pub map_cpu: Vec<usize>,
+
     /// Seconds before the ranks started on this host are killed (not used under a launcher)
     #[arg(short = 'T', long = "timeout", value_name = "SECS", default_value_t = 3600,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -352,6 +359,12 @@ impl SweepArgs {
             ));
         }
         Ok(())
+    }
+
+    /// The CPU `--map-cpu` binds `rank` to, if it binds any.
+    pub fn cpu_for(&self, rank: Rank) -> Option<usize> {
+        let list = &self.map_cpu;
+        (!list.is_empty()).then(|| list[usize::from(rank.0) % list.len()])
     }
 
     /// The message sizes in bytes, `--minbytes` up to `--maxbytes` (call

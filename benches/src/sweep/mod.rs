@@ -1,6 +1,7 @@
 //! `allreduce-sweep`: nccl-tests' `all_reduce_perf` (or `broadcast_perf`) over this
 //! workspace's collectives. [`cli`] is the command line, [`check`] the inputs and the
-//! `#wrong` count, [`table`] the output; [`run_rank`] is what every rank runs.
+//! `#wrong` count, [`table`] the output, [`binding`] a rank's CPU (`--map-cpu`); [`run_rank`]
+//! is what every rank runs.
 //!
 //! Our collectives own their buffer (a gaspi segment), so the two forms nccl-tests times
 //! map onto the two ways of feeding it: out-of-place is `start_from(input)`, which copies
@@ -8,6 +9,7 @@
 //! buffer); in-place is `start()` on the buffer as it stands, so each timed run reduces
 //! the previous result, as NCCL's in-place runs do.
 
+pub mod binding;
 pub mod check;
 pub mod cli;
 pub mod table;
@@ -154,8 +156,17 @@ fn preamble(args: &SweepArgs, nranks: u16, transport: &str) -> String {
         Collective::Allreduce => format!("allreduce, algorithm {}", args.algorithm.name()),
         Collective::Broadcast => format!("broadcast from rank {}", args.root),
     };
+    let bound = if args.map_cpu.is_empty() {
+        String::new()
+    } else {
+        let cpus: Vec<String> = (0..nranks)
+            .filter_map(|r| args.cpu_for(Rank(r)))
+            .map(|c| c.to_string())
+            .collect();
+        format!(", by rank on CPUs {}", cpus.join(","))
+    };
     format!(
-        "# allreduce-sweep: {what}, {nranks} ranks, transport {transport}\n\
+        "# allreduce-sweep: {what}, {nranks} ranks{bound}, transport {transport}\n\
          # minBytes {} maxBytes {} step: {step} warmup iters: {} iters: {iters} batches: {} validation: {}\n\
          # time: the largest over ranks of each rank's median batch; out-of-place: start_from(input) \
          copies the input into the collective's buffer; in-place: runs on that buffer as it stands\n#",
