@@ -26,6 +26,7 @@
 # netns points (two namespaces as hosts) come from benches/netns/run.sh, which needs root.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source benches/sim/rounds.sh
 OUT=${1:-target/sim-measured.txt}; ROUNDS=${2:-15}; RANKS=${3:-"2 3 4"}
 if [ $# -ge 4 ]; then
   PRESET=$4
@@ -73,8 +74,7 @@ done
     awk '{ key = $1" "$2" "$3" "$4; v[key] = v[key] " " $5 }
          END { for (k in v) print k, v[k] }' |
     while read -r t n a bytes rest; do
-      median=$(tr ' ' '\n' <<<"$rest" | grep . | sort -g | awk '{ x[NR] = $1 } END { print x[int((NR + 1) / 2)] }')
-      echo "$PRESET$t $n $n $t $a $bytes $median $(tr ' ' ',' <<<"$rest")"
+      echo "$PRESET$t $n $n $t $a $bytes $(median_of "$rest") $(rounds_of "$rest")"
     done | sort -k1,1 -k2,2n -k5,5 -k6,6n
   echo "# vm-speed before each configuration: round transport ranks algorithm copy_gbs line_us handoff_us"
   cat "$speed"

@@ -8,6 +8,7 @@
 # bytes, the median in-place time (us) and every round's time in round order.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source benches/sim/rounds.sh
 OUT=${1:-target/sim-placement.txt}; ROUNDS=${2:-7}; TRANSPORT=${3:-shm}
 algorithms=(rd rabenseifner ring); [ "$TRANSPORT" = shm ] && algorithms+=(single-copy)
 cargo build --release -p tarantella-benches --bin allreduce-sweep
@@ -32,7 +33,6 @@ done
     awk '{ key = $1" "$2" "$3; if (!(key in v)) order[n++] = key; v[key] = v[key] " " $4 }
          END { for (i = 0; i < n; i++) print order[i], v[order[i]] }' |
     while read -r p a bytes rest; do
-      median=$(tr ' ' '\n' <<<"$rest" | grep . | sort -g | awk '{ x[NR] = $1 } END { print x[int((NR + 1) / 2)] }')
-      echo "$p $a $bytes $median $(tr ' ' ',' <<<"$rest" | sed 's/^,//')"
+      echo "$p $a $bytes $(median_of "$rest") $(rounds_of "$rest")"
     done
 } > "$OUT"

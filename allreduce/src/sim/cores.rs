@@ -72,9 +72,9 @@ impl Cores {
         }
         let (core, (start, at)) = cores
             .iter()
-            .map(|c| fit(c))
             .enumerate()
             .filter(|&(i, _)| only.is_none_or(|o| o == i))
+            .map(|(i, c)| (i, fit(c)))
             .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
             .unwrap_or((0, (ready, 0)));
         let end = start + seconds;
