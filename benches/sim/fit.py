@@ -71,6 +71,10 @@ from 32 MiB up). Session 34's, once each rank's work stayed on its core
         --check docs/sim-validation-35.txt
 
 then rounded, the ring left at 64 MiB (the fit's 188 MB put one point fewer within 25%).
+Session 35's, once `--validate` replayed each point as the timed batch that measured it
+(`allreduce::sim::predict_batch`), came from session 34's values with the same command
+(and `--check docs/sim-validation-36.txt`), then rounded; restarts from it lowered the
+cost on run 32 (0.082 against 0.084) but lost 6 points on run 33.
 To refit after a new measurement:
 
     cargo build --release -p tarantella-benches

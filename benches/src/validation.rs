@@ -30,6 +30,18 @@
 
 use std::collections::HashMap;
 
+/// The `--budget` that `benches/sim/measure.sh` gives `allreduce-sweep`: a measured point is
+/// the time per run of a timed batch of `iterations(bytes, MEASURED_BUDGET)` runs (5 from
+/// 16 MiB up, 2000 at the smallest sizes), which the validation replays as such
+/// (`allreduce::sim::predict_batch`). `benches/netns/run.sh` times its 16 and 64 MiB points
+/// in batches of `-n 5`: the same.
+pub const MEASURED_BUDGET: usize = 64 << 20;
+
+/// Runs in the timed batch that measured a point of `bytes`.
+pub fn measured_batch(bytes: usize) -> usize {
+    crate::iterations(bytes, MEASURED_BUDGET)
+}
+
 /// One measured point of a validation file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Line {

@@ -53,7 +53,10 @@ mod replay;
 pub use cluster::{Cluster, Intra};
 pub use error::SimError;
 pub use machine::Machine;
-pub use predict::{best, predict, runtime_choice, Prediction, ALL, AUTO_CANDIDATES, RUNS};
+pub use predict::{
+    best, predict, predict_batch, runtime_choice, Prediction, ALL, AUTO_CANDIDATES, BATCH_REPLAYED,
+    RUNS,
+};
 pub use presets::PRESETS;
 pub use program::STAGING_LIMIT;
 

@@ -6,6 +6,7 @@ use super::replay::replay;
 use super::*;
 use crate::Algorithm;
 
+mod batch;
 mod cache;
 mod placement;
 

@@ -64,8 +64,9 @@ struct Args {
     show_params: bool,
     /// Compare with measured runs, each a file of lines `machine ranks per_host shm|tcp
     /// algorithm bytes measured_us [round_us,round_us,...]` ('#' starts a comment), and
-    /// optionally `:NAME=VALUE,...` parameters for that run alone. One run: every point
-    /// against its median. Several: every point against the geometric mean of the runs'
+    /// optionally `:NAME=VALUE,...` parameters for that run alone. Each point is replayed
+    /// as the timed batch that measured it (`allreduce-sweep --budget 64M`'s runs, from a
+    /// barrier). One run: every point against its median. Several: every point against the geometric mean of the runs'
     /// medians, each run's summary, and how far the runs agree with each other
     #[arg(long, num_args = 1.., value_name = "FILE[:NAME=VALUE,...]")]
     validate: Vec<String>,
@@ -237,7 +238,8 @@ fn choice_table(out: &mut impl Write, args: &Args, machine: &Machine) -> Result<
 }
 
 /// A validation file's points with their predictions: the machine of each line with
-/// `params` applied, then the run's own.
+/// `params` applied, then the run's own; each point replayed as the timed batch that
+/// measured it.
 fn predicted(
     arg: &str,
     elem: usize,
@@ -267,7 +269,9 @@ fn predicted(
             .copied()
             .ok_or_else(bad)?;
         let bytes = parse_size(&l.bytes)?;
-        let p = sim::predict(alg, &c, bytes, elem, &machine).map_err(|e| e.to_string())?;
+        let iters = validation::measured_batch(bytes);
+        let p =
+            sim::predict_batch(alg, &c, bytes, elem, &machine, iters).map_err(|e| e.to_string())?;
         compared.push(Compared {
             point: l.point.clone(),
             measured_us: l.measured_us,
