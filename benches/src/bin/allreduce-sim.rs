@@ -66,8 +66,9 @@ struct Args {
     /// algorithm bytes measured_us [round_us,round_us,...]` ('#' starts a comment), and
     /// optionally `:NAME=VALUE,...` parameters for that run alone. Each point is replayed
     /// as the timed batch that measured it (`allreduce-sweep --budget 64M`'s runs, from a
-    /// barrier). One run: every point against its median. Several: every point against the geometric mean of the runs'
-    /// medians, each run's summary, and how far the runs agree with each other
+    /// barrier). One run: every point against its median. Several: every point against
+    /// the geometric mean of the runs' medians, each run's summary, and how far the runs
+    /// agree with each other
     #[arg(long, num_args = 1.., value_name = "FILE[:NAME=VALUE,...]")]
     validate: Vec<String>,
     /// Overrides one parameter of the machine model, `NAME=VALUE` in the field's unit
