@@ -6,10 +6,14 @@
 /// (a receiving thread's, at its message's arrival) does not hold back work that is ready
 /// earlier: the kernel's scheduler is work-conserving. Ranks that wait give their core to
 /// those that work (time-sharing in the coarse grain of whole actions) instead of every
-/// rank being slowed alike.
+/// rank being slowed alike. Of the cores where work that may move starts equally early, it
+/// takes the one the fewest ranks call home, as the kernel wakes a thread on the idlest
+/// core rather than on one that two ranks share.
 pub(crate) struct Cores {
     /// Per pool, per core, busy intervals `(start, end)` in time order, none overlapping.
     busy: Vec<Vec<Vec<(f64, f64)>>>,
+    /// Per pool, per core, how many ranks keep their work on it ([`home`](Self::home)).
+    homes: Vec<Vec<usize>>,
     /// The replay's present: no work is ever booked before it, so intervals that ended by
     /// then are forgotten (per pool, as the pool is used, to keep each event cheap).
     present: f64,
@@ -19,8 +23,14 @@ impl Cores {
     pub(crate) fn new(pools: usize, cores: usize) -> Cores {
         Cores {
             busy: vec![vec![Vec::new(); cores.max(1)]; pools],
+            homes: vec![vec![0; cores.max(1)]; pools],
             present: 0.0,
         }
+    }
+
+    /// Records that a rank keeps its own work on core `core` of pool `pool`.
+    pub(crate) fn home(&mut self, pool: usize, core: usize) {
+        self.homes[pool][core] += 1;
     }
 
     /// Moves the present to `now` (the time of the event being replayed).
@@ -60,6 +70,7 @@ impl Cores {
             (start, core.len())
         };
         let present = self.present;
+        let homes = &self.homes[pool];
         let cores = &mut self.busy[pool];
         debug_assert!(
             only.is_none_or(|o| o < cores.len()),
@@ -75,7 +86,10 @@ impl Cores {
             .enumerate()
             .filter(|&(i, _)| only.is_none_or(|o| o == i))
             .map(|(i, c)| (i, fit(c)))
-            .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
+            .min_by(|a, b| {
+                let start = a.1 .0.total_cmp(&b.1 .0);
+                start.then(homes[a.0].cmp(&homes[b.0]))
+            })
             .unwrap_or((0, (ready, 0)));
         let end = start + seconds;
         cores[core].insert(at, (start, end));
@@ -118,6 +132,23 @@ mod tests {
         // Core 1 was free all along: work that may move takes it.
         assert_eq!(c.run(0, 0.0, 1.0), 1.0);
         assert_eq!(c.run_on(0, Some(1), 0.0, 1.0), 2.0);
+    }
+
+    #[test]
+    fn work_that_may_move_takes_the_core_fewer_ranks_call_home_when_both_are_free() {
+        let mut c = Cores::new(1, 2);
+        c.home(0, 0);
+        c.home(0, 0);
+        c.home(0, 1);
+        assert_eq!(c.run(0, 0.0, 1.0), 1.0);
+        assert_eq!(c.busy[0][1], vec![(0.0, 1.0)]);
+        // Core 0 starts it earlier: it goes there all the same.
+        assert_eq!(c.run(0, 0.5, 1.0), 1.5);
+        assert_eq!(c.busy[0][0], vec![(0.5, 1.5)]);
+        // Without homes the first of the free cores takes it, as before.
+        let mut c = Cores::new(1, 2);
+        assert_eq!(c.run(0, 0.0, 1.0), 1.0);
+        assert_eq!(c.busy[0][0], vec![(0.0, 1.0)]);
     }
 
     #[test]

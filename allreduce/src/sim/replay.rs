@@ -90,6 +90,11 @@ pub(crate) fn replay(
     let pool = |r: usize| machine.pool_of(cluster, r);
     // Where a rank's own work runs; the threads that carry its messages take any core.
     let homes = machine.home_cores(cluster);
+    for (r, home) in homes.iter().enumerate() {
+        if let Some(core) = *home {
+            cores.home(pool(r), core);
+        }
+    }
     let mut nic_out = vec![0.0f64; cluster.hosts()];
     let mut nic_in = vec![0.0f64; cluster.hosts()];
     let mut ends = vec![vec![0.0f64; n]; runs];
