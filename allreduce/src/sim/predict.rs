@@ -69,6 +69,8 @@ pub fn predict(
 /// batches of session 32's run within 3% of replaying every run, where the smallest
 /// sizes' batches of 2000 runs would cost 250 times as much.
 pub const BATCH_REPLAYED: usize = 8;
+// The extrapolation takes the period of the runs between the first and the last.
+const _: () = assert!(BATCH_REPLAYED >= 3);
 
 /// The predicted time per run of a timed batch of `iters` runs, as `allreduce-sweep`
 /// measures it: every rank leaves a barrier and starts its first run at once, runs the
